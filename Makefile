@@ -1,0 +1,33 @@
+# Every target creates .venv and installs the project itself when needed.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench torture lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/watchkeeper up sample_jobs --ledger demo/watchkeeper.db
+
+lint: $(STAMP)
+	$(BIN)/ruff check core console tests bench
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+torture: $(STAMP)
+	$(BIN)/python -m bench.torture
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache

@@ -1,0 +1,77 @@
+"""The ``job_outcomes`` table: one structured record per finished run.
+
+The runner inserts the record when a process exits (in the same transaction as
+running → verifying); the supervisor completes it (verification, verdict). Runs that end
+without a normal exit (timed_out, orphaned, abandoned, spawn failure) get their record in
+the transaction of that terminal move via ``record``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+COLUMNS = frozenset({
+    "state", "status", "reason", "duration_s", "exit_code", "signal", "stdout_bytes", "stderr_bytes",
+    "output_truncated", "stdout_head", "stdout_tail", "stderr_head", "stderr_tail", "handoff_raw",
+    "handoff", "handoff_findings", "verification", "verdict", "escalate", "severity", "verdict_kind",
+    "verdict_reason", "silent", "judged_by",
+})
+_JSON = frozenset({"handoff", "handoff_findings", "verification", "verdict"})
+
+
+def _encode(fields: dict[str, Any]) -> dict[str, Any]:
+    bad = set(fields) - COLUMNS
+    if bad:
+        raise ValueError(f"unknown job_outcomes columns {sorted(bad)}")
+    return {k: (json.dumps(v, default=str) if k in _JSON and v is not None and not isinstance(v, str) else v)
+            for k, v in fields.items()}
+
+
+def record(conn: sqlite3.Connection, run_id: int, **fields: Any) -> None:
+    """Insert or update the outcome of ``run_id`` (call inside the writing transaction).
+
+    ``fields`` are ``job_outcomes`` columns; JSON columns accept dicts/lists. ``job``,
+    ``lineage`` and ``attempt`` are copied from ``runs``; ``duration_s`` defaults to
+    ``ended_at - started_at`` when both are known.
+
+    Raises:
+        ValueError: unknown column, or no such run.
+    """
+    enc = _encode(fields)
+    run = conn.execute("SELECT job, lineage, attempt, state, started_at, ended_at FROM runs WHERE id = ?",
+                       (run_id,)).fetchone()
+    if run is None:
+        raise ValueError(f"no run {run_id}")
+    ts = time.time()
+    exists = conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
+    if exists:
+        if enc:
+            sets = ", ".join(f"{k} = ?" for k in enc)
+            conn.execute(f"UPDATE job_outcomes SET {sets}, updated_at = ? WHERE run_id = ?",
+                         (*enc.values(), ts, run_id))
+        return
+    enc.setdefault("state", run["state"])
+    enc.setdefault("status", run["state"])
+    if "duration_s" not in enc and run["started_at"] is not None:
+        enc["duration_s"] = (run["ended_at"] or ts) - run["started_at"]
+    cols = ["run_id", "job", "lineage", "attempt", "created_at", "updated_at", *enc]
+    conn.execute(f"INSERT INTO job_outcomes ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                 (run_id, run["job"], run["lineage"], run["attempt"], ts, ts, *enc.values()))
+
+
+def get(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    """The outcome of ``run_id`` as a dict with JSON columns decoded, or None."""
+    row = conn.execute("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        return None
+    out = {k: row[k] for k in row.keys()}
+    for k in _JSON:
+        if out.get(k):
+            try:
+                out[k] = json.loads(out[k])
+            except ValueError:
+                pass
+    return out

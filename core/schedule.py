@@ -1,0 +1,99 @@
+"""When a job is due: cron (through cronsim, in the job's timezone), intervals, one-shots.
+
+A *slot* is the scheduled fire time of one run, Unix seconds (UTC). Its key
+(``slot_key``) is part of the runs table's dedup constraint, so two runners computing the
+same slot can never both insert it. Interval slots are anchored to the Unix epoch
+(multiples of ``every``) for the same reason.
+
+DST: cronsim follows cron's rules. On fall-back a wall time that occurs twice fires once
+(the first occurrence); on spring-forward a wall time that does not exist (02:30 on the
+skipped hour) fires once, at the first valid instant after the gap (03:00 local).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim
+
+from core.specs import JobSpec
+
+
+def local_zone() -> tzinfo:
+    """The machine's zone (``TZ`` or /etc/localtime); the default for cron schedules."""
+    return datetime.now().astimezone().tzinfo or UTC
+
+
+def zone_for(spec: JobSpec) -> tzinfo:
+    return ZoneInfo(spec.timezone) if spec.timezone else local_zone()
+
+
+def slot_key(ts: float) -> str:
+    """Slot time → dedup key, ISO-8601 UTC with milliseconds."""
+    dt = datetime.fromtimestamp(ts, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def next_fire(spec: JobSpec, after: float) -> float | None:
+    """The first slot strictly after ``after`` (Unix seconds); None when the job has no
+    further scheduled slot (manual jobs; a one-shot is handled by ``once_slot``)."""
+    if spec.schedule:
+        start = datetime.fromtimestamp(after, tz=zone_for(spec))
+        # cronsim works at minute resolution; it returns times strictly after `start`.
+        it = CronSim(spec.schedule, start)
+        return next(it).timestamp()
+    if spec.every:
+        step = float(spec.every)
+        return (math.floor(after / step) + 1) * step
+    return None
+
+
+def once_slot(spec: JobSpec, now: float) -> tuple[str, float] | None:
+    """(slot key, not_before) of a one-shot job: key ``once`` (or ``once:<at>``)."""
+    if not spec.once:
+        return None
+    if spec.at is None:
+        return "once", now
+    at = spec.at if spec.at.tzinfo else spec.at.replace(tzinfo=local_zone())
+    return f"once:{slot_key(at.timestamp())}", at.timestamp()
+
+
+def due_slots(spec: JobSpec, last_slot: float | None, now: float) -> tuple[list[float], float | None]:
+    """Slots to queue now, and the next future slot.
+
+    ``last_slot``: the latest slot already recorded for the job (None: never scheduled, so
+    nothing before ``now`` is owed). Slots missed while no runner ran (between
+    ``last_slot`` and ``now``) are never replayed as a burst: ``misfire = "skip"`` drops
+    them, ``"run_once"`` queues only the most recent one. The slot that falls due right
+    now (at most one scheduler tick late) is always returned.
+
+    Returns:
+        (slots to insert, ascending; next slot after ``now`` or None)
+    """
+    if not (spec.schedule or spec.every):
+        return [], None
+    tick_tolerance = 2.0  # seconds a slot may be late and still count as "due now", not missed
+    cursor = last_slot if last_slot is not None else now - tick_tolerance
+    nxt = next_fire(spec, cursor)
+    missed: list[float] = []
+    current: list[float] = []
+    guard = 0
+    while nxt is not None and nxt <= now:
+        if now - nxt <= tick_tolerance:
+            current.append(nxt)
+        else:
+            missed.append(nxt)
+            if len(missed) > 2:  # only the newest missed slot can matter
+                missed.pop(0)
+        nxt = next_fire(spec, nxt)
+        guard += 1
+        if guard > 100000:  # a year of 5-minute slots: stop walking, jump to now
+            nxt = next_fire(spec, now - tick_tolerance)
+            missed = []
+    out: list[float] = []
+    if missed and spec.misfire == "run_once" and not current:
+        out.append(missed[-1])
+    out.extend(current)
+    return out, nxt

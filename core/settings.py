@@ -1,0 +1,149 @@
+"""Runner-wide settings: ``watchkeeper.toml`` (spec folder or ``--config``), then
+``WATCHKEEPER_*`` environment variables, then command-line flags — later wins.
+
+Every setting has a default, so a folder of job specs alone is enough to run. Durations are
+seconds (float); sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+CONFIG_NAME = "watchkeeper.toml"
+
+
+def _default_operator() -> str:
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "operator"
+
+
+class CommandSink(BaseModel):
+    """Runs a program with the notification as JSON on stdin (e.g. ``notify-send``, ``mail``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["command"] = "command"
+    name: str = Field("command", description="Sink name recorded on each notification row.")
+    command: list[str] = Field(..., min_length=1, description="argv of the program to run.")
+    timeout: float = Field(10.0, gt=0, description="Seconds before the program is killed (counts as a failed delivery).")
+
+
+class WebhookSink(BaseModel):
+    """HTTP POST of the notification as JSON, with a Slack-compatible ``text`` field."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["webhook"] = "webhook"
+    name: str = Field("webhook", description="Sink name recorded on each notification row.")
+    url: str = Field(..., description="http:// or https:// URL to POST to.")
+    timeout: float = Field(5.0, gt=0, description="Seconds per delivery attempt.")
+
+
+class JudgeSettings(BaseModel):
+    """The optional Claude judge, consulted only for soft anomalies."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None = Field(None, description="None: on when an API key is present.")
+    api_key: str | None = Field(None, description="Anthropic API key; default $ANTHROPIC_API_KEY.")
+    base_url: str | None = Field(None, description="Messages API base URL (tests point it at a local fake).")
+    model: str = Field("claude-sonnet-4-5", description="Model name passed to the Messages API.")
+    timeout: float = Field(20.0, gt=0, description="Seconds per API call before the rules verdict stands.")
+    max_retries: int = Field(1, ge=0, description="SDK retries per call.")
+    max_calls_per_hour: int = Field(30, ge=0, description="Budget: calls beyond this in a rolling hour are skipped.")
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key or os.environ.get("ANTHROPIC_API_KEY")
+
+    def is_enabled(self) -> bool:
+        return bool(self.resolved_api_key()) if self.enabled is None else (self.enabled and bool(self.resolved_api_key()))
+
+
+class Settings(BaseSettings):
+    """Validated runner-wide settings. See README "Settings" for the table of defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", env_nested_delimiter="__", extra="forbid")
+
+    ledger: Path = Field(Path("watchkeeper.db"), description="Ledger file (SQLite).")
+    artifacts: Path | None = Field(None, description="Per-run output folder; default: 'artifacts' beside the ledger.")
+    concurrency: int = Field(8, ge=1, description="Global limit of runs executing at once.")
+    heartbeat: float = Field(5.0, gt=0, description="Seconds between runner heartbeats (lease renewals).")
+    lease: float = Field(30.0, gt=0, description="Seconds a run's lease lasts without renewal.")
+    sweep_interval: float = Field(5.0, gt=0, description="Seconds between orphan-sweep passes in the runner.")
+    start_timeout: float = Field(30.0, gt=0, description="Seconds a run may stay 'spawned' before it is settled.")
+    shutdown_grace: float = Field(10.0, ge=0, description="Seconds running jobs get after SIGINT/SIGTERM to the runner.")
+    output_cap: int = Field(1024 * 1024, ge=4096, description="Bytes of output kept per stream (head + tail).")
+    handoff_max: int = Field(1024 * 1024, ge=1024, description="Largest handoff file read, bytes.")
+    operator: str = Field(default_factory=_default_operator, description="Name recorded on operator actions.")
+    judge: JudgeSettings = Field(default_factory=JudgeSettings, description="Claude judge settings.")
+    notify: list[CommandSink | WebhookSink] = Field(default_factory=list, description="Notification sinks.")
+    theme: str = Field("watchkeeper-dark", description="Console theme.")
+    refresh: float = Field(0.25, gt=0, description="Console poll interval, seconds.")
+
+    @model_validator(mode="after")
+    def _heartbeat_under_lease(self) -> Settings:
+        if self.heartbeat > self.lease / 3:
+            raise ValueError(
+                f"heartbeat ({self.heartbeat:g}s) must be at most a third of lease ({self.lease:g}s), "
+                "so one missed heartbeat never expires a live run's lease")
+        return self
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource):
+        # Environment beats the file (which arrives as init kwargs).
+        return (env_settings, init_settings)
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.artifacts if self.artifacts is not None else self.ledger.parent / "artifacts"
+
+
+class SettingsError(ValueError):
+    """Settings could not be loaded; the message names the file and field."""
+
+
+def load_settings(spec_dir: str | os.PathLike[str] | None = None,
+                  config: str | os.PathLike[str] | None = None,
+                  **overrides: Any) -> Settings:
+    """Load settings: ``config`` or ``<spec_dir>/watchkeeper.toml`` if present, then env,
+    then ``overrides`` (command-line flags; ``None`` values are ignored).
+
+    Raises:
+        SettingsError: unreadable TOML or an invalid field (message names file and field).
+    """
+    path: Path | None = None
+    if config is not None:
+        path = Path(config)
+        if not path.exists():
+            raise SettingsError(f"{path}: config file not found")
+    elif spec_dir is not None and (Path(spec_dir) / CONFIG_NAME).exists():
+        path = Path(spec_dir) / CONFIG_NAME
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{path}: {exc}") from None
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        settings = Settings(**data)
+        if clean:
+            settings = Settings.model_validate({**settings.model_dump(exclude_unset=False), **clean})
+    except ValidationError as exc:
+        where = str(path) if path else "settings"
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "(settings)"
+            parts.append(f"{where}: field '{loc}': {err['msg']}")
+        raise SettingsError("\n".join(parts)) from None
+    return settings

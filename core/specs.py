@@ -1,0 +1,496 @@
+"""Job specs: TOML files in a folder, validated by pydantic.
+
+A file holds one job (top-level keys) or several ``[[job]]`` tables. Unknown fields are
+errors. Errors are reported as ``file:line: job 'x': field 'timeout': message``; the line
+comes from the TOML parser (syntax errors) or from a small source map of the file (field
+errors), and is omitted only when neither can tell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+_DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: Any) -> float:
+    """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or a number of seconds → seconds (float).
+
+    Raises:
+        ValueError: not a duration.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as '30s', '5m' or a number of seconds")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if not text:
+            raise ValueError("empty duration")
+        pos, total = 0, 0.0
+        for m in _DUR_RE.finditer(text):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if pos == len(text):
+            return total
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise ValueError(f"expected a duration such as '30s', '5m', '1h30m' or seconds, got {value!r}")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Backoff(_Strict):
+    """Retry delay: ``min(max, initial * factor**(attempt-1))``, with full jitter when set."""
+
+    initial: PositiveDuration = 1.0
+    factor: float = Field(2.0, ge=1.0)
+    max: PositiveDuration = 300.0
+    jitter: bool = True
+
+
+class Expect(_Strict):
+    """What a healthy run looks like (checked by the supervisor)."""
+
+    duration: tuple[Duration, Duration] | None = Field(None, description="[min, max] seconds")
+    output: str | None = Field(None, description="regex that stdout must match")
+    files: list[str] = Field(default_factory=list, description="files that must exist after the run")
+
+    @field_validator("output")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"invalid regex: {exc}") from None
+        return v
+
+    @field_validator("duration")
+    @classmethod
+    def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not (0 <= v[0] <= v[1]):
+            raise ValueError("duration must be [min, max] with 0 <= min <= max")
+        return v
+
+
+class VerifyCommand(_Strict):
+    """A check the supervisor runs itself after the worker exits; exit 0 passes."""
+
+    command: list[str] | str
+    timeout: PositiveDuration = 30.0
+
+
+class Breaker(_Strict):
+    """Circuit breaker: ``failures`` failed runs within ``window`` open it for ``cooldown``."""
+
+    failures: int = Field(3, ge=1)
+    window: PositiveDuration = 300.0
+    cooldown: PositiveDuration = 600.0
+
+
+class Budget(_Strict):
+    """Per-run bounds: wall time (seconds) and figures the worker reports in its handoff."""
+
+    wall: PositiveDuration | None = None
+    cost: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, gt=0)
+
+
+class Task(_Strict):
+    """One sub-task of a fan-out job: its own command, timeout and attempts."""
+
+    name: str
+    command: list[str] | str
+    timeout: PositiveDuration = 600.0
+    max_attempts: int = Field(1, ge=1, le=100)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("task name must be 1-100 letters, digits, '_', '-' or '.'")
+        return v
+
+
+class JobSpec(_Strict):
+    """One job. Times are seconds; exactly one of ``schedule``/``every``/``once`` or none
+    (a manual-only job, run with ``watchkeeper trigger``)."""
+
+    name: str
+    command: list[str] | str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    schedule: str | None = None
+    timezone: str | None = None
+    every: PositiveDuration | None = None
+    once: bool = False
+    at: datetime | None = None
+    timeout: PositiveDuration = 3600.0
+    grace: Duration = Field(5.0, ge=0)
+    max_attempts: int = Field(1, ge=1, le=100)
+    backoff: Backoff = Field(default_factory=Backoff)
+    retry_on: list[int] | None = None
+    no_retry_on: list[int] = Field(default_factory=list)
+    concurrency: int = Field(1, ge=1, le=1000)
+    misfire: Literal["skip", "run_once"] = "skip"
+    intent: str | None = None
+    owner: str | None = None
+    expect: Expect = Field(default_factory=Expect)
+    verify: list[VerifyCommand] = Field(default_factory=list)
+    kind: Literal["command", "fanout"] = "command"
+    tags: list[str] = Field(default_factory=list)
+    # orchestration (fan-out, fallback, breaker, budgets)
+    tasks: list[Task] = Field(default_factory=list)
+    synthesize: list[str] | str | None = None
+    fallback: list[str] | str | None = None
+    allow_partial: bool = True
+    breaker: Breaker = Field(default_factory=Breaker)
+    max_steps: int | None = Field(None, ge=1)
+    budget: Budget = Field(default_factory=Budget)
+    confidence_threshold: float = Field(0.6, ge=0, le=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
+        return v
+
+    @field_validator("verify", mode="before")
+    @classmethod
+    def _verify(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"command": x} if isinstance(x, str | list) else x for x in v]
+        return v
+
+    @field_validator("command", "synthesize", "fallback")
+    @classmethod
+    def _command(cls, v: Any) -> Any:
+        if isinstance(v, list) and (not v or not all(isinstance(x, str) and x for x in v)):
+            raise ValueError("command must be a non-empty list of non-empty strings, or a shell string")
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("command must not be empty")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown timezone {v!r} (use an IANA name such as 'Europe/Berlin')") from None
+        return v
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                CronSim(v, datetime(2025, 1, 1))
+            except (CronSimError, ValueError, KeyError, IndexError) as exc:
+                raise ValueError(f"invalid cron expression {v!r}: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        triggers = [n for n, on in (("schedule", self.schedule is not None), ("every", self.every is not None),
+                                    ("once", self.once)) if on]
+        if len(triggers) > 1:
+            raise ValueError(f"give only one of schedule, every, once (got {', '.join(triggers)})")
+        if self.at is not None and not self.once:
+            raise ValueError("'at' needs once = true")
+        if self.timezone is not None and self.schedule is None:
+            raise ValueError("'timezone' applies only to a cron 'schedule'")
+        if self.kind == "command" and self.command is None:
+            raise ValueError("field 'command' is required")
+        if self.kind == "fanout":
+            if not self.tasks:
+                raise ValueError("a fanout job needs at least one [[job.tasks]] entry")
+            names = [t.name for t in self.tasks]
+            if len(set(names)) != len(names):
+                raise ValueError("task names must be unique within a job")
+        elif self.tasks:
+            raise ValueError("'tasks' needs kind = \"fanout\"")
+        return self
+
+    # -- derived ------------------------------------------------------------------------
+    def argv(self, command: list[str] | str | None = None) -> list[str]:
+        """The argv to exec: a list as is, a string through ``/bin/sh -c``."""
+        cmd = self.command if command is None else command
+        if isinstance(cmd, str):
+            return ["/bin/sh", "-c", cmd]
+        return list(cmd or [])
+
+    def schedule_text(self) -> str:
+        """Short schedule description: cron expression (with zone), 'every 30s', 'once', 'manual'."""
+        if self.schedule:
+            return f"{self.schedule} ({self.timezone})" if self.timezone else self.schedule
+        if self.every:
+            return f"every {_fmt_seconds(self.every)}"
+        if self.once:
+            return f"once at {self.at.isoformat()}" if self.at else "once"
+        return "manual"
+
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+def _fmt_seconds(s: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size and s % size == 0:
+            return f"{int(s // size)}{unit}"
+    return f"{s:g}s"
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """One problem in a spec file. ``line`` is 1-based or None when unknown."""
+
+    file: str
+    line: int | None
+    job: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        parts = [where]
+        if self.job:
+            parts.append(f"job '{self.job}'")
+        if self.field:
+            parts.append(f"field '{self.field}'")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "job": self.job, "field": self.field,
+                "message": self.message, "text": str(self)}
+
+
+@dataclass
+class LoadedJob:
+    """A valid spec with where it came from."""
+
+    spec: JobSpec
+    source: str
+    line: int | None
+
+
+@dataclass
+class LoadResult:
+    """Outcome of loading a folder: valid jobs by name, and every error found."""
+
+    jobs: dict[str, LoadedJob] = field(default_factory=dict)
+    errors: list[SpecError] = field(default_factory=list)
+    #: files that had at least one error (their jobs keep the last good spec on reload)
+    bad_files: set[str] = field(default_factory=set)
+
+
+class _SourceMap:
+    """Lines of ``[[job]]`` headers and ``key =`` assignments, by job index."""
+
+    _HEADER = re.compile(r"^\s*\[\[\s*job\s*\]\]")
+    _SUBHEADER = re.compile(r"^\s*\[\[?\s*job\.([A-Za-z_]+)")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=")
+
+    def __init__(self, text: str, multi: bool) -> None:
+        self.blocks: list[dict[str, int]] = []
+        self.headers: list[int] = []
+        current: dict[str, int] | None = {} if not multi else None
+        if not multi:
+            self.blocks.append(current)  # type: ignore[arg-type]
+            self.headers.append(1)
+        sub: str | None = None
+        for no, line in enumerate(text.splitlines(), start=1):
+            if multi and self._HEADER.match(line):
+                current = {}
+                self.blocks.append(current)
+                self.headers.append(no)
+                sub = None
+                continue
+            m = self._SUBHEADER.match(line)
+            if m and current is not None:
+                sub = m.group(1)
+                current.setdefault(sub, no)
+                continue
+            if line.lstrip().startswith("[") and not multi:
+                m2 = re.match(r"^\s*\[+\s*([A-Za-z_]+)", line)
+                sub = m2.group(1) if m2 else None
+                if sub and current is not None:
+                    current.setdefault(sub, no)
+                continue
+            m = self._KEY.match(line)
+            if m and current is not None:
+                key = f"{sub}.{m.group(1)}" if sub else m.group(1)
+                current.setdefault(key, no)
+
+    def line_for(self, index: int, loc: tuple[Any, ...]) -> int | None:
+        if index >= len(self.blocks):
+            return None
+        block = self.blocks[index]
+        keys = [str(p) for p in loc if not isinstance(p, int)]
+        for n in range(len(keys), 0, -1):
+            dotted = ".".join(keys[:n])
+            if dotted in block:
+                return block[dotted]
+        return self.headers[index]
+
+
+def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    m = re.search(r"line (\d+)", str(exc))
+    return int(m.group(1)) if m else getattr(exc, "lineno", None)
+
+
+def load_file(path: str | os.PathLike[str]) -> LoadResult:
+    """Parse and validate one TOML file; never raises for bad content."""
+    p = Path(path)
+    res = LoadResult()
+    name = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        res.errors.append(SpecError(name, None, None, None, f"cannot read: {exc}"))
+        res.bad_files.add(name)
+        return res
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        res.errors.append(SpecError(name, _toml_error_line(exc), None, None, f"TOML syntax: {msg}"))
+        res.bad_files.add(name)
+        return res
+    multi = "job" in data
+    if multi:
+        extra = sorted(k for k in data if k != "job")
+        if extra:
+            res.errors.append(SpecError(name, None, None, extra[0],
+                                        "top-level keys are not allowed beside [[job]] tables"))
+        raw_jobs = data["job"]
+        if not isinstance(raw_jobs, list):
+            raw_jobs = [raw_jobs]
+    else:
+        raw_jobs = [data]
+    smap = _SourceMap(text, multi)
+    for index, raw in enumerate(raw_jobs):
+        if not isinstance(raw, dict):
+            res.errors.append(SpecError(name, smap.line_for(index, ()), None, None, "job must be a table"))
+            continue
+        job_name = raw.get("name") if isinstance(raw.get("name"), str) else None
+        try:
+            spec = JobSpec.model_validate(raw)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                fld = ".".join(str(x) for x in loc) or None
+                msg = err["msg"]
+                if msg.startswith("Value error, "):
+                    msg = msg[len("Value error, "):]
+                if err["type"] == "extra_forbidden":
+                    msg = "unknown field (typo?)"
+                elif err["type"] == "missing":
+                    msg = "field required"
+                if fld is None:
+                    m = re.match(r"field '(\w+)'", msg)
+                    fld = m.group(1) if m else None
+                res.errors.append(SpecError(name, smap.line_for(index, loc), job_name, fld, msg))
+            continue
+        if spec.name in res.jobs:
+            res.errors.append(SpecError(name, smap.line_for(index, ("name",)), spec.name, "name",
+                                        "duplicate job name in this file"))
+            continue
+        res.jobs[spec.name] = LoadedJob(spec, name, smap.line_for(index, ("name",)))
+    if res.errors:
+        res.bad_files.add(name)
+    return res
+
+
+def spec_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The ``*.toml`` job files of a folder (sorted; ``watchkeeper.toml`` is settings, not a job)."""
+    return sorted(p for p in Path(folder).glob("*.toml") if p.name != "watchkeeper.toml" and p.is_file())
+
+
+def load_dir(folder: str | os.PathLike[str]) -> LoadResult:
+    """Load every job file of a folder. Duplicate names across files are errors (the first
+    file in sorted order keeps the name).
+
+    Raises:
+        FileNotFoundError: the folder does not exist.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: not a folder of job specs")
+    total = LoadResult()
+    for path in spec_files(root):
+        res = load_file(path)
+        total.errors.extend(res.errors)
+        total.bad_files |= res.bad_files
+        for jname, loaded in res.jobs.items():
+            if jname in total.jobs:
+                first = total.jobs[jname]
+                total.errors.append(SpecError(loaded.source, loaded.line, jname, "name",
+                                              f"duplicate job name (already defined in {first.source}:{first.line})"))
+                total.bad_files.add(loaded.source)
+                continue
+            total.jobs[jname] = loaded
+    return total
+
+
+def resolve_cwd(job: LoadedJob) -> str:
+    """The working directory for a job: ``cwd`` relative to its spec file's folder."""
+    base = Path(job.source).resolve().parent
+    if job.spec.cwd is None:
+        return str(base)
+    return str((base / job.spec.cwd).resolve())
+
+
+def spec_json(spec: JobSpec) -> str:
+    """Canonical JSON of a spec (what the ``jobs.spec`` column holds)."""
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+
+
+def spec_from_json(text: str) -> JobSpec:
+    """Inverse of ``spec_json``. Raises pydantic.ValidationError on a bad stored spec."""
+    return JobSpec.model_validate(json.loads(text))
+
+
+def command_text(cmd: list[str] | str | None) -> str:
+    """A command for display (argv joined with shell quoting)."""
+    if cmd is None:
+        return ""
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
