@@ -11,7 +11,8 @@ import click
 
 # Areas, each a module with register(group). Kept as names so one broken area cannot hide
 # the others' --help.
-AREAS = ("console.cli_runs", "console.cli_sweep", "console.cli_escalations", "console.cli_console")
+AREAS = ("console.cli_runs", "console.cli_check", "console.cli_sweep", "console.cli_escalations",
+         "console.cli_console")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
