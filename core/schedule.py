@@ -5,9 +5,23 @@ A *slot* is the scheduled fire time of one run, Unix seconds (UTC). Its key
 same slot can never both insert it. Interval slots are anchored to the Unix epoch
 (multiples of ``every``) for the same reason.
 
-DST: cronsim follows cron's rules. On fall-back a wall time that occurs twice fires once
-(the first occurrence); on spring-forward a wall time that does not exist (02:30 on the
-skipped hour) fires once, at the first valid instant after the gap (03:00 local).
+DST (checked against cronsim 2.8, see tests/test_schedule_dst.py): cronsim follows
+cron's rules.
+
+* Spring forward: a wall time that does not exist that day (``30 2 * * *`` in
+  Europe/Berlin on 2025-03-30, when 02:00 jumps to 03:00) fires once, at the first valid
+  instant after the gap: 03:00 local (CEST), 01:00 UTC. The next day is 02:30 again.
+* Fall back: a wall time that occurs twice (02:30 on 2025-10-26 in Europe/Berlin) fires
+  once, at the first occurrence (02:30 CEST = 00:30 UTC). Expressions with a wildcard hour
+  (``*/15 * * * *``) keep firing through the repeated hour, because those are distinct
+  instants.
+
+cronsim can hand back a time *before* its start when the start lies in the second pass of
+a repeated hour (it returns the first occurrence); ``next_fire`` skips such results so the
+slots it yields are strictly increasing.
+
+Default zone: a cron job without ``timezone`` uses the machine's zone — ``$TZ`` if set,
+otherwise ``/etc/localtime`` (UTC when neither exists), read when the slot is computed.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ def local_zone() -> tzinfo:
 
 
 def zone_for(spec: JobSpec) -> tzinfo:
+    """The zone a job's cron schedule (or naive one-shot ``at``) is read in."""
     return ZoneInfo(spec.timezone) if spec.timezone else local_zone()
 
 
@@ -41,9 +56,12 @@ def next_fire(spec: JobSpec, after: float) -> float | None:
     further scheduled slot (manual jobs; a one-shot is handled by ``once_slot``)."""
     if spec.schedule:
         start = datetime.fromtimestamp(after, tz=zone_for(spec))
-        # cronsim works at minute resolution; it returns times strictly after `start`.
         it = CronSim(spec.schedule, start)
-        return next(it).timestamp()
+        for _ in range(4):  # at most one repeated-hour result can precede `after`
+            ts = next(it).timestamp()
+            if ts > after:
+                return ts
+        return None
     if spec.every:
         step = float(spec.every)
         return (math.floor(after / step) + 1) * step
@@ -51,12 +69,18 @@ def next_fire(spec: JobSpec, after: float) -> float | None:
 
 
 def once_slot(spec: JobSpec, now: float) -> tuple[str, float] | None:
-    """(slot key, not_before) of a one-shot job: key ``once`` (or ``once:<at>``)."""
+    """(slot key, not_before) of a one-shot job: key ``once`` (or ``once:<at>``).
+
+    ``now`` and ``not_before`` are Unix seconds. Without ``at`` the job is due at ``now``;
+    a naive ``at`` is read in the job's ``timezone`` (default: the machine's zone). The key
+    is fixed per spec, so the dedup constraint makes a one-shot run once per ``at``.
+    None for jobs that are not one-shots.
+    """
     if not spec.once:
         return None
     if spec.at is None:
         return "once", now
-    at = spec.at if spec.at.tzinfo else spec.at.replace(tzinfo=local_zone())
+    at = spec.at if spec.at.tzinfo else spec.at.replace(tzinfo=zone_for(spec))
     return f"once:{slot_key(at.timestamp())}", at.timestamp()
 
 

@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -67,6 +68,43 @@ def parse_duration(value: Any) -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+# Strict numbers: a quoted "3" in TOML is almost always a mistake worth reporting.
+Int = Annotated[int, Field(strict=True)]
+Number = Annotated[float, Field(strict=True)]
+ExitCode = Annotated[int, Field(strict=True, ge=0, le=255)]
+
+
+class FieldProblem(ValueError):
+    """A cross-field check that failed, carrying the field it should be reported on."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _check_command(value: Any) -> Any:
+    # One clear message instead of pydantic's per-union-branch errors.
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("command must not be empty")
+        return value
+    if isinstance(value, list):
+        if not value or not all(isinstance(x, str) and x for x in value):
+            raise ValueError("command must be a non-empty list of non-empty strings, or a shell string")
+        return value
+    raise ValueError(f"command must be an argv list of strings or a shell string, got {type(value).__name__}")
+
+
+Command = Annotated[list[str] | str, BeforeValidator(_check_command)]
+
+
+def _nonempty_str(value: Any) -> Any:
+    if isinstance(value, str) and (not value.strip() or "\x00" in value):
+        raise ValueError("must be a non-empty string without NUL characters")
+    return value
+
+
+NonEmptyStr = Annotated[str, BeforeValidator(_nonempty_str)]
 
 
 class _Strict(BaseModel):
@@ -77,9 +115,9 @@ class Backoff(_Strict):
     """Retry delay: ``min(max, initial * factor**(attempt-1))``, with full jitter when set."""
 
     initial: PositiveDuration = 1.0
-    factor: float = Field(2.0, ge=1.0)
+    factor: Number = Field(2.0, ge=1.0)
     max: PositiveDuration = 300.0
-    jitter: bool = True
+    jitter: StrictBool = True
 
 
 class Expect(_Strict):
@@ -87,7 +125,14 @@ class Expect(_Strict):
 
     duration: tuple[Duration, Duration] | None = Field(None, description="[min, max] seconds")
     output: str | None = Field(None, description="regex that stdout must match")
-    files: list[str] = Field(default_factory=list, description="files that must exist after the run")
+    files: list[NonEmptyStr] = Field(default_factory=list, description="files that must exist after the run")
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _pair(cls, v: Any) -> Any:
+        if v is not None and (not isinstance(v, list | tuple) or len(v) != 2):
+            raise ValueError("duration must be a [min, max] pair such as [\"1s\", \"5m\"]")
+        return v
 
     @field_validator("output")
     @classmethod
@@ -110,14 +155,14 @@ class Expect(_Strict):
 class VerifyCommand(_Strict):
     """A check the supervisor runs itself after the worker exits; exit 0 passes."""
 
-    command: list[str] | str
+    command: Command
     timeout: PositiveDuration = 30.0
 
 
 class Breaker(_Strict):
     """Circuit breaker: ``failures`` failed runs within ``window`` open it for ``cooldown``."""
 
-    failures: int = Field(3, ge=1)
+    failures: Int = Field(3, ge=1)
     window: PositiveDuration = 300.0
     cooldown: PositiveDuration = 600.0
 
@@ -126,17 +171,17 @@ class Budget(_Strict):
     """Per-run bounds: wall time (seconds) and figures the worker reports in its handoff."""
 
     wall: PositiveDuration | None = None
-    cost: float | None = Field(None, gt=0)
-    tokens: int | None = Field(None, gt=0)
+    cost: Number | None = Field(None, gt=0)
+    tokens: Int | None = Field(None, gt=0)
 
 
 class Task(_Strict):
     """One sub-task of a fan-out job: its own command, timeout and attempts."""
 
     name: str
-    command: list[str] | str
+    command: Command
     timeout: PositiveDuration = 600.0
-    max_attempts: int = Field(1, ge=1, le=100)
+    max_attempts: Int = Field(1, ge=1, le=100)
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name")
@@ -152,37 +197,37 @@ class JobSpec(_Strict):
     (a manual-only job, run with ``watchkeeper trigger``)."""
 
     name: str
-    command: list[str] | str | None = None
-    cwd: str | None = None
+    command: Command | None = None
+    cwd: NonEmptyStr | None = None
     env: dict[str, str] = Field(default_factory=dict)
     schedule: str | None = None
     timezone: str | None = None
     every: PositiveDuration | None = None
-    once: bool = False
+    once: StrictBool = False
     at: datetime | None = None
     timeout: PositiveDuration = 3600.0
     grace: Duration = Field(5.0, ge=0)
-    max_attempts: int = Field(1, ge=1, le=100)
+    max_attempts: Int = Field(1, ge=1, le=100)
     backoff: Backoff = Field(default_factory=Backoff)
-    retry_on: list[int] | None = None
-    no_retry_on: list[int] = Field(default_factory=list)
-    concurrency: int = Field(1, ge=1, le=1000)
+    retry_on: list[ExitCode] | None = None
+    no_retry_on: list[ExitCode] = Field(default_factory=list)
+    concurrency: Int = Field(1, ge=1, le=1000)
     misfire: Literal["skip", "run_once"] = "skip"
-    intent: str | None = None
-    owner: str | None = None
+    intent: NonEmptyStr | None = None
+    owner: NonEmptyStr | None = None
     expect: Expect = Field(default_factory=Expect)
     verify: list[VerifyCommand] = Field(default_factory=list)
     kind: Literal["command", "fanout"] = "command"
-    tags: list[str] = Field(default_factory=list)
+    tags: list[NonEmptyStr] = Field(default_factory=list)
     # orchestration (fan-out, fallback, breaker, budgets)
     tasks: list[Task] = Field(default_factory=list)
-    synthesize: list[str] | str | None = None
-    fallback: list[str] | str | None = None
-    allow_partial: bool = True
+    synthesize: Command | None = None
+    fallback: Command | None = None
+    allow_partial: StrictBool = True
     breaker: Breaker = Field(default_factory=Breaker)
-    max_steps: int | None = Field(None, ge=1)
+    max_steps: Int | None = Field(None, ge=1)
     budget: Budget = Field(default_factory=Budget)
-    confidence_threshold: float = Field(0.6, ge=0, le=1)
+    confidence_threshold: Number = Field(0.6, ge=0, le=1)
 
     @field_validator("name")
     @classmethod
@@ -198,13 +243,12 @@ class JobSpec(_Strict):
             return [{"command": x} if isinstance(x, str | list) else x for x in v]
         return v
 
-    @field_validator("command", "synthesize", "fallback")
+    @field_validator("env")
     @classmethod
-    def _command(cls, v: Any) -> Any:
-        if isinstance(v, list) and (not v or not all(isinstance(x, str) and x for x in v)):
-            raise ValueError("command must be a non-empty list of non-empty strings, or a shell string")
-        if isinstance(v, str) and not v.strip():
-            raise ValueError("command must not be empty")
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not key or "=" in key or "\x00" in key or "\x00" in value:
+                raise ValueError(f"invalid environment variable {key!r} (no '=' or NUL allowed)")
         return v
 
     @field_validator("timezone")
@@ -232,21 +276,23 @@ class JobSpec(_Strict):
         triggers = [n for n, on in (("schedule", self.schedule is not None), ("every", self.every is not None),
                                     ("once", self.once)) if on]
         if len(triggers) > 1:
-            raise ValueError(f"give only one of schedule, every, once (got {', '.join(triggers)})")
+            raise FieldProblem(triggers[1], f"give only one of schedule, every, once (got {', '.join(triggers)})")
         if self.at is not None and not self.once:
-            raise ValueError("'at' needs once = true")
-        if self.timezone is not None and self.schedule is None:
-            raise ValueError("'timezone' applies only to a cron 'schedule'")
+            raise FieldProblem("at", "'at' needs once = true")
+        if self.timezone is not None and self.schedule is None and self.at is None:
+            raise FieldProblem("timezone", "'timezone' applies only to a cron 'schedule' or a one-shot 'at'")
         if self.kind == "command" and self.command is None:
-            raise ValueError("field 'command' is required")
+            raise FieldProblem("command", "field required (an argv list or a shell string)")
+        if self.retry_on is not None and set(self.retry_on) & set(self.no_retry_on):
+            raise FieldProblem("no_retry_on", "an exit code cannot be in both retry_on and no_retry_on")
         if self.kind == "fanout":
             if not self.tasks:
-                raise ValueError("a fanout job needs at least one [[job.tasks]] entry")
+                raise FieldProblem("tasks", "a fanout job needs at least one [[job.tasks]] entry")
             names = [t.name for t in self.tasks]
             if len(set(names)) != len(names):
-                raise ValueError("task names must be unique within a job")
+                raise FieldProblem("tasks", "task names must be unique within a job")
         elif self.tasks:
-            raise ValueError("'tasks' needs kind = \"fanout\"")
+            raise FieldProblem("tasks", "'tasks' needs kind = \"fanout\"")
         return self
 
     # -- derived ------------------------------------------------------------------------
@@ -268,6 +314,7 @@ class JobSpec(_Strict):
         return "manual"
 
     def spec_hash(self) -> str:
+        """16 hex digits identifying the validated spec (stored on runs as ``spec_hash``)."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
@@ -372,9 +419,58 @@ class _SourceMap:
         return self.headers[index]
 
 
+def _friendly_errors(exc: ValidationError) -> list[tuple[str | None, tuple[Any, ...], str]]:
+    """pydantic errors → (field path, loc for the source map, human message), deduplicated.
+
+    Field paths look like ``backoff.initial`` or ``retry_on[0]``; pydantic's union-branch
+    names and ``[type=…]`` suffixes never reach the user.
+    """
+    out: list[tuple[str | None, tuple[Any, ...], str]] = []
+    seen: set[tuple[str | None, str]] = set()
+    for err in exc.errors(include_url=False):
+        # Drop union-branch tags such as 'list[str]' or 'function-after[...]'.
+        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not re.search(r"[\[\]-]", str(p)))
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        problem = (err.get("ctx") or {}).get("error")
+        if isinstance(problem, FieldProblem):
+            loc = (problem.field,)
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (typo?)"
+        elif err["type"] == "missing":
+            msg = "field required"
+        elif err["type"] == "literal_error":
+            msg = msg.replace("Input should be", "must be")
+        fld = ""
+        for part in loc:
+            fld += f"[{part}]" if isinstance(part, int) else (f".{part}" if fld else str(part))
+        key = (fld or None, msg)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((fld or None, loc, msg))
+    return out
+
+
 def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
     m = re.search(r"line (\d+)", str(exc))
     return int(m.group(1)) if m else getattr(exc, "lineno", None)
+
+
+def _key_on_line(text: str, line: int | None) -> str | None:
+    """The ``key`` of a ``key = …`` line, so a syntax error can still name its field."""
+    lines = text.splitlines()
+    if line is None or not 1 <= line <= len(lines):
+        return None
+    m = _SourceMap._KEY.match(lines[line - 1])
+    return m.group(1) if m else None
+
+
+def _guess_name(text: str) -> str | None:
+    """The first ``name = "…"`` of a file that does not parse (for the error line only)."""
+    m = re.search(r'^\s*name\s*=\s*"([^"\n]+)"', text, re.MULTILINE)
+    return m.group(1) if m else None
 
 
 def load_file(path: str | os.PathLike[str]) -> LoadResult:
@@ -392,7 +488,9 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        res.errors.append(SpecError(name, _toml_error_line(exc), None, None, f"TOML syntax: {msg}"))
+        line = _toml_error_line(exc)
+        res.errors.append(SpecError(name, line, _guess_name(text), _key_on_line(text, line),
+                                    f"TOML syntax: {msg}"))
         res.bad_files.add(name)
         return res
     multi = "job" in data
@@ -415,19 +513,7 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
         try:
             spec = JobSpec.model_validate(raw)
         except ValidationError as exc:
-            for err in exc.errors():
-                loc = tuple(err["loc"])
-                fld = ".".join(str(x) for x in loc) or None
-                msg = err["msg"]
-                if msg.startswith("Value error, "):
-                    msg = msg[len("Value error, "):]
-                if err["type"] == "extra_forbidden":
-                    msg = "unknown field (typo?)"
-                elif err["type"] == "missing":
-                    msg = "field required"
-                if fld is None:
-                    m = re.match(r"field '(\w+)'", msg)
-                    fld = m.group(1) if m else None
+            for fld, loc, msg in _friendly_errors(exc):
                 res.errors.append(SpecError(name, smap.line_for(index, loc), job_name, fld, msg))
             continue
         if spec.name in res.jobs:
