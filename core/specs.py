@@ -467,6 +467,15 @@ def _key_on_line(text: str, line: int | None) -> str | None:
     return m.group(1) if m else None
 
 
+def _first_key_line(text: str, key: str) -> int | None:
+    """Line of the first ``key = …`` in a file, 1-based (None when absent)."""
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = _SourceMap._KEY.match(line)
+        if m and m.group(1) == key:
+            return no
+    return None
+
+
 def _guess_name(text: str) -> str | None:
     """The first ``name = "…"`` of a file that does not parse (for the error line only)."""
     m = re.search(r'^\s*name\s*=\s*"([^"\n]+)"', text, re.MULTILINE)
@@ -497,11 +506,16 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
     if multi:
         extra = sorted(k for k in data if k != "job")
         if extra:
-            res.errors.append(SpecError(name, None, None, extra[0],
+            res.errors.append(SpecError(name, _first_key_line(text, extra[0]), None, extra[0],
                                         "top-level keys are not allowed beside [[job]] tables"))
         raw_jobs = data["job"]
         if not isinstance(raw_jobs, list):
             raw_jobs = [raw_jobs]
+        if not all(isinstance(r, dict) for r in raw_jobs):
+            res.errors.append(SpecError(name, _first_key_line(text, "job"), None, "job",
+                                        "'job' must be [[job]] tables"))
+            res.bad_files.add(name)
+            return res
     else:
         raw_jobs = [data]
     smap = _SourceMap(text, multi)
