@@ -1,0 +1,260 @@
+"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+import click
+import humanize
+
+from core.clock import iso, local_hms
+from core.ledger import Ledger
+from core.process import signal_name
+from core.runs import UnknownJob, UnknownRun, list_runs, run_detail, trigger
+from core.settings import SettingsError, load_settings
+
+EXIT_NOT_FOUND = 2
+EXIT_CONFIG = 3
+
+STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
+                 "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
+
+
+def use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def styled_state(state: str) -> str:
+    text = f"{state:<10}"
+    return click.style(text, fg=STATE_COLOURS.get(state)) if use_colour() else text
+
+
+def ledger_option(f: Any) -> Any:
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def config_option(f: Any) -> Any:
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+                        help="Settings file [default: watchkeeper.toml in the spec folder].")(f)
+
+
+def open_settings(spec_dir: str | None = None, config: str | None = None, **overrides: Any):
+    try:
+        return load_settings(spec_dir, config, **overrides)
+    except SettingsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def open_ledger(ledger_path: str | None, *, must_exist: bool = True) -> Ledger:
+    """Open the ledger named by --ledger / WATCHKEEPER_LEDGER / default, or exit 2."""
+    settings = open_settings(None, None, ledger=ledger_path)
+    if must_exist and not settings.ledger.exists():
+        click.echo(f"error: no ledger at {settings.ledger} (start a runner, or pass --ledger)", err=True)
+        raise SystemExit(EXIT_NOT_FOUND)
+    return Ledger(settings.ledger)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    return humanize.precisedelta(seconds, minimum_unit="seconds", format="%0.0f")
+
+
+def fmt_exit(exit_code: int | None, sig: int | None) -> str:
+    if sig:
+        return signal_name(sig)
+    return "-" if exit_code is None else str(exit_code)
+
+
+def finished_line(ended_at: float, job: str, attempt: int, state: str, duration: float | None,
+                  exit_code: int | None, sig: int | None, reason: str | None) -> str:
+    """One line per finished run: time, job, attempt, state, duration, exit."""
+    line = (f"{local_hms(ended_at)}  {job:<22.22} #{attempt:<2} {styled_state(state)} "
+            f"{fmt_duration(duration):>8}  exit {fmt_exit(exit_code, sig)}")
+    if reason and state != "succeeded":
+        line += f"  ({reason})"
+    return line
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(run_cmd)
+    cli.add_command(runs_cmd)
+    cli.add_command(show_cmd)
+    cli.add_command(trigger_cmd)
+
+
+@click.command("run")
+@click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
+@ledger_option
+@config_option
+@click.option("--concurrency", type=int, default=None, help="Global limit of runs at once [default 8].")
+@click.option("--quiet", is_flag=True, help="Do not print a line per finished run.")
+def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, concurrency: int | None,
+            quiet: bool) -> None:
+    """Run the jobs of SPEC_DIR headless, printing one line per finished run.
+
+    Ctrl-C (or SIGTERM) stops spawning and gives running jobs `shutdown_grace` seconds;
+    whatever is still running is recorded for the next runner to settle.
+
+    \b
+    Example:
+      watchkeeper run sample_jobs --ledger /var/lib/watchkeeper/ledger.db
+    """
+    from core.runner import Finished, Runner
+    from core.specs import load_dir
+
+    settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
+    result = load_dir(spec_dir)
+    for err in result.errors:
+        click.echo(f"spec error: {err}", err=True)
+    if not result.jobs:
+        click.echo(f"warning: no valid jobs in {spec_dir}; waiting for specs to appear", err=True)
+
+    def on_finished(f: Finished) -> None:
+        if not quiet:
+            click.echo(finished_line(f.ended_at, f.job, f.attempt, f.state, f.duration_s, f.exit_code, f.signal,
+                                     f.reason))
+
+    runner = Runner(spec_dir, settings, on_finished=on_finished)
+    click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {settings.ledger}"
+               " (Ctrl-C to stop)", err=True)
+    try:
+        asyncio.run(runner.run())
+    except KeyboardInterrupt:
+        pass
+    click.echo("watchkeeper: runner stopped", err=True)
+
+
+@click.command("runs")
+@ledger_option
+@click.option("--job", default=None, help="Only this job.")
+@click.option("--state", default=None, help="Only runs in this state (e.g. failed, orphaned).")
+@click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one run each.")
+def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit: int, as_json: bool) -> None:
+    """List recent runs, newest first.
+
+    \b
+    Example:
+      watchkeeper runs --state failed --limit 10
+    """
+    with open_ledger(ledger_path) as ledger:
+        rows = list_runs(ledger, job=job, state=state, limit=limit)
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, default=str))
+        return
+    if not rows:
+        click.echo("no runs")
+        return
+    click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
+    for r in rows:
+        t = r["ended_at"] or r["started_at"] or r["created_at"]
+        click.echo(f"{r['id']:>6}  {local_hms(t)}  {r['job']:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
+                   f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
+                   f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _safe(text: Any) -> str:
+    """Untrusted text for a terminal: control characters (ESC, C1, …) shown as escapes."""
+    s = str(text)
+    return "".join(ch if (ch in "\n\t" or (ord(ch) >= 32 and not 0x7F <= ord(ch) <= 0x9F)) else
+                   f"\\x{ord(ch):02x}" for ch in s)
+
+
+@click.command("show")
+@click.argument("run_id", type=int)
+@ledger_option
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON document.")
+def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
+    """Show one run: its attempts, outcome, handoff, audit trail and output head/tail.
+
+    \b
+    Example:
+      watchkeeper show 42
+    """
+    with open_ledger(ledger_path) as ledger:
+        try:
+            d = run_detail(ledger, run_id)
+        except UnknownRun as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(EXIT_NOT_FOUND) from None
+    if as_json:
+        click.echo(json.dumps(d, default=str, indent=2))
+        return
+    r, o = d["run"], d["outcome"] or {}
+    click.echo(f"run {r['id']}  job {r['job']}  attempt {r['attempt']}  state {r['state']}")
+    click.echo(f"  slot {r['slot']}  trigger {r['trigger']}  worker {r['worker']}  runner {r['runner_id'] or '-'}")
+    click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
+               f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
+               f"pid {r['pid'] or '-'}")
+    if r.get("reason"):
+        click.echo(f"  reason: {_safe(r['reason'])}")
+    click.echo("attempts:")
+    for a in d["lineage"]:
+        mark = "*" if a["id"] == r["id"] else " "
+        click.echo(f" {mark} #{a['attempt']} run {a['id']} {a['state']:<10} exit {fmt_exit(a['exit_code'], a['signal'])}"
+                   f"  {_safe(a.get('reason') or '')}")
+    if d["children"]:
+        click.echo("sub-tasks:")
+        for c in d["children"]:
+            click.echo(f"   {c['task']:<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
+                       f"exit {fmt_exit(c['exit_code'], c['signal'])}")
+    if o:
+        click.echo(f"outcome: status {o.get('status')}  output {o.get('stdout_bytes')}+{o.get('stderr_bytes')} bytes"
+                   f"{' (truncated)' if o.get('output_truncated') else ''}")
+        if o.get("verdict_reason") or o.get("severity"):
+            click.echo(f"verdict: escalate={bool(o.get('escalate'))} severity={o.get('severity')} "
+                       f"kind={o.get('verdict_kind')}  {_safe(o.get('verdict_reason') or '')}")
+        if o.get("verification"):
+            click.echo(f"verification: {_safe(json.dumps(o['verification'], default=str))[:2000]}")
+        for f in o.get("handoff_findings") or []:
+            click.echo(f"handoff finding: {f.get('code')}: {_safe(f.get('message'))}")
+        if o.get("handoff") is not None:
+            click.echo(f"handoff: {_safe(json.dumps(o['handoff'], default=str))[:2000]}")
+    click.echo("audit trail:")
+    for e in d["events"]:
+        move = f"{e['from_state'] or ''} → {e['to_state'] or ''}" if e["to_state"] or e["from_state"] else ""
+        click.echo(f"  {iso(e['at'])}  {e['kind']:<16} {move:<24} {e['actor']}  {_safe(e.get('reason') or '')}")
+    for name, sl in d["output"].items():
+        if not sl.get("size"):
+            continue
+        click.echo(f"--- {name} ({sl['size']} bytes kept) head ---")
+        click.echo(_safe(sl["head"]).rstrip("\n"))
+        if sl.get("tail"):
+            click.echo(f"--- {name} tail ---")
+            click.echo(_safe(sl["tail"]).rstrip("\n"))
+
+
+@click.command("trigger")
+@click.argument("job")
+@ledger_option
+@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
+    """Queue a run of JOB now (a running runner picks it up).
+
+    \b
+    Example:
+      watchkeeper trigger disk-report
+    """
+    settings = open_settings(None, None, ledger=ledger_path, operator=operator)
+    with open_ledger(ledger_path) as ledger:
+        try:
+            run_id = trigger(ledger, job, actor=f"operator:{settings.operator}")
+        except UnknownJob as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(EXIT_NOT_FOUND) from None
+    click.echo(f"queued run {run_id} of {job}")

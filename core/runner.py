@@ -1,0 +1,656 @@
+"""The embedded runner (asyncio): schedules slots, dispatches queued runs, executes them in
+their own process groups, captures bounded output, reads handoffs, enforces timeouts, and
+hands every exit to the supervisor.
+
+Ledger writes from the event loop use one connection owned by the loop's thread; the
+supervisor (which may run verify commands) and the periodic supervisor work run in worker
+threads with their own connections. Every run state change goes through
+``core.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core import __version__, lifecycle, outcomes, retries, schedule, supervisor
+from core.capture import Capture
+from core.handoff import read_handoff
+from core.ledger import Ledger, add_event
+from core.lifecycle import LIVE, State
+from core.process import create_time, signal_group
+from core.settings import Settings
+from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
+
+log = logging.getLogger(__name__)
+
+DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
+
+
+@dataclass
+class Finished:
+    """One finished run, as passed to ``on_finished`` (for one-line printing)."""
+
+    run_id: int
+    job: str
+    attempt: int
+    state: str
+    duration_s: float | None
+    exit_code: int | None
+    signal: int | None
+    reason: str | None
+    ended_at: float
+
+
+class Runner:
+    """Runs the jobs of ``spec_dir`` against the ledger named in ``settings``.
+
+    Args:
+        spec_dir: folder of job spec TOML files (hot-reloaded).
+        settings: runner-wide settings (ledger path, concurrency, heartbeat, lease, …).
+        install_signal_handlers: stop on SIGINT/SIGTERM (only from the main thread).
+        on_finished: called on the loop thread for every run that reaches a terminal state
+            through this runner.
+    """
+
+    def __init__(self, spec_dir: str | os.PathLike[str], settings: Settings, *,
+                 install_signal_handlers: bool = True,
+                 on_finished: Callable[[Finished], None] | None = None,
+                 runner_id: str | None = None) -> None:
+        self.spec_dir = Path(spec_dir)
+        self.settings = settings
+        self.id = runner_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.actor = f"runner:{self.id}"
+        self.install_signal_handlers = install_signal_handlers
+        self.on_finished = on_finished
+        self.jobs: dict[str, LoadedJob] = {}
+        self.live: dict[int, asyncio.Task[None]] = {}
+        self._last_slot: dict[str, float | None] = {}
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._thread_local = threading.local()
+        self._bg: set[asyncio.Task[Any]] = set()
+        self.ledger: Ledger | None = None
+        self.started = threading.Event()
+
+    # -- public -------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the runner to stop (thread-safe, idempotent)."""
+        loop, stop = self._loop, self._stop
+        if loop is None or stop is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(stop.set)
+
+    async def run(self) -> None:
+        """Run until ``request_stop`` or SIGINT/SIGTERM; then shut down (see README)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.ledger = Ledger(self.settings.ledger)
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._loop.add_signal_handler(sig, self._stop.set)
+        self._register()
+        self._reconcile()
+        self._load_specs(load_dir(self.spec_dir))
+        self.started.set()
+        loops = [
+            asyncio.create_task(self._scheduler_loop(), name="scheduler"),
+            asyncio.create_task(self._dispatch_loop(), name="dispatch"),
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._sweep_loop(), name="sweep"),
+            asyncio.create_task(self._reload_loop(), name="reload"),
+        ]
+        try:
+            await self._stop.wait()
+        finally:
+            for t in loops:
+                t.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._shutdown()
+            if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    with contextlib.suppress(Exception):
+                        self._loop.remove_signal_handler(sig)
+
+    # -- startup ------------------------------------------------------------------------
+    def _register(self) -> None:
+        now = time.time()
+        me = os.getpid()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO runners (id, hostname, pid, pid_create_time, started_at, heartbeat_at, heartbeat_s,"
+                " lease_s, version) VALUES (?,?,?,?,?,?,?,?,?)",
+                (self.id, socket.gethostname(), me, create_time(me), now, now, self.settings.heartbeat,
+                 self.settings.lease, __version__))
+            add_event(conn, actor=self.actor, kind="runner_started",
+                      detail={"pid": me, "spec_dir": str(self.spec_dir)})
+        self.ledger.write(tx)
+
+    def _reconcile(self) -> None:
+        try:
+            from core import sweep
+        except ImportError:
+            return
+        try:
+            settled = sweep.reconcile_startup(self.ledger, self.settings, runner_id=self.id)
+        except Exception:
+            log.exception("startup reconciliation failed; the periodic sweep will retry")
+            return
+        for run_id in settled or []:
+            self._judge(run_id)
+
+    def _load_specs(self, result: LoadResult) -> None:
+        """Apply a fresh load: valid jobs replace old specs; jobs in a bad file keep theirs."""
+        for err in result.errors:
+            log.warning("spec error: %s", err)
+        try:
+            from core.jobs import sync_jobs
+        except ImportError:
+            sync_jobs = None
+        if sync_jobs is not None:
+            sync_jobs(self.ledger, result, actor=self.actor)
+        else:
+            self._sync_jobs_minimal(result)
+        new = dict(result.jobs)
+        for name, old in self.jobs.items():
+            if name not in new and old.source in result.bad_files:
+                new[name] = old
+        self.jobs = new
+
+    def _sync_jobs_minimal(self, result: LoadResult) -> None:
+        from core.specs import spec_json
+        now = time.time()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            for name, lj in result.jobs.items():
+                s = lj.spec
+                conn.execute(
+                    "INSERT INTO jobs (name, kind, spec, spec_hash, source, source_line, schedule_text, owner,"
+                    " intent, enabled, updated_at) VALUES (?,?,?,?,?,?,?,?,?,1,?) ON CONFLICT(name) DO UPDATE SET"
+                    " kind=excluded.kind, spec=excluded.spec, spec_hash=excluded.spec_hash, source=excluded.source,"
+                    " source_line=excluded.source_line, schedule_text=excluded.schedule_text, owner=excluded.owner,"
+                    " intent=excluded.intent, enabled=1, updated_at=excluded.updated_at",
+                    (name, s.kind, spec_json(s), s.spec_hash(), lj.source, lj.line, s.schedule_text(), s.owner,
+                     s.intent, now))
+            for err in result.errors:
+                add_event(conn, actor=self.actor, kind="spec_error", job=err.job, reason=str(err),
+                          detail=err.to_dict())
+        self.ledger.write(tx)
+
+    # -- scheduling ---------------------------------------------------------------------
+    async def _scheduler_loop(self) -> None:
+        while True:
+            try:
+                self._schedule_tick(time.time())
+            except Exception:
+                log.exception("scheduler tick failed; retrying")
+            await asyncio.sleep(0.25)
+
+    def _last_recorded_slot(self, job: str) -> float | None:
+        row = self.ledger.one("SELECT MAX(not_before) FROM runs WHERE job = ? AND trigger IN ('schedule','misfire')"
+                              " AND attempt = 1 AND task = ''", (job,))
+        return row[0] if row and row[0] is not None else None
+
+    def _schedule_tick(self, now: float) -> None:
+        for name, lj in list(self.jobs.items()):
+            spec = lj.spec
+            if spec.once:
+                slot = schedule.once_slot(spec, now)
+                if slot is not None and slot[1] <= now + 0.5:
+                    self._queue(spec, slot[0], slot[1], "schedule")
+                continue
+            if not (spec.schedule or spec.every):
+                continue
+            if name not in self._last_slot:
+                self._last_slot[name] = self._last_recorded_slot(name)
+            last = self._last_slot[name]
+            nxt = schedule.next_fire(spec, last) if last is not None else None
+            if nxt is not None and nxt > now:
+                continue  # cheap path: nothing due
+            slots, _ = schedule.due_slots(spec, last, now)
+            for ts in slots:
+                trigger = "schedule" if now - ts <= 2.0 else "misfire"
+                self._queue(spec, schedule.slot_key(ts), ts, trigger)
+            if slots:
+                self._last_slot[name] = slots[-1]
+            elif last is None or (nxt is not None and nxt <= now):
+                # Missed slots were skipped (misfire=skip): remember we are past them.
+                self._last_slot[name] = now - 2.0 if last is None else max(last, self._prev_slot(spec, now))
+
+    @staticmethod
+    def _prev_slot(spec: JobSpec, now: float) -> float:
+        """The latest slot at or before ``now - 2 s`` (anchor for skipping missed slots)."""
+        if spec.every:
+            import math
+            return math.floor((now - 2.0) / spec.every) * spec.every
+        return now - 2.0
+
+    def _queue(self, spec: JobSpec, slot: str, not_before: float, trigger: str) -> int | None:
+        """Insert attempt 1 of a slot (deduplicated by the UNIQUE (job, slot, task, attempt))."""
+        now = time.time()
+
+        def tx(conn: sqlite3.Connection) -> int | None:
+            if trigger != "misfire" and not spec.once:
+                waiting = conn.execute(
+                    "SELECT COUNT(*) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
+                    (spec.name,)).fetchone()[0]
+                live = conn.execute(
+                    "SELECT COUNT(*) FROM runs WHERE job = ? AND state IN ('spawned','running','verifying')"
+                    " AND task = ''", (spec.name,)).fetchone()[0]
+                if waiting and live >= spec.concurrency:
+                    exists = conn.execute("SELECT 1 FROM runs WHERE job = ? AND slot = ?", (spec.name, slot)).fetchone()
+                    if not exists:
+                        add_event(conn, actor=self.actor, kind="skipped_overlap", job=spec.name,
+                                  reason="previous run still queued at concurrency limit", detail={"slot": slot})
+                    return None
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO runs (job, lineage, attempt, state, slot, task, trigger, spec_hash, not_before,"
+                " created_at, updated_at) VALUES (?,?,1,'queued',?,'',?,?,?,?,?)",
+                (spec.name, uuid.uuid4().hex, slot, trigger, spec.spec_hash(), not_before, now, now))
+            if cur.rowcount != 1:
+                return None
+            run_id = int(cur.lastrowid)
+            add_event(conn, actor=self.actor, kind="run_queued", run_id=run_id, job=spec.name, attempt=1,
+                      to_state="queued", reason=trigger, detail={"slot": slot})
+            return run_id
+        run_id = self.ledger.write(tx)
+        if run_id is not None and self._wake is not None:
+            self._wake.set()
+        return run_id
+
+    # -- dispatch -----------------------------------------------------------------------
+    async def _dispatch_loop(self) -> None:
+        while True:
+            try:
+                self._dispatch(time.time())
+            except Exception:
+                log.exception("dispatch failed; retrying")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=0.2)
+
+    def _dispatch(self, now: float) -> None:
+        room = self.settings.concurrency - len(self.live)
+        if room <= 0:
+            return
+        rows = self.ledger.query(
+            "SELECT * FROM runs WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?",
+            (now, max(room * 4, 16)))
+        per_job: dict[str, int] = {}
+        for row in rows:
+            if len(self.live) >= self.settings.concurrency:
+                break
+            run = dict(row)
+            lj = self.jobs.get(run["job"])
+            if lj is None:
+                continue  # unknown here (removed, or another runner's folder): leave it queued
+            spec = lj.spec
+            if run["task"] == "" and run["parent_run_id"] is None:
+                if run["job"] not in per_job:
+                    per_job[run["job"]] = self.ledger.one(
+                        "SELECT COUNT(*) FROM runs WHERE job = ? AND task = '' AND state IN"
+                        " ('spawned','running','verifying')", (run["job"],))[0]
+                if per_job[run["job"]] >= spec.concurrency:
+                    continue
+            won = lifecycle.transition(
+                self.ledger, run["id"], run["attempt"], State.QUEUED, State.SPAWNED, actor=self.actor,
+                fields={"runner_id": self.id, "spawned_at": time.time(),
+                        "lease_until": time.time() + self.settings.lease})
+            if not won:
+                continue  # another runner claimed it
+            per_job[run["job"]] = per_job.get(run["job"], 0) + 1
+            task = asyncio.create_task(self._execute(run, lj), name=f"run-{run['id']}")
+            self.live[run["id"]] = task
+            task.add_done_callback(lambda _t, rid=run["id"]: self._run_done(rid))
+
+    def _run_done(self, run_id: int) -> None:
+        task = self.live.pop(run_id, None)
+        if task is not None and not task.cancelled() and task.exception() is not None:
+            log.error("run %s crashed in the runner: %r", run_id, task.exception())
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- execution ----------------------------------------------------------------------
+    def _command_for(self, spec: JobSpec, run: dict[str, Any]) -> list[str]:
+        if run.get("worker") == "fallback" and spec.fallback is not None:
+            return spec.argv(spec.fallback)
+        return spec.argv()
+
+    def _env_for(self, spec: JobSpec, run: dict[str, Any], handoff: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(spec.env)
+        env.update({
+            "WATCHKEEPER_RUN_ID": str(run["id"]),
+            "WATCHKEEPER_ATTEMPT": str(run["attempt"]),
+            "WATCHKEEPER_HANDOFF": str(handoff),
+            "WATCHKEEPER_JOB": spec.name,
+            "WATCHKEEPER_LINEAGE": run["lineage"],
+        })
+        if spec.max_steps is not None:
+            env["WATCHKEEPER_MAX_STEPS"] = str(spec.max_steps)
+        return env
+
+    async def _execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
+        spec = lj.spec
+        run_id, attempt = run["id"], run["attempt"]
+        art = self.settings.artifacts_dir / str(run_id)
+        try:
+            art.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            log.warning("run %s: cannot create artifacts folder: %s", run_id, exc)
+        handoff_path = art / "handoff.json"
+        with contextlib.suppress(OSError):
+            handoff_path.unlink()
+        argv = self._command_for(spec, run)
+        timeout = spec.timeout
+        if spec.budget.wall is not None:
+            timeout = min(timeout, spec.budget.wall)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=resolve_cwd(lj), env=self._env_for(spec, run, handoff_path),
+                start_new_session=True, limit=1 << 16)
+        except (OSError, ValueError) as exc:
+            self._spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
+            return
+        started = time.time()
+        won = lifecycle.transition(
+            self.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=self.actor,
+            fields={"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
+                    "started_at": started, "lease_until": started + self.settings.lease,
+                    "artifacts_dir": str(art)},
+            detail={"pid": proc.pid, "argv": argv[:20]})
+        if not won:
+            # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
+            signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            self._late_result(run, proc.returncode, "spawned")
+            return
+        out = Capture(art / "stdout.log", self.settings.output_cap)
+        err = Capture(art / "stderr.log", self.settings.output_cap)
+        readers = [asyncio.create_task(self._pump(proc.stdout, out)),
+                   asyncio.create_task(self._pump(proc.stderr, err))]
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
+        except TimeoutError:
+            timed_out = True
+            await self._terminate(proc, spec.grace)
+        except asyncio.CancelledError:
+            # Runner shutting down hard: leave the process alone; a later runner settles it.
+            for r in readers:
+                r.cancel()
+            raise
+        # Drain what is left; a grandchild holding the pipe must not block us.
+        done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        if pending:
+            signal_group(proc.pid, signal.SIGKILL)
+            done2, pending = await asyncio.wait(pending, timeout=0.5)
+            for r in pending:
+                r.cancel()
+        else:
+            signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
+        for c in (out, err):
+            c.close()
+        ended = time.time()
+        rc = proc.returncode
+        exit_code = rc if rc is not None and rc >= 0 else None
+        sig = -rc if rc is not None and rc < 0 else None
+        hread = read_handoff(handoff_path, self.settings.handoff_max)
+        findings = list(hread.findings)
+        for c, name in ((out, "stdout"), (err, "stderr")):
+            if c.write_error:
+                findings.append({"code": "capture_degraded", "message": f"{name}: {c.write_error}"})
+        cols: dict[str, Any] = {
+            "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
+            "output_truncated": int(out.truncated or err.truncated),
+            **out.summary("stdout"), **err.summary("stderr"),
+            "handoff_raw": hread.raw, "handoff": hread.data, "handoff_findings": findings,
+        }
+        fields = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
+        if timed_out:
+            reason = f"timeout after {timeout:g}s"
+
+            def then_timeout(conn: sqlite3.Connection) -> None:
+                outcomes.record(conn, run_id, state=State.TIMED_OUT.value, status="timed_out", reason="timeout",
+                                **cols)
+                retries.follow_up(conn, run_id, State.TIMED_OUT.value, actor=self.actor, spec=spec)
+            won = lifecycle.transition(self.ledger, run_id, attempt, State.RUNNING, State.TIMED_OUT,
+                                       actor=self.actor, reason=reason, fields=fields, then=then_timeout)
+            if won:
+                self._judge(run_id)
+                self._finished(run_id)
+            else:
+                self._late_result(run, rc, "timed_out")
+            return
+
+        def then_verify(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.VERIFYING.value,
+                            status="success" if exit_code == 0 else "failed", **cols)
+        won = lifecycle.transition(self.ledger, run_id, attempt, State.RUNNING, State.VERIFYING,
+                                   actor=self.actor, fields=fields, then=then_verify)
+        if not won:
+            self._late_result(run, rc, "running")
+            return
+        await asyncio.to_thread(self._settle, run_id)
+        self._finished(run_id)
+
+    async def _pump(self, stream: asyncio.StreamReader | None, cap: Capture) -> None:
+        if stream is None:
+            return
+        while True:
+            chunk = await stream.read(1 << 16)
+            if not chunk:
+                return
+            cap.feed(chunk)
+
+    async def _terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
+        """SIGTERM the whole group, SIGKILL it after ``grace`` seconds."""
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace)
+        except TimeoutError:
+            pass
+        # The leader may be gone while group members ignore SIGTERM: kill the group anyway.
+        signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5)
+
+    def _spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
+        run_id = run["id"]
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.FAILED.value, status="failed", reason="spawn_failed",
+                            stderr_head=message, handoff_findings=[])
+            retries.follow_up(conn, run_id, State.FAILED.value, actor=self.actor)
+        won = lifecycle.transition(self.ledger, run_id, run["attempt"], State.SPAWNED, State.FAILED,
+                                   actor=self.actor, reason="spawn_failed", fields={"artifacts_dir": art},
+                                   detail={"error": message[:2000]}, then=then)
+        if won:
+            self._judge(run_id)
+            self._finished(run_id)
+
+    def _late_result(self, run: dict[str, Any], rc: int | None, expected: str) -> None:
+        """The process ended after someone else settled its run: record, never flip."""
+        exit_code = rc if rc is not None and rc >= 0 else None
+        sig = -rc if rc is not None and rc < 0 else None
+
+        def tx(conn: sqlite3.Connection) -> str:
+            row = conn.execute("SELECT state FROM runs WHERE id = ?", (run["id"],)).fetchone()
+            state = row[0] if row else "missing"
+            add_event(conn, actor=self.actor, kind="late_result", run_id=run["id"], job=run["job"],
+                      attempt=run["attempt"], from_state=state, reason=f"exit after run was {state}",
+                      detail={"exit_code": exit_code, "signal": sig, "expected_state": expected})
+            return state
+        self.ledger.write(tx)
+        note = getattr(supervisor, "note_late_result", None)
+        if note is not None:
+            try:
+                note(self.ledger, run["id"], settings=self.settings)
+            except Exception:
+                log.exception("note_late_result failed for run %s", run["id"])
+
+    def _thread_ledger(self) -> Ledger:
+        led = getattr(self._thread_local, "ledger", None)
+        if led is None:
+            led = Ledger(self.settings.ledger)
+            self._thread_local.ledger = led
+        return led
+
+    def _settle(self, run_id: int) -> None:
+        try:
+            supervisor.settle(self._thread_ledger(), run_id, settings=self.settings, actor="supervisor")
+        except Exception:
+            log.exception("supervisor.settle failed for run %s; settling by exit code", run_id)
+            self._settle_fallback(run_id)
+
+    def _settle_fallback(self, run_id: int) -> None:
+        """Never leave a run in verifying because the supervisor broke: decide by exit code."""
+        led = self._thread_ledger()
+        row = led.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is None or row["state"] != State.VERIFYING:
+            return
+        ok = row["exit_code"] == 0
+        to = State.SUCCEEDED if ok else State.FAILED
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=to.value, reason="supervisor_error")
+            if not ok:
+                retries.follow_up(conn, run_id, to.value, actor=self.actor)
+        lifecycle.transition(led, run_id, row["attempt"], State.VERIFYING, to, actor=self.actor,
+                             reason="supervisor_error", then=then)
+
+    def _judge(self, run_id: int) -> None:
+        try:
+            supervisor.judge_run(self.ledger, run_id, settings=self.settings)
+        except Exception:
+            log.exception("judging run %s failed", run_id)
+
+    def _finished(self, run_id: int) -> None:
+        if self.on_finished is None:
+            return
+        row = self.ledger.one(
+            "SELECT r.id, r.job, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
+            " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,))
+        if row is None:
+            return
+        try:
+            self.on_finished(Finished(row["id"], row["job"], row["attempt"], row["state"], row["duration_s"],
+                                      row["exit_code"], row["signal"], row["reason"], row["ended_at"] or time.time()))
+        except Exception:
+            log.exception("on_finished callback failed")
+
+    # -- heartbeat, sweep, reload -------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        periodic = getattr(supervisor, "periodic", None)
+        busy = False
+        while True:
+            try:
+                self.heartbeat()
+            except Exception:
+                log.exception("heartbeat failed; retrying next beat")
+            if periodic is not None and not busy:
+                busy = True
+                task = asyncio.create_task(asyncio.to_thread(self._periodic, periodic))
+                self._bg.add(task)
+
+                def _done(t: asyncio.Task[Any]) -> None:
+                    nonlocal busy
+                    busy = False
+                    self._bg.discard(t)
+                task.add_done_callback(_done)
+            await asyncio.sleep(self.settings.heartbeat)
+
+    def _periodic(self, fn: Callable[..., Any]) -> None:
+        try:
+            fn(self._thread_ledger(), self.settings)
+        except Exception:
+            log.exception("supervisor.periodic failed")
+
+    def heartbeat(self) -> None:
+        """Renew this runner's heartbeat and the lease of every live run it owns."""
+        now = time.time()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runners SET heartbeat_at = ? WHERE id = ?", (now, self.id))
+            conn.execute(
+                "UPDATE runs SET lease_until = ? WHERE runner_id = ? AND state IN ('spawned','running','verifying')",
+                (now + self.settings.lease, self.id))
+        self.ledger.write(tx)
+
+    async def _sweep_loop(self) -> None:
+        try:
+            from core import sweep
+        except ImportError:
+            return
+        sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval)
+            try:
+                report = await asyncio.to_thread(self._sweep_once, sweeper)
+            except Exception:
+                log.exception("sweep pass failed; retrying next pass")
+                continue
+            for run_id in getattr(report, "orphaned", []) or []:
+                self._judge(run_id)
+
+    def _sweep_once(self, sweeper: Any) -> Any:
+        return sweeper.sweep_once(self._thread_ledger())
+
+    async def _reload_loop(self) -> None:
+        try:
+            from core.reload import watch_specs
+        except ImportError:
+            return
+        try:
+            await watch_specs(self.spec_dir, self._load_specs, self._stop)
+        except Exception:
+            log.exception("spec watcher stopped; specs will not hot-reload")
+
+    # -- shutdown -----------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        """Stop spawning; give live runs ``shutdown_grace`` seconds; record what is left."""
+        if self.live:
+            log.warning("waiting up to %gs for %d running job(s)", self.settings.shutdown_grace, len(self.live))
+            await asyncio.wait(list(self.live.values()), timeout=self.settings.shutdown_grace)
+        left = sorted(self.live)
+        for t in list(self.live.values()):
+            t.cancel()
+        await asyncio.gather(*self.live.values(), return_exceptions=True)
+        for t in list(self._bg):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(t, timeout=5)
+        now = time.time()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runners SET stopped_at = ?, stop_reason = ? WHERE id = ?",
+                         (now, "stopped", self.id))
+            add_event(conn, actor=self.actor, kind="runner_stopped",
+                      reason=f"{len(left)} run(s) left running" if left else "clean stop",
+                      detail={"left_running": left})
+        self.ledger.write(tx)
+        self.ledger.close()
+        led = getattr(self._thread_local, "ledger", None)
+        if led is not None:
+            led.close()
+
+
+def live_states() -> frozenset[str]:
+    return frozenset(s.value for s in LIVE)
