@@ -27,8 +27,9 @@ otherwise ``/etc/localtime`` (UTC when neither exists), read when the slot is co
 from __future__ import annotations
 
 import math
+import os
 from datetime import UTC, datetime, tzinfo
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim
 
@@ -36,8 +37,30 @@ from core.specs import JobSpec
 
 
 def local_zone() -> tzinfo:
-    """The machine's zone (``TZ`` or /etc/localtime); the default for cron schedules."""
-    return datetime.now().astimezone().tzinfo or UTC
+    """The machine's zone, the default for cron schedules: ``$TZ`` (an IANA name such as
+    ``Europe/Berlin``) if set and known, else ``/etc/localtime``, else UTC.
+
+    A real ``ZoneInfo`` is returned, not the current fixed offset, so a job without
+    ``timezone`` still follows the machine's DST changes.
+    """
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    target = os.path.realpath("/etc/localtime")
+    if "zoneinfo/" in target:
+        try:
+            return ZoneInfo(target.split("zoneinfo/", 1)[1])
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    try:
+        with open("/etc/localtime", "rb") as fh:
+            return ZoneInfo.from_file(fh, key="localtime")
+    except (OSError, ValueError):
+        pass
+    return UTC
 
 
 def zone_for(spec: JobSpec) -> tzinfo:
