@@ -1,0 +1,16 @@
+"""Shared fixtures. Tests are isolated from the developer's own configuration: no
+WATCHKEEPER_* or ANTHROPIC_* variables leak in, and nothing reaches the network."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("WATCHKEEPER_") or key.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("USER", os.environ.get("USER", "tester") or "tester")
