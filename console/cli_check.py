@@ -27,7 +27,7 @@ def _next_run(job: LoadedJob, now: float) -> float | None:
 
 
 def _when(ts: float | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def _runtime_errors(ledger_path: Path, limit: int) -> tuple[list[dict[str, Any]], str | None]:
