@@ -1,0 +1,145 @@
+"""Is a process, or a runner, still alive? The sweep's only source of evidence.
+
+A process is identified by its pid AND its create time (psutil), because pids are reused:
+a different process that happens to get the same pid is not the run's process. A zombie
+(exited, not yet reaped) counts as dead: it can no longer do work.
+
+A runner is judged from its ``runners`` row:
+
+* ``alive``   – heartbeat fresh (``heartbeat_at + lease_s >= now``) and, on this host, its
+  process still exists;
+* ``stalled`` – heartbeat stale but its process is alive on this host (stopped with SIGSTOP,
+  blocked, swapping). Its runs are never touched; the condition is reported instead;
+* ``gone``    – it recorded a clean stop, or its process is dead on this host, or its
+  heartbeat is stale and it lives on another host (where we cannot look).
+
+The process check is authoritative on this host: a dead pid cannot renew a heartbeat, so a
+runner killed with SIGKILL is ``gone`` at once, which is what lets startup reconciliation
+settle its runs without waiting for the lease.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+import psutil
+
+#: Seconds two create-time readings of the same process may differ by. psutil derives the
+#: create time from boot time plus clock ticks (1/100 s); pids are handed out sequentially,
+#: so a reused pid within half a second of the original's start is practically impossible.
+CREATE_TIME_TOLERANCE_S = 0.5
+
+
+class RunnerLiveness(StrEnum):
+    ALIVE = "alive"
+    STALLED = "stalled"
+    GONE = "gone"
+
+
+def hostname() -> str:
+    """This machine's host name, as runners record it in ``runners.hostname``."""
+    return socket.gethostname()
+
+
+def create_time(pid: int) -> float | None:
+    """Create time of ``pid`` as Unix seconds (UTC, float), or None if it does not exist."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ValueError):
+        return None
+
+
+def process_alive(pid: int | None, pid_create_time: float | None) -> bool:
+    """True when a non-zombie process with this pid exists and started at ``pid_create_time``
+    (Unix seconds, within ``CREATE_TIME_TOLERANCE_S``).
+
+    ``pid`` None → False (nothing was ever started). ``pid_create_time`` None → existence
+    alone decides, erring towards "alive" so an old row is never falsely declared dead.
+    Never raises.
+    """
+    if pid is None or pid <= 0:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if pid_create_time is None:
+            return True
+        return abs(proc.create_time() - float(pid_create_time)) <= CREATE_TIME_TOLERANCE_S
+    except psutil.ZombieProcess:
+        return False
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        # Exists but belongs to someone else: cannot compare create times, so not dead.
+        return True
+
+
+def runner_liveness(row: Mapping[str, Any], *, now: float | None = None,
+                    this_host: str | None = None) -> RunnerLiveness:
+    """Classify one ``runners`` row (a mapping with ``hostname``, ``pid``,
+    ``pid_create_time``, ``heartbeat_at``, ``lease_s``, ``stopped_at``).
+
+    ``now`` is Unix seconds (default: now); ``this_host`` defaults to ``hostname()``.
+    See the module docstring for the three outcomes. Never raises.
+    """
+    now = time.time() if now is None else now
+    same_host = row["hostname"] == (this_host or hostname())
+    if row["stopped_at"] is not None:
+        return RunnerLiveness.GONE
+    fresh = float(row["heartbeat_at"]) + float(row["lease_s"]) >= now
+    if same_host:
+        if not process_alive(row["pid"], row["pid_create_time"]):
+            return RunnerLiveness.GONE
+        return RunnerLiveness.ALIVE if fresh else RunnerLiveness.STALLED
+    return RunnerLiveness.ALIVE if fresh else RunnerLiveness.GONE
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Non-zombie processes whose process group is ``pgid`` (scans the process table)."""
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def kill_group(pgid: int, *, grace: float, poll: float = 0.05) -> int | None:
+    """Stop every process of group ``pgid``: SIGTERM, wait up to ``grace`` seconds for the
+    group to empty, then SIGKILL whatever is left and wait up to 2 s more.
+
+    Returns the last signal sent (``signal.SIGTERM`` or ``signal.SIGKILL``), or None when
+    the group was already empty. Raises ``PermissionError`` if the group is not ours to kill.
+    """
+    def send(sig: int) -> bool:
+        try:
+            os.killpg(pgid, sig)
+            return True
+        except ProcessLookupError:
+            return False
+
+    if not group_members(pgid):
+        return None
+    if not send(signal.SIGTERM):
+        return None
+    last: int = signal.SIGTERM
+    deadline = time.monotonic() + max(0.0, grace)
+    while time.monotonic() < deadline:
+        if not group_members(pgid):
+            return last
+        time.sleep(poll)
+    if group_members(pgid) and send(signal.SIGKILL):
+        last = signal.SIGKILL
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and group_members(pgid):
+            time.sleep(poll)
+    return last
