@@ -4,9 +4,12 @@ and never touches runs of live (or stalled) runners."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
+
+from core import outcomes
+from core.ledger import Ledger
+from core.sweep import Sweeper, reconcile_startup
 from tests.test_sweep_support import (
     add_job,
     add_run,
@@ -20,10 +23,6 @@ from tests.test_sweep_support import (
     spawn,
     spawn_with_grandchild,
 )
-
-from core import outcomes
-from core.ledger import Ledger
-from core.sweep import Sweeper, reconcile_startup
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, events, fast_settings, run_row
 
 from core.ledger import Ledger
 from core.sweep import Sweeper
+from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, events, fast_settings, run_row
 
 
 @pytest.fixture
