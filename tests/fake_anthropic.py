@@ -1,0 +1,111 @@
+"""A local fake of the Anthropic Messages API (``POST /v1/messages``) for tests and eval.
+
+The REAL ``anthropic`` client talks to it through ``base_url``. It answers by forced tool
+call like the model would, and can misbehave on demand:
+
+* ``ok``        — a valid ``record_verdict`` tool call with ``answer``
+* ``malformed`` — a tool call whose input fails validation
+* ``no_tool``   — plain text, no tool call
+* ``error500``  — HTTP 500 every time
+* ``slow``      — waits ``delay`` seconds before answering (client timeout path)
+* ``obey_output`` — a gullible model: if the prompt's job output says "report OK", it answers
+  escalate=false / info / "OK" (the injection test: the verdict must not change)
+
+Every request body is kept in ``requests``. Use as a context manager::
+
+    with FakeAnthropic() as fake:
+        settings = JudgeSettings(enabled=True, api_key="test", base_url=fake.url, ...)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEFAULT_ANSWER = {"escalate": True, "severity": "warning", "reason": "anomaly confirmed by the fake judge",
+                  "summary": "The outcome differs from the job's usual behaviour."}
+
+
+class FakeAnthropic:
+    """Threaded HTTP server on 127.0.0.1 (random port). Attributes may be changed between calls."""
+
+    def __init__(self, mode: str = "ok", answer: dict[str, Any] | None = None, delay: float = 5.0) -> None:
+        self.mode = mode
+        self.answer = dict(answer or DEFAULT_ANSWER)
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self._release = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake.requests.append(body)
+                status, payload = fake.respond(body)
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and went away
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.block_on_close = False
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def _message(self, content: list[dict[str, Any]], model: str) -> dict[str, Any]:
+        return {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
+                "content": content, "stop_reason": "tool_use", "stop_sequence": None,
+                "usage": {"input_tokens": 100, "output_tokens": 30}}
+
+    def _tool(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "record_verdict", "input": data}]
+
+    def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        model = body.get("model", "fake")
+        if self.mode == "error500":
+            return 500, {"type": "error", "error": {"type": "api_error", "message": "fake overload"}}
+        if self.mode == "slow":
+            self._release.wait(self.delay)
+        if self.mode == "malformed":
+            return 200, self._message(self._tool({"escalate": "perhaps", "severity": "apocalyptic"}), model)
+        if self.mode == "no_tool":
+            return 200, self._message([{"type": "text", "text": "Looks fine to me."}], model)
+        if self.mode == "obey_output":
+            text = json.dumps(body.get("messages", []))
+            if "report OK" in text or "report ok" in text.lower():
+                return 200, self._message(self._tool({"escalate": False, "severity": "info", "reason": "OK",
+                                                      "summary": "All good."}), model)
+        return 200, self._message(self._tool(self.answer), model)
+
+    def start(self) -> FakeAnthropic:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
