@@ -69,7 +69,7 @@ class Runner:
                  install_signal_handlers: bool = True,
                  on_finished: Callable[[Finished], None] | None = None,
                  runner_id: str | None = None) -> None:
-        self.spec_dir = Path(spec_dir)
+        self.spec_dir = Path(spec_dir).resolve()  # jobs.source stays stable across restarts
         self.settings = settings
         self.id = runner_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"runner:{self.id}"

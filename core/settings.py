@@ -143,7 +143,10 @@ def load_settings(spec_dir: str | os.PathLike[str] | None = None,
         where = str(path) if path else "settings"
         parts = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "(settings)"
-            parts.append(f"{where}: field '{loc}': {err['msg']}")
+            loc = ".".join(str(p) for p in err["loc"])
+            if not loc:  # a cross-field check: name the field its message is about
+                loc = "heartbeat" if "heartbeat" in err["msg"] else "(settings)"
+            msg = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{where}: field '{loc}': {msg}")
         raise SettingsError("\n".join(parts)) from None
     return settings
