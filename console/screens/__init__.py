@@ -1,0 +1,1 @@
+"""Console screens: the main views, run detail, and the small modal dialogs."""

@@ -1,0 +1,245 @@
+"""Run detail: the run, every attempt of its lineage, the lifecycle timeline from the
+audit trail, handoff, verification, supervisor verdict, and output head and tail with
+search. Every ledger and output string is sanitised (``console.safe_text``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from console.safe_text import clean
+from console.screens.main import confirm_run_action
+from console.widgets.cells import RUN_STATE, clock, duration, exit_text
+from console.widgets.header_bar import HeaderBar
+from core import queries
+
+if TYPE_CHECKING:
+    from console.app import WatchkeeperApp
+
+
+def _section(out: Text, title: str) -> None:
+    out.append("\n")
+    out.append(f"── {title} ", style="bold")
+    out.append("─" * max(0, 60 - len(title)), style="dim")
+    out.append("\n")
+
+
+def _kv(out: Text, key: str, value: object) -> None:
+    out.append(f"{key:<12}", style="bold")
+    out.append(clean(value if value is not None else "-", keep_newlines=False))
+    out.append("\n")
+
+
+def _pretty(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def render_detail(d: dict[str, Any], now: float) -> Text:
+    """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed)."""
+    run, outcome = d["run"], d["outcome"] or {}
+    out = Text(end="")
+    label, style = RUN_STATE.get(run["state"], (run["state"], ""))
+    out.append(clean(run["job"], keep_newlines=False), style="bold")
+    out.append(f"   run {run['id']}  attempt {run['attempt']}  ")
+    out.append(label, style=style)
+    out.append("\n")
+    _kv(out, "trigger", run["trigger"])
+    _kv(out, "created", clock(run["created_at"], now))
+    _kv(out, "started", clock(run["started_at"], now))
+    _kv(out, "ended", clock(run["ended_at"], now))
+    took = outcome.get("duration_s")
+    if took is None and run["started_at"] and run["ended_at"]:
+        took = run["ended_at"] - run["started_at"]
+    _kv(out, "duration", duration(took))
+    _kv(out, "exit", exit_text(run["exit_code"], run["signal"]))
+    _kv(out, "pid", f"{run['pid'] or '-'} (runner {run['runner_id'] or '-'})")
+    _kv(out, "reason", run["reason"])
+    _kv(out, "artifacts", run["artifacts_dir"])
+
+    _section(out, f"Attempts ({len(d['attempts'])})")
+    for a in d["attempts"]:
+        mark = "▶" if a["id"] == run["id"] else " "
+        lab, st = RUN_STATE.get(a["state"], (a["state"], ""))
+        out.append(f"{mark} #{a['attempt']:<3} run {a['id']:<8} ")
+        out.append(f"{lab:<11}", style=st)
+        out.append(f" {clean(a['trigger'], keep_newlines=False):<13} {clock(a['ended_at'], now):<13} "
+                   f"exit {exit_text(a['exit_code'], a['signal'])}  {clean(a['reason'] or '', keep_newlines=False)}\n")
+
+    _section(out, "Supervisor")
+    _kv(out, "status", outcome.get("status"))
+    _kv(out, "verdict", outcome.get("verdict_kind"))
+    _kv(out, "severity", outcome.get("severity"))
+    _kv(out, "silent", {1: "yes", 0: "no"}.get(outcome.get("silent"), "-"))
+    _kv(out, "judged by", outcome.get("judged_by"))
+    out.append("reason      ", style="bold")
+    out.append(clean(outcome.get("verdict_reason") or "-") + "\n")
+    for e in d["escalations"]:
+        out.append(f"escalation  #{e['id']} {clean(e['kind'])} {e['severity']} {e['state']} ×{e['count']}\n")
+
+    _section(out, "Verification")
+    out.append(clean(_pretty(outcome.get("verification"))) + "\n")
+    _section(out, "Handoff")
+    out.append(clean(_pretty(outcome.get("handoff") or outcome.get("handoff_raw"))) + "\n")
+    if outcome.get("handoff_findings"):
+        out.append("findings: ", style="bold")
+        out.append(clean(_pretty(outcome["handoff_findings"])) + "\n")
+
+    _section(out, f"Timeline ({len(d['events'])} events)")
+    for ev in d["events"]:
+        move = f"{ev['from_state'] or ''} → {ev['to_state']}" if ev["to_state"] else ""
+        out.append(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ")
+        out.append(clean(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
+        out.append(clean(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False) + "\n")
+
+    for name in ("stdout", "stderr"):
+        s = d[name]
+        _section(out, f"{name} ({s['size']} bytes{'' if s['exists'] else ', stored excerpt'})")
+        out.append(clean(s["head"]) or "(empty)")
+        if s["tail"]:
+            out.append("\n… skipped …\n", style="dim italic")
+            out.append(clean(s["tail"]))
+        out.append("\n")
+    return out
+
+
+class DetailScreen(Screen):
+    """Detail of one run; ``escape`` returns to the list."""
+
+    DEFAULT_CSS = """
+    DetailScreen #body { height: 1fr; padding: 0 1; }
+    DetailScreen #search { display: none; height: 1; border: none; }
+    DetailScreen #search.-active { display: block; }
+    """
+    BINDINGS = [
+        Binding("escape,q", "back", "Back"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "next_match", "Next match"),
+        Binding("r", "retry", "Retry"),
+        Binding("x", "abandon", "Abandon"),
+        Binding("j", "scroll(1)", "Down", show=False),
+        Binding("k", "scroll(-1)", "Up", show=False),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "Bottom", show=False),
+        Binding("question_mark", "app.help", "Help"),
+    ]
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.detail: dict[str, Any] | None = None
+        self.term = ""
+        self._matches: list[int] = []
+        self._match_i = -1
+
+    @property
+    def wk(self) -> WatchkeeperApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar()
+        with VerticalScroll(id="body"):
+            yield Static(Text(f"loading run {self.run_id}…"), id="content")
+        yield Input(placeholder="search output (enter; esc closes)", id="search")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
+        header = self.query_one(HeaderBar)
+        cfg = self.wk.config
+        header.show(getattr(main, "summary", None), stale_since=None, paused=False, follow=False,
+                    read_only=cfg.read_only, operator=cfg.operator)
+        self.query_one("#body").focus()
+        await self.load()
+
+    async def load(self, **_: Any) -> None:
+        try:
+            self.detail = await self.wk.reader.call(lambda ledger: queries.run_detail(ledger, self.run_id))
+        except Exception as exc:
+            self.query_one("#content", Static).update(Text(clean(f"could not read run {self.run_id}: {exc}")))
+            return
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        if self.detail is None:
+            self.query_one("#content", Static).update(Text(f"no run {self.run_id}"))
+            return
+        body = render_detail(self.detail, self.wk.now())
+        self._matches = []
+        if self.term:
+            pattern = re.compile(re.escape(self.term), re.IGNORECASE)
+            body.highlight_regex(pattern, style="reverse bold")
+            plain = body.plain
+            self._matches = [plain.count("\n", 0, m.start()) for m in pattern.finditer(plain)]
+        self.query_one("#content", Static).update(body)
+
+    def action_back(self) -> None:
+        box = self.query_one("#search", Input)
+        if box.has_class("-active"):
+            box.remove_class("-active")
+            self.query_one("#body").focus()
+            return
+        self.app.pop_screen()
+
+    def on_key(self, event) -> None:
+        if event.key == "escape" and self.query_one("#search", Input).has_class("-active"):
+            event.stop()
+            self.action_back()
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.add_class("-active")
+        box.focus()
+
+    @on(Input.Submitted, "#search")
+    def _searched(self, event: Input.Submitted) -> None:
+        self.term = event.value
+        self.query_one("#search", Input).remove_class("-active")
+        self.query_one("#body").focus()
+        self._match_i = -1
+        self._show_detail()
+        if self.term and not self._matches:
+            self.notify(clean(f"no match for {self.term!r}"), markup=False, severity="warning")
+        self.action_next_match()
+
+    def action_next_match(self) -> None:
+        if not self._matches:
+            return
+        self._match_i = (self._match_i + 1) % len(self._matches)
+        self.query_one("#body", VerticalScroll).scroll_to(y=max(0, self._matches[self._match_i] - 2), animate=False)
+
+    def action_scroll(self, lines: int) -> None:
+        body = self.query_one("#body", VerticalScroll)
+        body.scroll_to(y=body.scroll_y + lines, animate=False)
+
+    def action_top(self) -> None:
+        self.query_one("#body", VerticalScroll).scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self.query_one("#body", VerticalScroll).scroll_end(animate=False)
+
+    def _refuse(self) -> bool:
+        if self.wk.config.read_only:
+            self.notify("read-only console: actions are disabled (--read-only)", severity="warning", markup=False)
+            return True
+        return False
+
+    def action_retry(self) -> None:
+        if not self._refuse() and self.detail:
+            confirm_run_action(self, "retry", self.run_id, self.detail["run"]["job"], self.load)
+
+    def action_abandon(self) -> None:
+        if not self._refuse() and self.detail:
+            confirm_run_action(self, "abandon", self.run_id, self.detail["run"]["job"], self.load)

@@ -1,0 +1,105 @@
+"""Small modal dialogs: confirm (retry/abandon), snooze duration, help."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from console.safe_text import clean
+
+DIALOG_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical, {name} > VerticalScroll {{
+    width: 64; max-width: 100%; height: auto; max-height: 90%;
+    border: round $primary; background: $surface; padding: 0 1;
+}}
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before a destructive action; ``y``/enter confirms, ``n``/escape cancels."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="ConfirmScreen")
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str, detail: str = "") -> None:
+        super().__init__()
+        self.question = question
+        self.detail = detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            # The question embeds job names: plain Text, never markup.
+            yield Static(Text(clean(self.question), style="bold"))
+            if self.detail:
+                yield Static(Text(clean(self.detail)))
+            yield Static(Text("y / enter: yes    n / esc: no", style="dim"))
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+SNOOZE_CHOICES: tuple[tuple[str, float], ...] = (
+    ("15 minutes", 15 * 60), ("1 hour", 3600), ("4 hours", 4 * 3600), ("1 day", 86400), ("1 week", 7 * 86400),
+)
+
+
+class SnoozeScreen(ModalScreen[float | None]):
+    """Pick how long to snooze; dismisses with seconds, or None on escape."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="SnoozeScreen") + "SnoozeScreen OptionList { height: auto; }"
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text("Snooze for… (1-5, enter; esc cancels)", style="bold"))
+            yield OptionList(*(Option(f"{i}  {label}", id=str(i)) for i, (label, _) in enumerate(SNOOZE_CHOICES, 1)))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(SNOOZE_CHOICES[int(event.option.id or "1") - 1][1])
+
+    def on_key(self, event) -> None:
+        if event.character and event.character.isdigit() and 1 <= int(event.character) <= len(SNOOZE_CHOICES):
+            event.stop()
+            self.dismiss(SNOOZE_CHOICES[int(event.character) - 1][1])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+HELP = """\
+Views       1 escalations   2 outcomes   3 orphans   4 jobs
+Move        j/k or ↓/↑   g/G top/bottom   PgUp/PgDn
+Open        enter  run detail (jobs: that job's outcomes)   esc back
+Triage      a acknowledge   s snooze   R resolve   space mark (bulk)
+Runs        r retry (new attempt)   x abandon (kills, keeps artifacts)
+Live        p pause   f follow selected row
+Find        /  filter: job:NAME state:S kind:K free text; esc clears
+Commands    ctrl+p or :  command palette (every view and action)
+Detail      / search output   n next match   r retry   x abandon
+Quit        q (at the top)   ctrl+q anywhere
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every binding, in one screen; any of esc / q / ? closes it."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="HelpScreen").replace("width: 64", "width: 78")
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text("Watchkeeper keys", style="bold"))
+            yield Static(Text(HELP))
+            yield Static(Text("Flags: --read-only refuses actions; --no-mouse lets you select text.", style="dim"))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

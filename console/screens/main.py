@@ -1,0 +1,409 @@
+"""The main screen: header, view bar, the four paged views, filter line and footer.
+
+Live updates are a self-rescheduling poll: a read on the ledger thread (cheap when
+``PRAGMA data_version`` has not moved) → render here → ``set_timer`` for the next one. Polls
+never overlap, never end the app (a failed read marks the data stale and the next poll
+tries again), and skip while another screen is on top.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
+
+from console.messages import NeedMore
+from console.safe_text import clean, one_line
+from console.screens.dialogs import ConfirmScreen, HelpScreen, SnoozeScreen
+from console.widgets.header_bar import HeaderBar
+from console.widgets.paged_table import PagedTable
+from console.widgets.views import VIEWS
+from core import queries
+from core.results import ActionResult
+
+if TYPE_CHECKING:
+    from console.app import WatchkeeperApp
+
+#: Seconds between forced refreshes when nothing was committed (ages and runner status move).
+IDLE_REFRESH_S = 5.0
+
+
+class ViewBar(Static):
+    """Which view is showing (number keys switch), the active filter and the row count."""
+
+    DEFAULT_CSS = "ViewBar { height: 1; background: $surface; padding: 0 1; }"
+
+    def show(self, current: str, filter_text: str, loaded: int, more: bool) -> None:
+        parts: list[Content] = []
+        for i, cls in enumerate(VIEWS, 1):
+            label = f"{i} {cls.TITLE}"
+            parts.append(Content.styled(f"[{label}]" if cls.VIEW == current else f" {label} ",
+                                        "bold reverse" if cls.VIEW == current else "dim"))
+        line = Content(" ").join(parts)
+        count = f" {loaded}{'+' if more else ''} rows"
+        line = Content.assemble(line, (count, "dim"))
+        if filter_text:
+            line = Content.assemble(line, ("  filter: ", "bold"), one_line(filter_text, 30))
+        self.update(line)
+
+
+class MainScreen(Screen):
+    """The console's top level; ``q`` here quits."""
+
+    DEFAULT_CSS = """
+    MainScreen { layout: vertical; }
+    MainScreen ContentSwitcher { height: 1fr; }
+    MainScreen PagedTable { height: 1fr; max-height: 100%; }
+    MainScreen #filter { display: none; height: 1; border: none; padding: 0 1; }
+    MainScreen #filter.-active { display: block; }
+    """
+
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "filter", "Filter"),
+        Binding("a", "acknowledge", "Ack"),
+        Binding("s", "snooze", "Snooze"),
+        Binding("R", "resolve", "Resolve", show=False),
+        Binding("r", "retry", "Retry"),
+        Binding("x", "abandon", "Abandon"),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("p", "pause", "Pause", show=False),
+        Binding("f", "follow", "Follow", show=False),
+        Binding("escape", "back", "Back", show=False),
+        Binding("q", "quit", "Quit"),
+        Binding("colon", "app.command_palette", "Palette", show=False),
+        Binding("1", "view('escalations')", "Escalations", show=False),
+        Binding("2", "view('outcomes')", "Outcomes", show=False),
+        Binding("3", "view('orphans')", "Orphans", show=False),
+        Binding("4", "view('jobs')", "Jobs", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = "escalations"
+        self.filter_text = ""
+        self.paused = False
+        self.follow = False
+        self.stale_since: float | None = None
+        self.summary: queries.Summary | None = None
+        self._data_version: int | None = None
+        self._last_mono = 0.0
+        self._poll_timer = None
+        self._loaded: set[str] = set()
+        self.polls = 0  # completed polls, for tests waiting on a live update
+
+    @property
+    def wk(self) -> WatchkeeperApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield ViewBar(id="viewbar")
+        with ContentSwitcher(initial="escalations"):
+            for cls in VIEWS:
+                yield cls(id=cls.VIEW)
+        yield Input(placeholder="filter: job:NAME state:S kind:K text  (enter applies, esc clears)", id="filter")
+        yield Footer(compact=True)
+
+    @property
+    def table(self) -> PagedTable:
+        return self.query_one(f"#{self.view}", PagedTable)
+
+    # -- live poll -------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self._render_bars()
+        self.table.focus()
+        self.call_later(self._tick)
+
+    def on_screen_resume(self) -> None:
+        self._data_version = None  # something may have changed while covered: re-read
+
+    async def _tick(self) -> None:
+        try:
+            if self.is_current:
+                await self.refresh_data()
+        except Exception:  # never let a poll end the console
+            pass
+        finally:
+            if self.is_attached:
+                self._poll_timer = self.set_timer(self.wk.config.refresh, self._tick)
+
+    async def refresh_data(self, *, force: bool = False) -> None:
+        """Read what changed and render it. Marks the data stale on a ledger error."""
+        now = self.wk.now()
+        table = self.table
+        flt = queries.parse_filter(self.filter_text)
+        seen = self._data_version
+        idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
+        want_rows = not self.paused and (force or table.VIEW not in self._loaded)
+
+        def fetch(ledger) -> tuple[int, queries.Summary | None, queries.Page | None]:
+            dv = ledger.data_version()
+            changed = dv != seen
+            summary = queries.summary(ledger, now) if (changed or force or idle) else None
+            page = None
+            if want_rows or (not self.paused and (changed or idle)):
+                page = table.fetch_live(ledger, now=now, flt=flt)
+            return dv, summary, page
+
+        try:
+            dv, summary, page = await self.wk.reader.call(fetch)
+        except Exception:
+            if self.stale_since is None:
+                self.stale_since = now
+            self._render_bars()
+            return
+        self.stale_since = None
+        self._data_version = dv
+        if summary is not None:
+            self.summary = summary
+            self._last_mono = time.monotonic()
+        if page is not None:
+            table.show(page, now, follow=self.follow)
+            self._loaded.add(table.VIEW)
+        self.polls += 1
+        self._render_bars()
+
+    def _render_bars(self) -> None:
+        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=self.paused,
+                                       follow=self.follow, read_only=self.wk.config.read_only,
+                                       operator=self.wk.config.operator)
+        table = self.table
+        self.query_one(ViewBar).show(self.view, self.filter_text, len(table.rows_data), table.next_cursor is not None)
+
+    @on(NeedMore)
+    async def _more(self, event: NeedMore) -> None:
+        table = self.query_one(f"#{event.view}", PagedTable)
+        flt = queries.parse_filter(self.filter_text)
+        now = self.wk.now()
+        try:
+            page = await self.wk.reader.call(lambda ledger: table.fetch_more(ledger, now=now, flt=flt))
+        except Exception:
+            table._asked_more = False
+            return
+        table.extend(page)
+        self._render_bars()
+
+    # -- navigation ------------------------------------------------------------------------
+    async def action_view(self, view: str) -> None:
+        if view == self.view:
+            return
+        self.view = view
+        self.query_one(ContentSwitcher).current = view
+        self.table.focus()
+        self._render_bars()
+        await self.refresh_data(force=True)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-active")
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    async def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.filter_text = event.value.strip()
+        self._close_filter()
+        self.table.move_cursor(row=0)
+        await self.refresh_data(force=True)
+
+    def _close_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("-active")
+        self.table.focus()
+
+    async def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_class("-active"):
+            box.value = ""
+            self._close_filter()
+            if self.filter_text:
+                self.filter_text = ""
+                await self.refresh_data(force=True)
+            return
+        if self.table.marked:
+            self.table.clear_marks()
+            return
+        if self.filter_text:
+            self.filter_text = ""
+            await self.refresh_data(force=True)
+
+    def on_key(self, event) -> None:
+        # Escape inside the filter box: Input does not bind it, so handle it here.
+        if event.key == "escape" and self.query_one("#filter", Input).has_class("-active"):
+            event.stop()
+            self.run_worker(self.action_back(), exit_on_error=False)
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self._render_bars()
+        if not self.paused:
+            self._data_version = None
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
+        self._render_bars()
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+
+    async def action_quit(self) -> None:
+        await self.app.action_quit()
+
+    @on(DataTable.RowSelected)
+    async def _open(self, event: DataTable.RowSelected) -> None:
+        table = self.table
+        row = table.current()
+        if row is None:
+            return
+        if table.VIEW == "jobs":
+            self.filter_text = f"job:{row['name']}"
+            await self.action_view("outcomes")
+            await self.refresh_data(force=True)
+            return
+        run_id = table.run_id_of(row)
+        if run_id is None:
+            self.notify("no run recorded for this row", severity="warning", markup=False)
+            return
+        from console.screens.detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(int(run_id)))
+
+    # -- actions ---------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        esc_only = {"acknowledge", "snooze", "resolve"}
+        if action in esc_only and self.view != "escalations":
+            return None  # shown disabled: there is nothing to acknowledge here
+        if action in {"retry", "abandon"} and self.view == "jobs":
+            return None
+        return True
+
+    def _refuse_read_only(self) -> bool:
+        if self.wk.config.read_only:
+            self.notify("read-only console: actions are disabled (--read-only)", severity="warning",
+                        markup=False)
+            return True
+        return False
+
+    def report(self, results: list[ActionResult], verb: str) -> None:
+        """Show what an action did; every message is our text plus sanitised ledger text."""
+        if not results:
+            self.notify(f"nothing selected to {verb}", severity="warning", markup=False)
+            return
+        ok = [r for r in results if r.ok]
+        failed = [r for r in results if not r.ok]
+        if len(results) == 1:
+            msg = results[0].message
+        else:
+            msg = f"{verb}: {len(ok)} done, {len(failed)} refused"
+            if failed:
+                msg += " — " + "; ".join(r.message for r in failed[:3])
+        self.notify(clean(msg), severity="information" if not failed else "warning", markup=False,
+                    timeout=6 if failed else 3)
+
+    async def _escalation_action(self, verb: str, call) -> None:
+        if self._refuse_read_only():
+            return
+        rows = self.table.selection()
+        try:
+            from core import escalations
+        except ImportError:
+            self.notify("escalation actions are not available (core.escalations missing)", severity="error",
+                        markup=False)
+            return
+        op = self.wk.config.operator
+        ids = [int(r["id"]) for r in rows]
+
+        def work(ledger) -> list[ActionResult]:
+            return [call(escalations, ledger, i, op) for i in ids]
+
+        try:
+            results = await self.wk.actor.call(work)
+        except Exception as exc:
+            self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            return
+        self.report(results, verb)
+        self.table.clear_marks()
+        await self.refresh_data(force=True)
+
+    async def action_acknowledge(self) -> None:
+        await self._escalation_action("acknowledge", lambda m, led, i, op: m.acknowledge(led, i, op))
+
+    async def action_resolve(self) -> None:
+        await self._escalation_action("resolve", lambda m, led, i, op: m.resolve(led, i, op))
+
+    def action_snooze(self) -> None:
+        if self._refuse_read_only() or not self.table.selection():
+            self.report([], "snooze") if not self.wk.config.read_only else None
+            return
+
+        async def chosen(seconds: float | None) -> None:
+            if seconds is None:
+                return
+            until = self.wk.now() + seconds
+            await self._escalation_action("snooze", lambda m, led, i, op: m.snooze(led, i, op, until))
+
+        self.app.push_screen(SnoozeScreen(), chosen)
+
+    def _target_run(self) -> tuple[int, dict[str, Any]] | None:
+        row = self.table.current()
+        run_id = self.table.run_id_of(row) if row else None
+        if run_id is None:
+            self.notify("no run selected", severity="warning", markup=False)
+            return None
+        return int(run_id), row
+
+    def action_retry(self) -> None:
+        if self._refuse_read_only():
+            return
+        target = self._target_run()
+        if target:
+            confirm_run_action(self, "retry", target[0], target[1].get("job", "?"), self.refresh_data)
+
+    def action_abandon(self) -> None:
+        if self._refuse_read_only():
+            return
+        target = self._target_run()
+        if target:
+            confirm_run_action(self, "abandon", target[0], target[1].get("job", "?"), self.refresh_data)
+
+
+def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after) -> None:
+    """Ask, then retry or abandon ``run_id`` on the action thread and report the result.
+
+    Shared by the main and detail screens; ``after(force=True)`` re-reads once done.
+    """
+    from core import actions
+
+    app: WatchkeeperApp = screen.app  # type: ignore[assignment]
+    if verb == "retry":
+        question = f"Retry {one_line(job, 40)} (run {run_id})?"
+        detail = "Queues a new attempt of this run's lineage."
+    else:
+        question = f"Abandon {one_line(job, 40)} (run {run_id})?"
+        detail = "Marks the run abandoned and kills its live process group. Every artifact is kept."
+
+    async def answered(yes: bool | None) -> None:
+        if not yes:
+            return
+        fn = actions.retry if verb == "retry" else actions.abandon
+        op = app.config.operator
+        try:
+            result = await app.actor.call(lambda ledger: fn(ledger, run_id, op))
+        except Exception as exc:
+            screen.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            return
+        screen.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
+        await after(force=True)
+
+    screen.app.push_screen(ConfirmScreen(question, detail), answered)
+

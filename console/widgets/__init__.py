@@ -1,0 +1,1 @@
+"""Console widgets, one per file, grouped by screen area."""

@@ -1,0 +1,141 @@
+"""The four main views: escalations (triage queue), outcomes, orphans, jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from console.widgets.cells import (
+    BREAKER,
+    ESC_STATE,
+    RUN_STATE,
+    SEVERITY,
+    age,
+    cell,
+    clock,
+    duration,
+    exit_text,
+    word,
+)
+from console.widgets.paged_table import Column, PagedTable
+from core import queries
+
+
+class EscalationsTable(PagedTable):
+    """Open escalations first, then by severity; acknowledged/snoozed/resolved below."""
+
+    VIEW = "escalations"
+    TITLE = "Escalations"
+    COLUMNS = (
+        Column("severity", "Sev", 6),
+        Column("job", "Job", 10, 3),
+        Column("kind", "Kind", 9, 2),
+        Column("count", "×", 3),
+        Column("age", "Age", 4),
+        Column("owner", "Owner", 6, 1),
+        Column("state", "State", 10),
+    )
+    FETCH = staticmethod(lambda ledger, *, now, after, limit, flt:
+                         queries.escalations_page(ledger, after=after, limit=limit, flt=flt))
+
+    def cells(self, row: dict[str, Any]) -> list[Text]:
+        state = row["state"]
+        label = word(ESC_STATE, state)
+        if state == "snoozed" and row.get("snoozed_until"):
+            label = cell(f"z {age(row['snoozed_until'] - self.now)}", "dim")
+        return [word(SEVERITY, row["severity"]), cell(row["job"]), cell(row["kind"]),
+                cell(row["count"]), cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label]
+
+    def run_id_of(self, row: dict[str, Any]) -> int | None:
+        return row.get("latest_run_id")
+
+
+class OutcomesTable(PagedTable):
+    """Finished runs, newest first."""
+
+    VIEW = "outcomes"
+    TITLE = "Outcomes"
+    COLUMNS = (
+        Column("time", "Time", 8),
+        Column("job", "Job", 10, 2),
+        Column("attempt", "#", 2),
+        Column("state", "State", 9),
+        Column("duration", "Took", 6),
+        Column("exit", "Exit", 4),
+        Column("reason", "Reason", 8, 4),
+    )
+    FETCH = staticmethod(lambda ledger, *, now, after, limit, flt:
+                         queries.outcomes_page(ledger, after=after, limit=limit, flt=flt))
+
+    def cells(self, row: dict[str, Any]) -> list[Text]:
+        silent = row.get("silent")
+        reason = row.get("reason") or ""
+        if silent == 1 and not reason:
+            reason = "(silent)"
+        return [cell(clock(row["ended_at"], self.now)), cell(row["job"]), cell(row["attempt"]),
+                word(RUN_STATE, row["state"]), cell(duration(row["duration_s"])),
+                cell(exit_text(row["exit_code"], row["signal"])), cell(reason)]
+
+
+class OrphansTable(PagedTable):
+    """Runs at risk (lease expired, runner silent), then orphaned runs."""
+
+    VIEW = "orphans"
+    TITLE = "Orphans"
+    COLUMNS = (
+        Column("job", "Job", 10, 2),
+        Column("attempt", "#", 2),
+        Column("state", "State", 10),
+        Column("lease", "Lease", 6),
+        Column("pid", "Pid", 7),
+        Column("runner", "Runner", 8, 1),
+        Column("heartbeat", "Beat", 5),
+        Column("reason", "Reason", 6, 2),
+    )
+    FETCH = staticmethod(queries.orphans_page)
+
+    def cells(self, row: dict[str, Any]) -> list[Text]:
+        lease = row["lease_age_s"]
+        lease_txt = "-" if lease is None else (f"+{age(lease)}" if lease > 0 else f"ok {age(-lease)}")
+        state = word(RUN_STATE, row["state"])
+        if row["at_risk"]:
+            state = cell(f"! {row['state']}", "bold yellow")
+        return [cell(row["job"]), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
+                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"])), cell(row["reason"] or "")]
+
+
+class JobsTable(PagedTable):
+    """Jobs by name: schedule, next run, last outcome, success rate, breaker."""
+
+    VIEW = "jobs"
+    TITLE = "Jobs"
+    COLUMNS = (
+        Column("name", "Job", 10, 2),
+        Column("schedule", "Schedule", 10, 2),
+        Column("next", "Next", 5),
+        Column("last", "Last", 9),
+        Column("rate", "OK%", 4),
+        Column("breaker", "Breaker", 7),
+    )
+    FETCH = staticmethod(queries.jobs_page)
+
+    def key_of(self, row: dict[str, Any]) -> str:
+        return "job:" + str(row["name"])
+
+    def run_id_of(self, row: dict[str, Any]) -> int | None:
+        return None
+
+    def cells(self, row: dict[str, Any]) -> list[Text]:
+        nxt = row["next_run"]
+        next_txt = "-" if nxt is None else ("due" if nxt <= self.now else age(nxt - self.now))
+        rate = row["success_rate"]
+        rate_txt = "-" if rate is None else f"{rate * 100:.0f}"
+        sched = row["schedule_text"] or "manual"
+        if not row["enabled"]:
+            sched = "(off) " + sched
+        return [cell(row["name"]), cell(sched), cell(next_txt), word(RUN_STATE, row["last_state"]),
+                cell(rate_txt), word(BREAKER, row["breaker_state"])]
+
+
+VIEWS: tuple[type[PagedTable], ...] = (EscalationsTable, OutcomesTable, OrphansTable, JobsTable)

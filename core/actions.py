@@ -1,0 +1,180 @@
+"""Operator actions on runs: retry and abandon.
+
+Both are attributed ``operator:<name>``, audited in ``events`` and conditional on what the
+ledger holds at the moment of the write, so two consoles acting at once get one winner and
+one clear "already …" message. Escalation actions (acknowledge, snooze, resolve) live in
+``core.escalations``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from typing import Any
+
+import psutil
+
+from core import outcomes
+from core.clock import iso
+from core.ledger import Ledger, add_event
+from core.lifecycle import NON_TERMINAL, TERMINAL, State, apply
+from core.results import ActionResult
+
+#: Seconds between SIGTERM and SIGKILL when abandoning a live run.
+ABANDON_GRACE_S = 2.0
+#: pid create times are stored as floats from psutil; allow for rounding on the way.
+_CREATE_TIME_SLACK_S = 0.01
+
+
+def _actor(operator: str) -> str:
+    return f"operator:{operator}"
+
+
+def _last_move(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    row = conn.execute("SELECT actor, at, to_state FROM events WHERE run_id = ? AND kind = 'transition'"
+                       " ORDER BY id DESC LIMIT 1", (run_id,)).fetchone()
+    return None if row is None else {"actor": row["actor"], "at": row["at"], "to_state": row["to_state"]}
+
+
+def _who(move: dict[str, Any] | None) -> str:
+    if not move:
+        return ""
+    actor = str(move["actor"]).removeprefix("operator:")
+    return f" by {actor} at {iso(move['at'])}"
+
+
+def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = None) -> ActionResult:
+    """Queue a new attempt of ``run_id``'s lineage (``runs`` insert, ``events`` row).
+
+    The new run has ``attempt = max(attempt in lineage) + 1``, the same job, lineage, slot
+    and task, ``trigger='manual_retry'``, ``state='queued'`` and ``not_before = now``
+    (Unix seconds). Refused (``ok=False``) when the run does not exist or the lineage's
+    latest attempt is not terminal yet (someone else's retry already queued counts).
+    ``target_id`` is the new run's id on success. Never raises for a lost race.
+    """
+    actor = _actor(operator)
+
+    def tx(conn: sqlite3.Connection) -> ActionResult:
+        run = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if run is None:
+            return ActionResult(False, f"no run {run_id}", run_id)
+        latest = conn.execute("SELECT id, attempt, state, trigger FROM runs WHERE lineage = ? ORDER BY attempt DESC"
+                              " LIMIT 1", (run["lineage"],)).fetchone()
+        if latest["state"] not in TERMINAL:
+            move = conn.execute("SELECT actor, at FROM events WHERE run_id = ? ORDER BY id LIMIT 1",
+                                (latest["id"],)).fetchone()
+            who = _who({"actor": move["actor"], "at": move["at"]}) if move else ""
+            return ActionResult(False, f"{run['job']}: attempt {latest['attempt']} is already {latest['state']}"
+                                f" (run {latest['id']}{', queued' + who if who else ''})", latest["id"])
+        ts = now if now is not None else time.time()
+        spec_hash = conn.execute("SELECT spec_hash FROM jobs WHERE name = ?", (run["job"],)).fetchone()
+        attempt = latest["attempt"] + 1
+        cur = conn.execute(
+            "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, worker, parent_run_id,"
+            " spec_hash, not_before, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run["job"], run["lineage"], attempt, State.QUEUED.value, run["slot"], run["task"], "manual_retry",
+             "primary", run["parent_run_id"], spec_hash[0] if spec_hash else run["spec_hash"], ts, ts, ts))
+        new_id = int(cur.lastrowid)
+        add_event(conn, actor=actor, kind="manual_retry", run_id=new_id, job=run["job"], attempt=attempt,
+                  to_state=State.QUEUED.value, reason=f"retry of run {run_id} requested by {operator}",
+                  detail={"retry_of": run_id, "previous_attempt": latest["attempt"]}, at=ts)
+        return ActionResult(True, f"{run['job']}: queued attempt {attempt} (run {new_id})", new_id)
+
+    return ledger.write(tx)
+
+
+def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None:
+    """The process ``pid`` if it still exists *and* is the one we started (same create time)."""
+    if not pid or create_time is None:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - create_time) > _CREATE_TIME_SLACK_S:
+            return None  # the pid was reused by an unrelated process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+        return None
+
+
+def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
+    """SIGTERM the run's process group (or just the process), SIGKILL after ``grace_s``.
+
+    Never signals our own process group: a run started without its own group would
+    otherwise take the console down with it.
+    """
+    own = os.getpgid(0)
+    try:
+        group = pgid or os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return "process already gone"
+    use_group = group != own
+
+    def send(sig: int) -> None:
+        try:
+            if use_group:
+                os.killpg(group, sig)
+            else:
+                proc.send_signal(sig)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+
+    send(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+        return "terminated (SIGTERM)"
+    except psutil.TimeoutExpired:
+        send(signal.SIGKILL)
+        try:
+            proc.wait(timeout=grace_s)
+        except psutil.TimeoutExpired:
+            return "SIGKILL sent, process still present"
+        return "killed (SIGKILL after grace)"
+    except psutil.NoSuchProcess:
+        return "terminated (SIGTERM)"
+
+
+def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABANDON_GRACE_S) -> ActionResult:
+    """Move ``run_id`` to ``abandoned`` (compare-and-set via ``core.lifecycle``), then kill
+    its live process group if the recorded pid still runs with the recorded create time.
+
+    The state change comes first so the runner, seeing its process die, loses the race and
+    records a late result instead of a failure. Output, handoff and artifacts are kept;
+    a ``job_outcomes`` row with status ``abandoned`` is written in the same transaction.
+    Returns ``ok=False`` with "already <state> by X at T" when the run was terminal; may block
+    up to ``2 * grace_s`` seconds while the process dies (call it off the UI thread).
+    """
+    actor = _actor(operator)
+    for _ in range(5):  # the run may move under us (queued → spawned …); re-read and retry
+        row = ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            return ActionResult(False, f"no run {run_id}", run_id)
+        if row["state"] not in NON_TERMINAL:
+            move = _last_move(ledger.conn, run_id)
+            return ActionResult(False, f"{row['job']} run {run_id} is already {row['state']}{_who(move)}", run_id)
+        state, attempt = row["state"], row["attempt"]
+
+        def tx(conn: sqlite3.Connection, state: str = state, attempt: int = attempt) -> bool:
+            won = apply(conn, run_id, attempt, state, State.ABANDONED, actor=actor,
+                        reason=f"abandoned by {operator}")
+            if won:
+                outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned",
+                                reason=f"abandoned by {operator}")
+            return won
+
+        if ledger.write(tx):
+            break
+    else:
+        return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)
+
+    note = "no live process"
+    proc = _process_alive(row["pid"], row["pid_create_time"]) if state != State.QUEUED else None
+    if proc is not None:
+        note = _kill_group(proc, row["pgid"], grace_s)
+        ledger.write(lambda conn: add_event(conn, actor=actor, kind="abandon_kill", run_id=run_id, job=row["job"],
+                                            attempt=attempt, reason=note,
+                                            detail={"pid": row["pid"], "pgid": row["pgid"]}))
+    return ActionResult(True, f"{row['job']} run {run_id} abandoned ({note}); artifacts kept", run_id)

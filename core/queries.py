@@ -1,0 +1,428 @@
+"""The console's read API: bounded pages of the ledger, never a whole table.
+
+Every list function returns a ``Page``: at most ``limit`` rows (plain dicts) plus a keyset
+cursor for the next page, so a 1,000,000-run ledger costs the same as a small one. Callers
+hand the cursor back unchanged; it is an opaque tuple. All timestamps are float Unix
+seconds (UTC); ``now`` arguments exist so tests can freeze time.
+
+Reads only: writes belong to ``core.actions``, ``core.escalations`` and ``core.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.ledger import Ledger, row_dict
+from core.lifecycle import LIVE, TERMINAL
+
+#: Default rows per page: enough to fill a tall terminal several times over.
+PAGE = 200
+#: Bytes of each output stream shown in run detail (head and tail each).
+OUTPUT_HEAD = 8 * 1024
+OUTPUT_TAIL = 16 * 1024
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+ESC_STATE_RANK = {"open": 0, "acknowledged": 1, "snoozed": 2, "resolved": 3}
+_TERMINAL = tuple(sorted(str(s) for s in TERMINAL))
+_LIVE = tuple(sorted(str(s) for s in LIVE))
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of rows.
+
+    ``rows``: list of dicts (columns documented on each query). ``cursor``: pass to the
+    same query's ``after`` to read the next page; None when this was the last page.
+    """
+
+    rows: list[dict[str, Any]]
+    cursor: tuple | None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A parsed ``/`` filter: ``job:NAME state:S kind:K`` tokens plus free text.
+
+    Each field is a case-insensitive substring match; empty means "any".
+    """
+
+    job: str = ""
+    state: str = ""
+    kind: str = ""
+    text: str = ""
+    raw: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.job or self.state or self.kind or self.text)
+
+
+def parse_filter(text: str | None) -> Filter:
+    """Parse filter text such as ``job:backup state:failed disk full`` into a ``Filter``.
+
+    Unknown ``key:value`` tokens and everything else become free text. Never raises
+    (an unbalanced quote is taken literally).
+    """
+    text = (text or "").strip()
+    if not text:
+        return Filter()
+    try:
+        tokens = shlex.split(text)
+    except ValueError:
+        tokens = text.split()
+    parts: dict[str, str] = {"job": "", "state": "", "kind": ""}
+    free: list[str] = []
+    for tok in tokens:
+        key, sep, value = tok.partition(":")
+        if sep and key.lower() in parts and value:
+            parts[key.lower()] = value
+        else:
+            free.append(tok)
+    return Filter(job=parts["job"], state=parts["state"], kind=parts["kind"], text=" ".join(free), raw=text)
+
+
+def _like(value: str) -> str:
+    """A LIKE pattern matching ``value`` as a literal substring (escape char ``\\``)."""
+    return "%" + re.sub(r"([%_\\])", r"\\\1", value) + "%"
+
+
+def _where(flt: Filter | None, cols: dict[str, str], text_cols: list[str]) -> tuple[list[str], list[Any]]:
+    """SQL conditions for a filter. ``cols`` maps filter field → column expression."""
+    if flt is None or flt.empty:
+        return [], []
+    conds: list[str] = []
+    params: list[Any] = []
+    for name in ("job", "state", "kind"):
+        value = getattr(flt, name)
+        if value and name in cols:
+            conds.append(f"{cols[name]} LIKE ? ESCAPE '\\'")
+            params.append(_like(value))
+        elif value:
+            conds.append("0")  # the view has no such field: nothing can match
+    if flt.text:
+        conds.append("(" + " OR ".join(f"COALESCE({c}, '') LIKE ? ESCAPE '\\'" for c in text_cols) + ")")
+        params.extend([_like(flt.text)] * len(text_cols))
+    return conds, params
+
+
+# -- escalations ---------------------------------------------------------------------------
+
+_ESC_ORDER = (
+    "CASE state WHEN 'open' THEN 0 WHEN 'acknowledged' THEN 1 WHEN 'snoozed' THEN 2 ELSE 3 END",
+    "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END",
+    "-last_seen",
+    "-id",
+)
+
+
+def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PAGE,
+                     flt: Filter | None = None, include_resolved: bool = True) -> Page:
+    """Escalations, open first, then by severity (critical first), newest ``last_seen`` first.
+
+    Rows are ``escalations`` columns (id, job, kind, severity, state, count, first_seen,
+    last_seen, owner, reason, acked_by, acked_at, snoozed_by, snoozed_until, resolved_by,
+    resolved_at, latest_run_id). Filter fields: job, state, kind; free text also searches
+    ``reason`` and ``owner``.
+    """
+    conds, params = _where(flt, {"job": "job", "state": "state", "kind": "kind"},
+                           ["job", "kind", "reason", "owner", "severity", "state"])
+    if not include_resolved:
+        conds.append("state != 'resolved'")
+    key = ", ".join(_ESC_ORDER)
+    if after is not None:
+        conds.append(f"({key}) > ({', '.join('?' * len(after))})")
+        params.extend(after)
+    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    rows = ledger.query(
+        f"SELECT *, {_ESC_ORDER[0]} AS _k0, {_ESC_ORDER[1]} AS _k1 FROM escalations {where}"
+        f" ORDER BY {key} LIMIT ?", (*params, limit))
+    out = [row_dict(r) for r in rows]
+    cursor = None
+    if len(out) == limit:
+        last = out[-1]
+        cursor = (last["_k0"], last["_k1"], -last["last_seen"], -last["id"])
+    for r in out:
+        r.pop("_k0"), r.pop("_k1")
+    return Page(out, cursor)
+
+
+def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
+    """One ``escalations`` row as a dict, or None when there is no such id."""
+    return row_dict(ledger.one("SELECT * FROM escalations WHERE id = ?", (esc_id,)))
+
+
+# -- outcomes ------------------------------------------------------------------------------
+
+_OUTCOME_COLS = (
+    "r.id, r.job, r.lineage, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code,"
+    " r.signal, r.reason AS run_reason, o.status, o.duration_s, o.verdict_reason, o.verdict_kind,"
+    " o.severity, o.silent, o.judged_by"
+)
+
+
+def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PAGE,
+                  flt: Filter | None = None) -> Page:
+    """Finished runs (``runs`` with ``ended_at`` set, left-joined with ``job_outcomes``),
+    newest first by (ended_at, id), keyset-paged on the ``runs_ended`` index.
+
+    Row keys: id, job, lineage, attempt, state, trigger, started_at, ended_at (Unix s),
+    exit_code, signal, run_reason, status, duration_s (seconds), verdict_reason,
+    verdict_kind, severity, silent (0/1/None), judged_by, and ``reason``: the one-line
+    reason to show (verdict reason, else the run's reason).
+    """
+    conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind"},
+                           ["r.job", "r.state", "r.reason", "o.verdict_reason", "o.status"])
+    conds.insert(0, "r.ended_at IS NOT NULL")
+    if after is not None:
+        conds.append("(r.ended_at < ? OR (r.ended_at = ? AND r.id < ?))")
+        params.extend([after[0], after[0], after[1]])
+    rows = ledger.query(
+        f"SELECT {_OUTCOME_COLS} FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
+        f" WHERE {' AND '.join(conds)} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?", (*params, limit))
+    out = [row_dict(r) for r in rows]
+    for r in out:
+        r["reason"] = r["verdict_reason"] or r["run_reason"] or ""
+        if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
+            r["duration_s"] = r["ended_at"] - r["started_at"]
+    cursor = (out[-1]["ended_at"], out[-1]["id"]) if len(out) == limit else None
+    return Page(out, cursor)
+
+
+# -- orphans and at-risk runs --------------------------------------------------------------
+
+def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
+                 flt: Filter | None = None) -> Page:
+    """Runs at risk (live runs whose lease expired or whose runner stopped heartbeating),
+    then orphaned runs, newest first.
+
+    The first page holds every at-risk run (bounded by ``limit``) followed by orphaned runs;
+    later pages hold orphaned runs only, keyset on (ended_at, id).
+
+    Row keys: id, job, attempt, state, pid, runner_id, lease_until, started_at, ended_at,
+    reason, heartbeat_at (the owning runner's last heartbeat, from ``runners``, or None),
+    lease_age_s (seconds since the lease expired; negative while still valid),
+    heartbeat_age_s (seconds since that heartbeat, or None), at_risk (bool).
+    """
+    conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
+    extra = (" AND " + " AND ".join(conds)) if conds else ""
+    cols = ("r.id, r.job, r.attempt, r.state, r.pid, r.runner_id, r.lease_until, r.started_at,"
+            " r.ended_at, r.reason, w.heartbeat_at, w.heartbeat_s, w.stopped_at")
+    out: list[dict[str, Any]] = []
+    if after is None:
+        risky = ledger.query(
+            f"SELECT {cols} FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
+            f" WHERE r.state IN ({','.join('?' * len(_LIVE))}) AND (r.lease_until < ?"
+            "  OR w.stopped_at IS NOT NULL OR w.heartbeat_at + 2 * w.heartbeat_s < ?)"
+            f"{extra} ORDER BY r.lease_until LIMIT ?", (*_LIVE, now, now, *params, limit))
+        out.extend(dict(row_dict(r), at_risk=True) for r in risky)
+    oconds = ["r.state = 'orphaned'"]
+    oparams: list[Any] = []
+    if after is not None:
+        oconds.append("(r.ended_at < ? OR (r.ended_at = ? AND r.id < ?))")
+        oparams.extend([after[0], after[0], after[1]])
+    orphaned = ledger.query(
+        f"SELECT {cols} FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
+        f" WHERE {' AND '.join(oconds)}{extra} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
+        (*oparams, *params, limit))
+    orph = [dict(row_dict(r), at_risk=False) for r in orphaned]
+    out.extend(orph)
+    for r in out:
+        r["lease_age_s"] = None if r["lease_until"] is None else now - r["lease_until"]
+        r["heartbeat_age_s"] = None if r["heartbeat_at"] is None else now - r["heartbeat_at"]
+    cursor = (orph[-1]["ended_at"], orph[-1]["id"]) if len(orph) == limit else None
+    return Page(out, cursor)
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+#: Outcomes counted for a job's success rate.
+RATE_WINDOW = 20
+
+
+def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
+              flt: Filter | None = None) -> Page:
+    """Jobs by name with schedule, next run, last outcome and success rate.
+
+    Row keys: name, kind, schedule_text, owner, intent, enabled, breaker_state,
+    breaker_until, last_error (from ``jobs``); next_run (Unix s or None: the earliest of a
+    queued run's ``not_before`` and the schedule's next slot after ``now``); last_state,
+    last_ended_at (latest finished run); success_rate (0..1 over the last ``RATE_WINDOW``
+    outcomes, None with no outcomes); recent (number of outcomes counted).
+    """
+    from core.schedule import next_fire
+    from core.specs import spec_from_json
+
+    conds, params = _where(flt, {"job": "name", "state": "breaker_state"},
+                           ["name", "schedule_text", "owner", "intent"])
+    if after is not None:
+        conds.append("name > ?")
+        params.append(after[0])
+    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    rows = [row_dict(r) for r in ledger.query(
+        "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
+        f" last_error FROM jobs {where} ORDER BY name LIMIT ?", (*params, limit))]
+    for r in rows:
+        spec_text = r.pop("spec")
+        nxt = None
+        if r["enabled"]:
+            try:
+                nxt = next_fire(spec_from_json(spec_text), now)
+            except Exception:  # a stored spec this version cannot read: show no next run
+                nxt = None
+        queued = ledger.one("SELECT MIN(not_before) FROM runs WHERE job = ? AND state = 'queued'", (r["name"],))
+        if queued and queued[0] is not None:
+            nxt = queued[0] if nxt is None else min(nxt, queued[0])
+        r["next_run"] = nxt
+        last = ledger.one("SELECT state, ended_at FROM runs WHERE job = ? AND ended_at IS NOT NULL"
+                          " ORDER BY id DESC LIMIT 1", (r["name"],))
+        r["last_state"] = last["state"] if last else None
+        r["last_ended_at"] = last["ended_at"] if last else None
+        recent = ledger.query("SELECT status FROM job_outcomes WHERE job = ? ORDER BY run_id DESC LIMIT ?",
+                              (r["name"], RATE_WINDOW))
+        r["recent"] = len(recent)
+        r["success_rate"] = (sum(1 for x in recent if x["status"] == "success") / len(recent)) if recent else None
+    cursor = (rows[-1]["name"],) if len(rows) == limit else None
+    return Page(rows, cursor)
+
+
+# -- run detail ----------------------------------------------------------------------------
+
+def _json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> dict[str, Any]:
+    """Head and tail of one output file, decoded as UTF-8 with replacement.
+
+    Returns ``{"exists", "size" (bytes), "head", "tail"}``; ``tail`` is "" when the head
+    already covers the file. Never raises: an unreadable file reads as absent.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as fh:
+            first = fh.read(head)
+            last = b""
+            if size > head:
+                fh.seek(max(head, size - tail))
+                last = fh.read(tail)
+    except OSError:
+        return {"exists": False, "size": 0, "head": "", "tail": ""}
+    return {"exists": True, "size": size, "head": first.decode("utf-8", "replace"),
+            "tail": last.decode("utf-8", "replace")}
+
+
+def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any] | None:
+    """Everything the run detail screen shows, or None when there is no such run.
+
+    Keys: ``run`` (the ``runs`` row), ``outcome`` (``job_outcomes`` row with handoff,
+    handoff_findings, verification and verdict JSON-decoded, or None), ``attempts`` (all
+    runs of the lineage: id, attempt, state, trigger, created_at, ended_at, exit_code,
+    reason; by attempt), ``events`` (audit trail of every attempt of the lineage, oldest
+    first, at most ``events_limit``), ``stdout`` / ``stderr`` (``read_output`` of
+    ``<artifacts_dir>/stdout.log`` / ``stderr.log``, falling back to the outcome's stored
+    head and tail when the file is gone), ``escalations`` (rows naming this run as latest).
+    """
+    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    if run is None:
+        return None
+    outcome = row_dict(ledger.one("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,)))
+    if outcome:
+        for k in ("handoff", "handoff_findings", "verification", "verdict"):
+            outcome[k] = _json(outcome.get(k))
+    attempts = [row_dict(r) for r in ledger.query(
+        "SELECT id, attempt, state, trigger, created_at, ended_at, exit_code, signal, reason FROM runs"
+        " WHERE lineage = ? ORDER BY attempt LIMIT 1000", (run["lineage"],))]
+    ids = [a["id"] for a in attempts] or [run_id]
+    events = [row_dict(r) for r in ledger.query(
+        f"SELECT * FROM events WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id LIMIT ?",
+        (*ids, events_limit))]
+    streams: dict[str, dict[str, Any]] = {}
+    for name in ("stdout", "stderr"):
+        got = {"exists": False, "size": 0, "head": "", "tail": ""}
+        if run.get("artifacts_dir"):
+            got = read_output(Path(run["artifacts_dir"]) / f"{name}.log")
+        if not got["exists"] and outcome:
+            got = {"exists": False, "size": outcome.get(f"{name}_bytes") or 0,
+                   "head": outcome.get(f"{name}_head") or "", "tail": outcome.get(f"{name}_tail") or ""}
+        streams[name] = got
+    escs = [row_dict(r) for r in ledger.query(
+        "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))]
+    return {"run": run, "outcome": outcome, "attempts": attempts, "events": events,
+            "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs}
+
+
+# -- header --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """The console header's figures.
+
+    ``runner_up``: a runner heartbeat is younger than its lease. ``runner_text``: "runner up",
+    "no runner for 7 min", "runner stopped 3 min ago" or "no runner yet".
+    ``open_by_severity``: open (not acknowledged/snoozed/resolved) escalations per severity.
+    ``silent_share``: share (0..1) of the last ``SILENT_WINDOW`` judged outcomes the supervisor
+    kept silent, None when nothing was judged. ``judged``: how many outcomes that share is over.
+    """
+
+    runner_up: bool
+    runner_text: str
+    open_by_severity: dict[str, int] = field(default_factory=dict)
+    silent_share: float | None = None
+    judged: int = 0
+
+
+#: Judged outcomes the header's silent share is computed over (newest first).
+SILENT_WINDOW = 1000
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{int(seconds)} s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} d"
+
+
+def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
+    """(up, text) from the ``runners`` row with the latest heartbeat; see ``Summary``."""
+    row = ledger.one("SELECT heartbeat_at, lease_s, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
+    if row is None:
+        return False, "no runner yet"
+    if row["stopped_at"] is not None:
+        return False, f"runner stopped {_ago(now - row['stopped_at'])} ago"
+    age = now - row["heartbeat_at"]
+    if age <= row["lease_s"]:
+        return True, "runner up"
+    return False, f"no runner for {_ago(age)}"
+
+
+def summary(ledger: Ledger, now: float) -> Summary:
+    """Header figures (see ``Summary``): runner status from ``runners``, open escalation
+    counts from ``escalations``, silent share from ``job_outcomes.silent``.
+
+    The silent share covers the most recent judged outcomes only (``silent IS NOT NULL``,
+    newest ``SILENT_WINDOW`` by run id), so its cost does not grow with the ledger.
+    """
+    up, text = runner_status(ledger, now)
+    counts = {r["severity"]: r["n"] for r in ledger.query(
+        "SELECT severity, COUNT(*) AS n FROM escalations WHERE state = 'open' GROUP BY severity LIMIT 10")}
+    row = ledger.one("SELECT COUNT(*) AS n, SUM(silent) AS s FROM (SELECT silent FROM job_outcomes"
+                     " WHERE silent IS NOT NULL ORDER BY run_id DESC LIMIT ?)", (SILENT_WINDOW,))
+    judged = int(row["n"] or 0) if row else 0
+    share = (float(row["s"] or 0) / judged) if judged else None
+    return Summary(up, text, counts, share, judged)
