@@ -1,0 +1,109 @@
+"""``watchkeeper doctor`` finds planted violations and ``--repair`` settles what is safe."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli import cli
+from core import doctor
+from core.ledger import Ledger, add_event
+from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, events, fast_settings, run_row
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "wk.db"
+
+
+@pytest.fixture
+def ledger(db):
+    led = Ledger(db)
+    add_job(led, max_attempts=2)
+    yield led
+    led.close()
+
+
+@pytest.fixture
+def settings(db):
+    return fast_settings(db)
+
+
+def codes(violations):
+    return sorted(v.check for v in violations)
+
+
+def gone_run(ledger, **kw):
+    pid, ctime = dead_pid()
+    rpid, rctime = dead_pid()
+    rid = add_runner(ledger, pid=rpid, create_time=rctime, heartbeat_age=5)
+    return add_run(ledger, pid=pid, create_time=ctime, runner_id=rid, **kw)
+
+
+def test_clean_ledger_has_no_violations(ledger, settings):
+    add_run(ledger, runner_id=add_runner(ledger, pid=os.getpid()), pid=os.getpid(), lease_left=30)
+    add_run(ledger, state="queued")
+    assert doctor.check(ledger, settings) == []
+
+
+def test_live_run_without_owner_or_lease_is_found_and_repaired(ledger, settings):
+    run_id = gone_run(ledger)
+    found = doctor.check(ledger, settings)
+    assert codes(found) == ["unowned_live_run"] and found[0].run_id == run_id and found[0].repairable
+
+    report = doctor.diagnose(ledger, settings, repair=True)
+
+    assert report.ok and report.repaired == [f"run {run_id}: orphaned"]
+    assert run_row(ledger, run_id)["state"] == "orphaned"
+    assert events(ledger, run_id, "transition")[-1]["actor"] == "doctor"
+    assert doctor.check(ledger, settings) == []  # the queued retry is contiguous and alone
+
+
+def test_stalled_owner_is_reported_not_repaired(ledger, settings):
+    rid = add_runner(ledger, pid=os.getpid(), heartbeat_age=60)
+    run_id = add_run(ledger, runner_id=rid, pid=dead_pid()[0])
+    report = doctor.diagnose(ledger, settings, repair=True)
+    assert codes(report.violations) == ["stalled_owner"] and report.repaired == []
+    assert run_row(ledger, run_id)["state"] == "running"
+
+
+def test_state_disagreeing_with_audit_trail(ledger, settings):
+    run_id = add_run(ledger, state="spawned", runner_id=add_runner(ledger, pid=os.getpid()), lease_left=30)
+    ledger.write(lambda c: c.execute("DELETE FROM events WHERE run_id = ? AND kind = 'transition'", (run_id,)))
+    found = doctor.check(ledger, settings)
+    assert codes(found) == ["state_vs_events"] and found[0].run_id == run_id
+
+
+def test_two_terminal_transitions(ledger, settings):
+    run_id = gone_run(ledger)
+    doctor.diagnose(ledger, settings, repair=True)
+    ledger.write(lambda c: add_event(c, actor="bug", kind="transition", run_id=run_id, attempt=1,
+                                     from_state="running", to_state="orphaned"))
+    assert "terminal_twice" in codes(doctor.check(ledger, settings))
+
+
+def test_attempt_gap_and_overlap_in_a_lineage(ledger, settings):
+    add_run(ledger, state="queued", lineage="L", slot="s", attempt=1)
+    add_run(ledger, state="queued", lineage="L", slot="s", attempt=3)
+    assert codes(doctor.check(ledger, settings)) == ["attempt_gap", "lineage_overlap"]
+
+
+def test_one_slot_run_as_two_lineages(ledger, settings):
+    add_run(ledger, state="queued", lineage="A", slot="2025-01-01T00:00", attempt=1)
+    add_run(ledger, state="queued", lineage="B", slot="2025-01-01T00:00", attempt=2)
+    assert "slot_duplicate" in codes(doctor.check(ledger, settings))
+
+
+def test_cli_exit_codes_and_json(ledger, settings, db):
+    run_id = gone_run(ledger)
+    cli_runner = CliRunner()
+    res = cli_runner.invoke(cli, ["doctor", "--ledger", str(db)])
+    assert res.exit_code == 1 and f"run {run_id}" in res.output and "unowned_live_run" in res.output
+    res = cli_runner.invoke(cli, ["doctor", "--ledger", str(db), "--repair", "--json"])
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["ok"] and data["repaired"]
+    res = cli_runner.invoke(cli, ["doctor", "--ledger", str(db)])
+    assert res.exit_code == 0 and "ledger ok" in res.output
