@@ -23,7 +23,7 @@ success, too slow / fast    slow / too_fast  warning escalate (soft)
 success, output ≠ expect    output_mismatch  warning escalate (soft)
 success, low confidence     low_confidence   warning escalate (soft)
 partial                     partial      warning     escalate (soft)
-flapping (≥4 flips in 8)    flapping     warning     escalate (soft)
+flapping (≥5 flips in 8)    flapping     warning     escalate (soft)
 first-ever success          first_success    info    note
 success after failed tries  recovered_on_retry info  note (the one low-severity note)
 success matching baseline   routine      -           silent
@@ -54,7 +54,7 @@ SEVERITY_RANK = {None: 0, "info": 1, "warning": 2, "critical": 3}
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
 #: final outcomes (current one included).
 FLAP_WINDOW = 8
-FLAP_FLIPS = 4
+FLAP_FLIPS = 5
 # When several soft anomalies apply, the first in this order names the verdict.
 _SOFT_ORDER = ("partial", "output_mismatch", "low_confidence", "slow", "too_fast", "flapping")
 
@@ -374,3 +374,24 @@ def load_corpus(path: str) -> list[EvalCase]:
             except Exception as exc:
                 raise ValueError(f"{path}:{no}: bad case: {exc}") from None
     return out
+
+
+def run_eval(cases: list[EvalCase], *, claude: Any | None = None) -> tuple[EvalReport, dict[str, int]]:
+    """Judge every case with the rules, and through Claude too when ``claude`` (a
+    ``JudgeSettings``) is given; returns the scored report and Claude call statistics
+    ``{ok, cached, error, budget}`` (all 0 for rules alone)."""
+    calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0}
+    judge = None
+    if claude is not None:
+        from core.claude_judge import ClaudeJudge  # lazy: claude_judge imports this module
+
+        judge = ClaudeJudge(claude)
+    verdicts = []
+    for c in cases:
+        v = evaluate(c.case, c.history, c.spec)
+        if judge is not None and not v.hard and not v.silent:
+            res = judge.consult(c.case, c.history, c.spec, v)
+            calls[res.status] = calls.get(res.status, 0) + 1
+            v = merge(v, res.verdict)
+        verdicts.append(v)
+    return score(cases, verdicts), calls

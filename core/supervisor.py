@@ -368,3 +368,25 @@ def periodic(ledger: Ledger, settings: Any) -> None:
             step()
         except Exception:
             log.exception("supervisor periodic step %s failed", name)
+
+
+def report(ledger: Ledger, since: float) -> dict[str, Any]:
+    """Figures for ``watchkeeper report``: outcomes judged since ``since`` (Unix seconds).
+
+    Returns ``{since, runs, silent, notes, escalated, silent_share (0..1 or None),
+    by_verdict: {kind: n}, escalations: [{kind, escalations, occurrences}],
+    notifications: {pending, sent, failed}}`` from ``job_outcomes``, ``escalations`` and
+    ``notifications``.
+    """
+    row = ledger.one("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
+                     " SUM(silent = 0 AND escalate = 0) AS notes FROM job_outcomes"
+                     " WHERE created_at >= ? AND judged_by IS NOT NULL", (since,))
+    runs = int(row["runs"] or 0)
+    kinds = {r["verdict_kind"]: int(r["n"]) for r in ledger.query(
+        "SELECT verdict_kind, COUNT(*) AS n FROM job_outcomes WHERE created_at >= ? AND judged_by IS NOT NULL"
+        " GROUP BY verdict_kind ORDER BY n DESC LIMIT 50", (since,))}
+    return {"since": since, "runs": runs, "silent": int(row["silent"] or 0), "notes": int(row["notes"] or 0),
+            "escalated": int(row["escalated"] or 0),
+            "silent_share": (int(row["silent"] or 0) / runs) if runs else None, "by_verdict": kinds,
+            "escalations": escalations.counts_by_kind(ledger, since),
+            "notifications": notify.summary(ledger, since)}

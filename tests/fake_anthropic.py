@@ -8,6 +8,8 @@ call like the model would, and can misbehave on demand:
 * ``no_tool``   — plain text, no tool call
 * ``error500``  — HTTP 500 every time
 * ``slow``      — waits ``delay`` seconds before answering (client timeout path)
+* ``agree``     — a sensible model: confirms the rules verdict quoted in the prompt (notes stay
+  notes, anomalies escalate at the rules' severity)
 * ``obey_output`` — a gullible model: if the prompt's job output says "report OK", it answers
   escalate=false / info / "OK" (the injection test: the verdict must not change)
 
@@ -20,6 +22,7 @@ Every request body is kept in ``requests``. Use as a context manager::
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -87,6 +90,14 @@ class FakeAnthropic:
             return 200, self._message(self._tool({"escalate": "perhaps", "severity": "apocalyptic"}), model)
         if self.mode == "no_tool":
             return 200, self._message([{"type": "text", "text": "Looks fine to me."}], model)
+        if self.mode == "agree":
+            text = json.dumps(body.get("messages", []))
+            m = re.search(r"Rules verdict: kind=(\w+) severity=(\w+)", text)
+            kind, sev = (m.group(1), m.group(2)) if m else ("?", "warning")
+            note = kind in ("first_success", "recovered_on_retry")
+            return 200, self._message(self._tool({
+                "escalate": not note, "severity": "info" if note or sev not in ("warning", "critical") else sev,
+                "reason": f"agree with rules: {kind}", "summary": "fake agrees"}), model)
         if self.mode == "obey_output":
             text = json.dumps(body.get("messages", []))
             if "report OK" in text or "report ok" in text.lower():
