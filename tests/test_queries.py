@@ -1,0 +1,109 @@
+"""core.queries: bounded keyset pages, filters, header summary, run detail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core import queries
+from core.ledger import Ledger
+from tests import console_fixtures as cf
+
+
+@pytest.fixture
+def ledger(tmp_path: Path):
+    ids = cf.build(tmp_path / "wk.db")
+    with Ledger(tmp_path / "wk.db") as db:
+        db.ids = ids
+        yield db
+
+
+def test_outcome_pages_are_bounded_and_cover_everything_once(ledger):
+    seen, after = [], None
+    while True:
+        page = queries.outcomes_page(ledger, after=after, limit=7)
+        assert len(page.rows) <= 7
+        seen += [r["id"] for r in page.rows]
+        if page.cursor is None:
+            break
+        after = page.cursor
+    assert len(seen) == len(set(seen)) == 31  # 30 finished runs + 1 orphaned; the running one is excluded
+    ended = [ledger.one("SELECT ended_at FROM runs WHERE id=?", (i,))[0] for i in seen]
+    assert ended == sorted(ended, reverse=True)
+
+
+def test_outcome_rows_carry_reason_and_duration(ledger):
+    row = next(r for r in queries.outcomes_page(ledger).rows if r["state"] == "failed")
+    assert row["reason"].endswith("exited 1")
+    assert row["duration_s"] == pytest.approx(12.5)
+
+
+def test_escalations_open_first_then_severity(ledger):
+    rows = queries.escalations_page(ledger).rows
+    assert [r["severity"] for r in rows] == ["critical", "warning", "info"]
+    assert rows[-1]["state"] == "acknowledged"
+    assert queries.escalations_page(ledger, include_resolved=False, flt=queries.parse_filter("state:ack")).rows[0][
+        "job"] == "report"
+
+
+def test_escalation_keyset_pages_match_one_big_page(ledger):
+    whole = [r["id"] for r in queries.escalations_page(ledger).rows]
+    first = queries.escalations_page(ledger, limit=2)
+    rest = queries.escalations_page(ledger, after=first.cursor, limit=2)
+    assert [r["id"] for r in first.rows + rest.rows] == whole
+
+
+def test_filter_tokens_and_free_text(ledger):
+    flt = queries.parse_filter("job:sync state:failed exited")
+    assert (flt.job, flt.state, flt.text) == ("sync", "failed", "exited")
+    rows = queries.outcomes_page(ledger, flt=flt).rows
+    assert rows and all(r["job"] == "sync-mail" and r["state"] == "failed" for r in rows)
+    assert queries.outcomes_page(ledger, flt=queries.parse_filter("100%_literal")).rows == []
+    assert queries.parse_filter('bad "quote').text == 'bad "quote'
+
+
+def test_orphans_lists_at_risk_before_orphaned(ledger):
+    rows = queries.orphans_page(ledger, now=cf.NOW).rows
+    assert [(r["state"], r["at_risk"]) for r in rows] == [("running", True), ("orphaned", False)]
+    assert rows[0]["lease_age_s"] == pytest.approx(45)
+    assert rows[0]["heartbeat_age_s"] == pytest.approx(2)
+
+
+def test_jobs_have_next_run_last_outcome_and_rate(ledger):
+    rows = {r["name"]: r for r in queries.jobs_page(ledger, now=cf.NOW).rows}
+    assert rows["sync-mail"]["next_run"] == pytest.approx(cf.NOW + 300)
+    assert rows["report"]["breaker_state"] == "open"
+    assert rows["cleanup"]["next_run"] is None and rows["cleanup"]["success_rate"] is None
+    assert 0 < rows["backup-db"]["success_rate"] < 1
+
+
+def test_summary_runner_up_counts_and_silent_share(ledger):
+    s = queries.summary(ledger, cf.NOW)
+    assert s.runner_up and s.runner_text == "runner up"
+    assert s.open_by_severity == {"critical": 1, "warning": 1}
+    assert s.silent_share == pytest.approx(22 / 30)
+
+
+def test_summary_names_a_missing_runner(ledger):
+    s = queries.summary(ledger, cf.NOW + 7 * 60)
+    assert not s.runner_up and s.runner_text == "no runner for 7 min"
+
+
+def test_run_detail_reads_output_files_head_and_tail(tmp_path: Path):
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "stdout.log").write_bytes(b"A" * 10 + b"\xff middle " + b"B" * (queries.OUTPUT_HEAD + queries.OUTPUT_TAIL))
+    cf.build(tmp_path / "wk.db", artifacts=art)
+    with Ledger(tmp_path / "wk.db") as db:
+        run_id = db.one("SELECT id FROM runs WHERE artifacts_dir IS NOT NULL")[0]
+        d = queries.run_detail(db, run_id)
+    assert d["stdout"]["exists"] and d["stdout"]["head"].startswith("AAAAAAAAAA\ufffd")
+    assert len(d["stdout"]["tail"]) == queries.OUTPUT_TAIL
+    assert d["stderr"]["exists"] is False
+    assert [a["attempt"] for a in d["attempts"]] == [1]
+    assert [e["to_state"] for e in d["events"]] == ["queued", d["run"]["state"]]
+
+
+def test_run_detail_unknown_run_is_none(ledger):
+    assert queries.run_detail(ledger, 999_999) is None
