@@ -158,7 +158,8 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
     for r in rows:
         t = r["ended_at"] or r["started_at"] or r["created_at"]
-        click.echo(f"{r['id']:>6}  {local_hms(t)}  {r['job']:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
+        name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
+        click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
                    f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
                    f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
 

@@ -96,6 +96,10 @@ def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
         spec = spec_from_json(jrow[0])
     ts = now if now is not None else time.time()
     retry, worker, rule = decide(spec, run, state, handoff_error)
+    if retry and worker == "fallback":
+        from core.breaker import recent_failures
+        if recent_failures(conn, run["job"], spec.breaker.window, ts, worker="fallback") >= spec.breaker.failures:
+            retry, rule = False, "fallback_breaker_open"
     if not retry:
         add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
                   attempt=run["attempt"], reason=rule, detail={"retry": False, "rule": rule})

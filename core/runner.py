@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import __version__, lifecycle, outcomes, retries, schedule, supervisor
+from core import __version__, breaker, fanout, lifecycle, outcomes, retries, schedule, supervisor
 from core.capture import Capture
 from core.handoff import read_handoff
 from core.ledger import Ledger, add_event
@@ -247,6 +248,10 @@ class Runner:
         now = time.time()
 
         def tx(conn: sqlite3.Connection) -> int | None:
+            if conn.execute("SELECT 1 FROM runs WHERE job = ? AND slot = ? AND task = ''", (spec.name, slot)).fetchone():
+                return None  # another runner queued this slot first
+            if trigger in ("schedule", "misfire") and not breaker.admit(conn, spec, slot, actor=self.actor, now=now):
+                return None
             if trigger != "misfire" and not spec.once:
                 waiting = conn.execute(
                     "SELECT COUNT(*) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
@@ -302,21 +307,31 @@ class Runner:
             if lj is None:
                 continue  # unknown here (removed, or another runner's folder): leave it queued
             spec = lj.spec
-            if run["task"] == "" and run["parent_run_id"] is None:
-                if run["job"] not in per_job:
-                    per_job[run["job"]] = self.ledger.one(
+            if run["task"] and spec.kind == "fanout" and run["parent_run_id"] is not None:
+                key = f"{run['job']}#{run['parent_run_id']}"  # sub-tasks: bounded per parent
+                if key not in per_job:
+                    per_job[key] = self.ledger.one(
+                        "SELECT COUNT(*) FROM runs WHERE parent_run_id = ? AND state IN"
+                        " ('spawned','running','verifying')", (run["parent_run_id"],))[0]
+            elif not run["task"]:
+                key = run["job"]
+                if key not in per_job:
+                    per_job[key] = self.ledger.one(
                         "SELECT COUNT(*) FROM runs WHERE job = ? AND task = '' AND state IN"
                         " ('spawned','running','verifying')", (run["job"],))[0]
-                if per_job[run["job"]] >= spec.concurrency:
-                    continue
+            else:
+                continue  # a sub-task of a job that is no longer a fan-out: leave it for the sweep/doctor
+            if per_job[key] >= spec.concurrency:
+                continue
             won = lifecycle.transition(
                 self.ledger, run["id"], run["attempt"], State.QUEUED, State.SPAWNED, actor=self.actor,
                 fields={"runner_id": self.id, "spawned_at": time.time(),
                         "lease_until": time.time() + self.settings.lease})
             if not won:
                 continue  # another runner claimed it
-            per_job[run["job"]] = per_job.get(run["job"], 0) + 1
-            task = asyncio.create_task(self._execute(run, lj), name=f"run-{run['id']}")
+            per_job[key] += 1
+            body = self._execute_fanout(run, lj) if spec.kind == "fanout" and not run["task"] else self._execute(run, lj)
+            task = asyncio.create_task(body, name=f"run-{run['id']}")
             self.live[run["id"]] = task
             task.add_done_callback(lambda _t, rid=run["id"]: self._run_done(rid))
 
@@ -328,7 +343,14 @@ class Runner:
             self._wake.set()
 
     # -- execution ----------------------------------------------------------------------
+    @staticmethod
+    def _task_of(spec: JobSpec, run: dict[str, Any]):
+        return next((t for t in spec.tasks if t.name == run.get("task")), None) if run.get("task") else None
+
     def _command_for(self, spec: JobSpec, run: dict[str, Any]) -> list[str]:
+        task = self._task_of(spec, run)
+        if task is not None:
+            return spec.argv(task.command)
         if run.get("worker") == "fallback" and spec.fallback is not None:
             return spec.argv(spec.fallback)
         return spec.argv()
@@ -345,6 +367,11 @@ class Runner:
         })
         if spec.max_steps is not None:
             env["WATCHKEEPER_MAX_STEPS"] = str(spec.max_steps)
+        task = self._task_of(spec, run)
+        if task is not None:
+            env.update(task.env)
+            env["WATCHKEEPER_TASK"] = task.name
+            env["WATCHKEEPER_PARENT_RUN_ID"] = str(run["parent_run_id"])
         return env
 
     async def _execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
@@ -359,9 +386,11 @@ class Runner:
         with contextlib.suppress(OSError):
             handoff_path.unlink()
         argv = self._command_for(spec, run)
-        timeout = spec.timeout
-        if spec.budget.wall is not None:
-            timeout = min(timeout, spec.budget.wall)
+        task_spec = self._task_of(spec, run)
+        timeout = task_spec.timeout if task_spec is not None else spec.timeout
+        wall_budget = spec.budget.wall is not None and spec.budget.wall < timeout
+        if wall_budget:
+            timeout = spec.budget.wall
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -418,6 +447,7 @@ class Runner:
         for c, name in ((out, "stdout"), (err, "stderr")):
             if c.write_error:
                 findings.append({"code": "capture_degraded", "message": f"{name}: {c.write_error}"})
+        findings.extend(budget_findings(spec, hread.data))
         cols: dict[str, Any] = {
             "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
             "output_truncated": int(out.truncated or err.truncated),
@@ -426,11 +456,11 @@ class Runner:
         }
         fields = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
         if timed_out:
-            reason = f"timeout after {timeout:g}s"
+            reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
 
             def then_timeout(conn: sqlite3.Connection) -> None:
-                outcomes.record(conn, run_id, state=State.TIMED_OUT.value, status="timed_out", reason="timeout",
-                                **cols)
+                outcomes.record(conn, run_id, state=State.TIMED_OUT.value, status="timed_out",
+                                reason="budget_exceeded" if wall_budget else "timeout", **cols)
                 retries.follow_up(conn, run_id, State.TIMED_OUT.value, actor=self.actor, spec=spec)
             won = lifecycle.transition(self.ledger, run_id, attempt, State.RUNNING, State.TIMED_OUT,
                                        actor=self.actor, reason=reason, fields=fields, then=then_timeout)
@@ -451,6 +481,116 @@ class Runner:
             return
         await asyncio.to_thread(self._settle, run_id)
         self._finished(run_id)
+
+    async def _execute_fanout(self, run: dict[str, Any], lj: LoadedJob) -> None:
+        """Parent of a fan-out: queue every sub-task, wait until all settled, synthesize."""
+        spec = lj.spec
+        run_id, attempt = run["id"], run["attempt"]
+        art = self.settings.artifacts_dir / str(run_id)
+        with contextlib.suppress(OSError):
+            art.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.time()
+        if not lifecycle.transition(self.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=self.actor,
+                                    fields={"started_at": started, "lease_until": started + self.settings.lease,
+                                            "artifacts_dir": str(art)},
+                                    detail={"fanout": [t.name for t in spec.tasks]}):
+            return
+        self.ledger.write(lambda conn: fanout.create_children(conn, run, spec, actor=self.actor))
+        self._wake.set()
+        deadline = started + spec.timeout
+        while True:
+            settled, results = fanout.task_results(self.ledger.conn, run_id, spec)
+            if settled:
+                break
+            state = self.ledger.one("SELECT state FROM runs WHERE id = ?", (run_id,))[0]
+            if state != State.RUNNING:
+                return  # abandoned or orphaned meanwhile: its children settle on their own
+            if time.time() > deadline:
+                self._fanout_timed_out(run, spec, results)
+                return
+            await asyncio.sleep(0.2)
+        out = Capture(art / "stdout.log", self.settings.output_cap)
+        err = Capture(art / "stderr.log", self.settings.output_cap)
+        synth_ok: bool | None = None
+        synth_rc: int | None = None
+        if spec.synthesize is not None:
+            remaining = max(5.0, deadline - time.time())
+            synth_rc = await self._synthesize(spec, lj, run, fanout.synthesis_input(spec.name, run_id, results),
+                                              out, err, remaining)
+            synth_ok = synth_rc == 0
+        out.close()
+        err.close()
+        exit_code, handoff = fanout.parent_outcome(spec, results, synth_ok)
+        handoff["result"] = {**(handoff.get("result") or {}), "tasks": [
+            {k: r.get(k) for k in ("task", "state", "attempts", "run_id", "exit_code", "signal", "reason")}
+            for r in results]}
+        if synth_rc is not None:
+            handoff["result"]["synthesize_exit_code"] = synth_rc
+        ended = time.time()
+        cols: dict[str, Any] = {
+            "exit_code": exit_code, "signal": None, "duration_s": ended - started,
+            "output_truncated": int(out.truncated or err.truncated), **out.summary("stdout"), **err.summary("stderr"),
+            "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
+        }
+
+        def then_verify(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.VERIFYING.value, status=handoff["status"], **cols)
+        if not lifecycle.transition(self.ledger, run_id, attempt, State.RUNNING, State.VERIFYING, actor=self.actor,
+                                    fields={"exit_code": exit_code, "ended_at": ended}, then=then_verify,
+                                    detail={"succeeded": handoff["result"].get("succeeded"),
+                                            "missing": handoff["result"].get("missing")}):
+            self._late_result(run, exit_code, "running")
+            return
+        await asyncio.to_thread(self._settle, run_id)
+        self._finished(run_id)
+
+    def _fanout_timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
+        pending = [r["task"] for r in results if not r.get("settled")]
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run["id"], state=State.TIMED_OUT.value, status="timed_out", reason="timeout",
+                            handoff={"status": "failed", "error": "timeout", "result": {"unsettled": pending}},
+                            handoff_findings=[])
+            retries.follow_up(conn, run["id"], State.TIMED_OUT.value, actor=self.actor, spec=spec)
+        if lifecycle.transition(self.ledger, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT,
+                                actor=self.actor, reason=f"fan-out not settled within {spec.timeout:g}s",
+                                detail={"unsettled": pending}, then=then):
+            self._judge(run["id"])
+            self._finished(run["id"])
+
+    async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,
+                          out: Capture, err: Capture, timeout: float) -> int:
+        """Run ``synthesize`` with every sub-task result as JSON on stdin; returns its exit
+        code (-1 when it could not start, 124 on timeout)."""
+        env = self._env_for(spec, run, self.settings.artifacts_dir / str(run["id"]) / "handoff.json")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *spec.argv(spec.synthesize), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=resolve_cwd(lj), env=env, start_new_session=True)
+        except (OSError, ValueError) as exc:
+            err.feed(f"synthesize could not start: {exc}\n".encode())
+            return -1
+        readers = [asyncio.create_task(self._pump(proc.stdout, out)),
+                   asyncio.create_task(self._pump(proc.stderr, err))]
+        try:
+            proc.stdin.write(payload)
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
+        except TimeoutError:
+            await self._terminate(proc, spec.grace)
+            await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+            return 124
+        await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        signal_group(proc.pid, signal.SIGKILL)
+        for r in readers:
+            r.cancel()
+        return proc.returncode if proc.returncode is not None else -1
 
     async def _pump(self, stream: asyncio.StreamReader | None, cap: Capture) -> None:
         if stream is None:
@@ -544,18 +684,33 @@ class Runner:
             log.exception("judging run %s failed", run_id)
 
     def _finished(self, run_id: int) -> None:
+        self._record_breaker(run_id)
         if self.on_finished is None:
             return
         row = self.ledger.one(
-            "SELECT r.id, r.job, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
+            "SELECT r.id, r.job, r.task, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
             " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,))
         if row is None:
             return
         try:
-            self.on_finished(Finished(row["id"], row["job"], row["attempt"], row["state"], row["duration_s"],
+            name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
+            self.on_finished(Finished(row["id"], name, row["attempt"], row["state"], row["duration_s"],
                                       row["exit_code"], row["signal"], row["reason"], row["ended_at"] or time.time()))
         except Exception:
             log.exception("on_finished callback failed")
+
+    def _record_breaker(self, run_id: int) -> None:
+        row = self.ledger.one("SELECT job, state, task FROM runs WHERE id = ?", (run_id,))
+        if row is None or row["task"] or row["state"] not in {s.value for s in lifecycle.TERMINAL}:
+            return
+        lj = self.jobs.get(row["job"])
+        if lj is None:
+            return
+        try:
+            self.ledger.write(lambda conn: breaker.record(conn, lj.spec, run_id, row["state"], actor=self.actor,
+                                                          owner=lj.spec.owner, sinks=self.settings.notify))
+        except Exception:
+            log.exception("breaker update failed for run %s", run_id)
 
     # -- heartbeat, sweep, reload -------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -610,6 +765,7 @@ class Runner:
                 continue
             for run_id in getattr(report, "orphaned", []) or []:
                 self._judge(run_id)
+                self._record_breaker(run_id)
 
     def _sweep_once(self, sweeper: Any) -> Any:
         return sweeper.sweep_once(self._thread_ledger())
@@ -654,3 +810,18 @@ class Runner:
 
 def live_states() -> frozenset[str]:
     return frozenset(s.value for s in LIVE)
+
+
+def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Findings for a handoff that reports more steps, cost or tokens than the spec allows
+    (``max_steps``, ``budget.cost``, ``budget.tokens``); code ``budget_exceeded``."""
+    if not handoff:
+        return []
+    out = []
+    checks = (("steps_used", spec.max_steps, "max_steps"), ("cost", spec.budget.cost, "budget.cost"),
+              ("tokens", spec.budget.tokens, "budget.tokens"))
+    for key, limit, name in checks:
+        value = handoff.get(key)
+        if limit is not None and isinstance(value, int | float) and value > limit:
+            out.append({"code": "budget_exceeded", "message": f"handoff {key}={value:g} exceeds {name}={limit:g}"})
+    return out
