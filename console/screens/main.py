@@ -323,8 +323,10 @@ class MainScreen(Screen):
         op = self.wk.config.operator
         ids = [int(r["id"]) for r in rows]
 
+        now = self.wk.now()
+
         def work(ledger) -> list[ActionResult]:
-            return [call(escalations, ledger, i, op) for i in ids]
+            return [call(escalations, ledger, i, op, now) for i in ids]
 
         try:
             results = await self.wk.actor.call(work)
@@ -336,10 +338,10 @@ class MainScreen(Screen):
         await self.refresh_data(force=True)
 
     async def action_acknowledge(self) -> None:
-        await self._escalation_action("acknowledge", lambda m, led, i, op: m.acknowledge(led, i, op))
+        await self._escalation_action("acknowledge", lambda m, led, i, op, now: m.acknowledge(led, i, op, now=now))
 
     async def action_resolve(self) -> None:
-        await self._escalation_action("resolve", lambda m, led, i, op: m.resolve(led, i, op))
+        await self._escalation_action("resolve", lambda m, led, i, op, now: m.resolve(led, i, op, now=now))
 
     def action_snooze(self) -> None:
         if self._refuse_read_only() or not self.table.selection():
@@ -350,7 +352,7 @@ class MainScreen(Screen):
             if seconds is None:
                 return
             until = self.wk.now() + seconds
-            await self._escalation_action("snooze", lambda m, led, i, op: m.snooze(led, i, op, until))
+            await self._escalation_action("snooze", lambda m, led, i, op, now: m.snooze(led, i, op, until, now=now))
 
         self.app.push_screen(SnoozeScreen(), chosen)
 
