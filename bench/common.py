@@ -1,0 +1,70 @@
+"""Shared shape of a benchmark figure: value, baseline measured in the same run, ratio, goal."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class Figure:
+    """One measured figure.
+
+    ``ratio`` is value/baseline (or baseline/value for lower-is-better figures, so that a
+    ratio above 1 always means "better than the baseline"). ``met`` is None when the figure
+    has no goal (informational), else whether the goal was reached.
+    """
+
+    name: str
+    value: float | None
+    unit: str
+    baseline: float | None = None
+    baseline_name: str = ""
+    ratio: float | None = None
+    goal: str = ""
+    met: bool | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def verdict(self) -> str:
+        return "-" if self.met is None else ("met" if self.met else "MISSED")
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        s = f"{value:,.0f}"
+    elif abs(value) >= 100:
+        s = f"{value:.0f}"
+    elif abs(value) >= 10:
+        s = f"{value:.1f}"
+    else:
+        s = f"{value:.3g}"
+    return f"{s} {unit}".strip()
+
+
+def table(figures: list[Figure]) -> str:
+    """A plain text table: figure, value, baseline, ratio, goal, met/MISSED."""
+    rows = [("figure", "value", "baseline", "ratio", "goal", "result")]
+    for f in figures:
+        base = fmt(f.baseline, f.unit) + (f" ({f.baseline_name})" if f.baseline_name else "") if f.baseline is not None \
+            else (f.baseline_name or "-")
+        rows.append((f.name, fmt(f.value, f.unit), base, f"{f.ratio:.2f}x" if f.ratio is not None else "-",
+                     f.goal or "-", f.verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    notes = [f"  * {f.name}: {f.note}" for f in figures if f.note]
+    return "\n".join(lines + ([""] + notes if notes else []))
