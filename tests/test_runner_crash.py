@@ -39,9 +39,10 @@ class Runners:
     def led(self) -> Ledger:
         """One connection for the whole test, closed only after the runners stopped.
 
-        A runner opens several connections; closing one of them elsewhere while the runner
-        runs could make SQLite treat that close as the last one and remove the WAL (see
-        docs/sweep.md, "Known ledger issue"), so the test never opens and closes repeatedly.
+        A runner opens several connections, and each new ``Ledger`` in a process closes an fd
+        on the file (``_create_private``), which drops that process's POSIX locks; a
+        connection closed elsewhere then believes it is the last and removes the WAL. So the
+        test never opens and closes connections while a runner runs.
         """
         if self._led is None:
             self._led = Ledger(self.db)
