@@ -38,9 +38,8 @@ def orphan_candidate(ledger):
     pytest.param((-3600.0, 0.1), id="clock-jumped-back"),  # wall clock went backwards
 ])
 def test_first_pass_after_a_pause_declares_nothing(ledger, settings, gap):
-    run_id = orphan_candidate(ledger)
     sweeper = Sweeper(settings, actor="sweep")
-    sweeper.sweep_once(ledger)  # nothing to do yet? it is already a candidate: settle a fresh one
+    sweeper.sweep_once(ledger)  # the pass before the pause
     run_id = orphan_candidate(ledger)
     wall, mono = time.time(), time.monotonic()
     sweeper._last = (wall - gap[0], mono - gap[1])
