@@ -94,6 +94,7 @@ class OutcomeFacts:
     late_result: bool = False
     ended_at: float | None = None
     output_excerpt: str = ""          # bounded slice of stdout/stderr, for the Claude judge only
+    notes: str | None = None          # handoff notes (e.g. what a partial result is missing)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
@@ -199,7 +200,7 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
     # -- succeeded: soft anomalies ------------------------------------------------------
     found: dict[str, str] = {}
     if case.status == "partial" or case.handoff_status == "partial":
-        found["partial"] = "handoff status=partial"
+        found["partial"] = "handoff status=partial" + (f": {case.notes}" if case.notes else "")
     if case.output_matches is False:
         pat = spec.expect.output if spec is not None else "?"
         found["output_mismatch"] = f"stdout does not match expect.output /{pat}/"

@@ -53,7 +53,7 @@ class JudgeSettings(BaseModel):
     enabled: bool | None = Field(None, description="None: on when an API key is present.")
     api_key: str | None = Field(None, description="Anthropic API key; default $ANTHROPIC_API_KEY.")
     base_url: str | None = Field(None, description="Messages API base URL (tests point it at a local fake).")
-    model: str = Field("claude-sonnet-4-5", description="Model name passed to the Messages API.")
+    model: str = Field("claude-sonnet-4-6", description="Model name passed to the Messages API.")
     timeout: float = Field(20.0, gt=0, description="Seconds per API call before the rules verdict stands.")
     max_retries: int = Field(1, ge=0, description="SDK retries per call.")
     max_calls_per_hour: int = Field(30, ge=0, description="Budget: calls beyond this in a rolling hour are skipped.")

@@ -181,14 +181,16 @@ def _facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = Fal
         blockers=[str(b) for b in blockers],
         verification_ok=None if ver is None else bool(ver.get("ok")), verification_failed=failed_checks,
         output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
-        ended_at=run.get("ended_at"), output_excerpt=excerpt)
+        ended_at=run.get("ended_at"), output_excerpt=excerpt,
+        notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None)
 
 
 def _history(conn: sqlite3.Connection, job: str, before_run: int) -> list[OutcomeFacts]:
     rows = conn.execute(
         "SELECT o.run_id, o.state, o.status, o.duration_s, o.attempt,"
         " EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1) AS retried"
-        " FROM job_outcomes o WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL"
+        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+        " WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
         " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, HISTORY_LIMIT)).fetchall()
     return [OutcomeFacts(run_id=r["run_id"], job=job, attempt=r["attempt"], state=r["state"], status=r["status"],
                          duration_s=r["duration_s"], retry_queued=bool(r["retried"])) for r in reversed(rows)]
@@ -254,7 +256,12 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     if existing is not None and existing["judged_by"] is not None:
         return
     rules = evaluate(facts, history, spec)
-    verdict = _consult(settings, ledger, facts, history, spec, rules)
+    if run.get("task"):
+        # A fan-out sub-task never pages on its own: the parent run's verdict names what is missing.
+        verdict = Verdict("subtask", False, None, f"sub-task {run['task']}: {rules.reason}", silent=True,
+                          anomalies=list(rules.anomalies))
+    else:
+        verdict = _consult(settings, ledger, facts, history, spec, rules)
     sinks = _sinks(settings)
     owner = (spec.owner if spec else None) or None
 
@@ -275,7 +282,7 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
                 conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
                 reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
                 run_id=run_id, owner=owner, sinks=sinks)
-        if facts.state == State.SUCCEEDED:
+        if facts.state == State.SUCCEEDED and not run.get("task"):
             keep = set(verdict.anomalies) if verdict.escalate else set()
             escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
                                      reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks)
