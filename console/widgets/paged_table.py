@@ -77,10 +77,11 @@ class PagedTable(DataTable):
 
     # -- queries -------------------------------------------------------------------------
     def fetch_live(self, ledger: Any, *, now: float, flt: Any) -> Page:
-        """Re-read from the top, as many rows as are loaded (at least one page)."""
+        """Re-read the first page (live refresh). While the cursor is deep in later pages
+        those stay as they are, so a refresh costs one page however far the operator scrolled."""
         from core.queries import PAGE
 
-        limit = min(MAX_LIVE_ROWS, max(PAGE, len(self.rows_data)))
+        limit = PAGE if self.cursor_row < PAGE else min(MAX_LIVE_ROWS, max(PAGE, len(self.rows_data)))
         return type(self).FETCH(ledger, now=now, after=None, limit=limit, flt=flt)
 
     def fetch_more(self, ledger: Any, *, now: float, flt: Any) -> Page:

@@ -1,0 +1,184 @@
+"""Console benchmark: a generated 1,000,000-run ledger, the console's first paint time and
+RSS, scrolling, and commit-to-screen latency. Goals: first paint < 1 s, RSS < 150 MB,
+a commit shows within 0.5 s.
+
+    python -m bench.console_bench [--runs N] [--ledger PATH] [--keep]
+
+Figures come from a child process (so RSS is the console's own) running the app headless
+at 120×40 with the default 0.25 s poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from core.ledger import Ledger
+
+GOAL_PAINT_S = 1.0
+GOAL_RSS_MB = 150.0
+GOAL_LATENCY_S = 0.5
+
+
+def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
+    """Write ``runs`` finished runs (with outcomes), ``jobs`` jobs and a few escalations.
+
+    Returns seconds taken. Bulk inserts with executemany in one transaction; indexes exist
+    from the schema, as in a real ledger.
+    """
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    now = time.time()
+    with Ledger(path) as db:
+        c = db.conn
+        c.execute("PRAGMA synchronous=OFF")
+        c.execute("BEGIN")
+        c.execute("INSERT INTO runners (id, hostname, pid, started_at, heartbeat_at, heartbeat_s, lease_s)"
+                  " VALUES ('bench', 'bench', 1, ?, ?, 5, 30)", (now - 86400, now))
+        names = [f"job-{i:03d}" for i in range(jobs)]
+        c.executemany(
+            "INSERT INTO jobs (name, spec, spec_hash, schedule_text, owner, updated_at) VALUES (?,?,?,?,?,?)",
+            [(n, json.dumps({"name": n, "command": ["true"], "every": 60.0}), "h", "every 1m", "ops", now)
+             for n in names])
+        states = ["succeeded"] * 17 + ["failed", "timed_out", "orphaned"]
+        batch = 50_000
+        for start in range(0, runs, batch):
+            rows, outs = [], []
+            for i in range(start, min(runs, start + batch)):
+                job = names[i % jobs]
+                state = rng.choice(states)
+                ended = now - (runs - i) * 2.0
+                rows.append((i + 1, job, f"{job}:{i}", 1, state, f"s{i}", "schedule", ended - 10, ended - 10,
+                             ended - 9, ended, ended, 0 if state == "succeeded" else 1))
+                outs.append((i + 1, job, f"{job}:{i}", 1, state, "success" if state == "succeeded" else state,
+                             9.0, 1 if state == "succeeded" else 0, None if state == "succeeded" else f"{state}",
+                             ended, ended))
+            c.executemany(
+                "INSERT INTO runs (id, job, lineage, attempt, state, slot, trigger, not_before, created_at,"
+                " started_at, ended_at, updated_at, exit_code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            c.executemany(
+                "INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, duration_s, silent,"
+                " verdict_reason, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)", outs)
+        c.executemany(
+            "INSERT INTO escalations (dedup_key, job, kind, severity, state, count, first_seen, last_seen,"
+            " latest_run_id, owner, reason, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(f"{n}:failed", n, "failed", rng.choice(["critical", "warning", "info"]), "open", rng.randint(1, 50),
+              now - 86400, now - rng.random() * 3600, runs - k, "ops", "exited 1", now)
+             for k, n in enumerate(names)])
+        c.execute("COMMIT")
+    return time.perf_counter() - t0
+
+
+CHILD = r"""
+import asyncio, json, sys, threading, time
+T0 = time.perf_counter()
+import psutil
+from console.app import ConsoleConfig, WatchkeeperApp
+from core.ledger import Ledger
+
+async def main(path):
+    app = WatchkeeperApp(ConsoleConfig(ledger=path, operator="bench"))
+    out = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        while getattr(screen, "polls", 0) == 0 or not screen.table.rows_data:
+            await asyncio.sleep(0.005)
+            screen = app.screen
+        await pilot.pause()
+        out["first_paint_s"] = time.perf_counter() - T0
+        out["rss_after_paint_mb"] = psutil.Process().memory_info().rss / 2**20
+        await pilot.press("2")
+        while screen.table.VIEW != "outcomes" or not screen.table.rows_data:
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        t = time.perf_counter()
+        for _ in range(60):
+            await pilot.press("pagedown")
+        await pilot.pause()
+        out["scroll_60_pages_s"] = time.perf_counter() - t
+        out["rows_loaded_after_scroll"] = len(screen.table.rows_data)
+        await pilot.press("g")
+        await pilot.pause()
+        latencies = []
+        for k in range(5):
+            def commit(k=k):
+                with Ledger(path) as db:
+                    def tx(c):
+                        rid = c.execute("SELECT MAX(id) FROM runs").fetchone()[0] + 1
+                        c.execute("INSERT INTO runs (id, job, lineage, attempt, state, slot, trigger, not_before,"
+                                  " created_at, ended_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                  (rid, "job-000", f"lat{rid}", 1, "failed", f"lat{rid}", "schedule", time.time(),
+                                   time.time(), time.time() + 3600, time.time()))
+                        return rid
+                    return db.write(tx)
+            box = {}
+            th = threading.Thread(target=lambda: box.setdefault("rid", commit()))
+            th.start(); th.join()
+            t = time.perf_counter()
+            while not screen.table.rows_data or screen.table.rows_data[0]["id"] != box["rid"]:
+                await asyncio.sleep(0.002)
+            await pilot.pause()
+            latencies.append(time.perf_counter() - t)
+        out["commit_to_screen_s"] = latencies
+        out["rss_end_mb"] = psutil.Process().memory_info().rss / 2**20
+    print(json.dumps(out))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def measure(path: Path) -> dict:
+    """Run the console in a child process against ``path``; returns its figures."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=root)
+    if proc.returncode != 0:
+        raise SystemExit(f"console child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1_000_000)
+    ap.add_argument("--ledger", type=Path, default=None, help="reuse or create this ledger")
+    ap.add_argument("--keep", action="store_true", help="keep the generated ledger")
+    args = ap.parse_args(argv)
+    tmp = None
+    path = args.ledger
+    if path is None:
+        tmp = tempfile.mkdtemp(prefix="wk-console-bench-")
+        path = Path(tmp) / "bench.db"
+    if not path.exists():
+        secs = generate(path, args.runs)
+        print(f"generated {args.runs:,} runs in {secs:.1f} s ({path.stat().st_size / 2**20:.0f} MB)")
+    figs = measure(path)
+    lat = sorted(figs["commit_to_screen_s"])
+    rows = [
+        ("first paint", f"{figs['first_paint_s']:.2f} s", f"< {GOAL_PAINT_S:g} s", figs["first_paint_s"] < GOAL_PAINT_S),
+        ("RSS after first paint", f"{figs['rss_after_paint_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB",
+         figs["rss_after_paint_mb"] < GOAL_RSS_MB),
+        ("RSS at end", f"{figs['rss_end_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB", figs["rss_end_mb"] < GOAL_RSS_MB),
+        ("60 × PgDn (keyset paging)", f"{figs['scroll_60_pages_s']:.2f} s "
+         f"({figs['rows_loaded_after_scroll']} rows loaded)", "smooth", True),
+        ("commit → screen (median/max)", f"{lat[len(lat) // 2]:.2f} / {lat[-1]:.2f} s", f"< {GOAL_LATENCY_S:g} s",
+         lat[-1] < GOAL_LATENCY_S),
+    ]
+    for name, got, goal, ok in rows:
+        print(f"{name:<30} {got:<32} goal {goal:<10} {'ok' if ok else 'MISSED'}")
+    if tmp and not args.keep:
+        for f in Path(tmp).iterdir():
+            f.unlink()
+        os.rmdir(tmp)
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
