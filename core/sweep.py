@@ -26,8 +26,8 @@ transaction; ``supervisor.judge_run`` is called only after the commit. A write t
 (locked beyond the pass's patience, read-only file) is reported in ``SweepReport.errors``
 and simply happens again on the next pass, because nothing changed.
 
-Pause detection: a ``Sweeper`` remembers wall and monotonic time of its last pass. If the
-gap exceeds twice ``sweep_interval`` or the two clocks disagree (process stopped, machine
+Pause detection: a ``Sweeper`` remembers wall and monotonic time at the end of its last pass.
+If the gap exceeds ``max(2 × sweep_interval, sweep_interval + 1 s)`` or the two clocks disagree (process stopped, machine
 asleep, clock jump), that pass declares nothing dead, appends a ``sweep_paused`` event, and
 passes keep declaring nothing until one ``heartbeat`` has elapsed, so live runners can renew
 their heartbeats and leases first.
@@ -162,7 +162,9 @@ class Sweeper:
             return None
         gap_wall, gap_mono = wall - self._last[0], mono - self._last[1]
         interval = self.settings.sweep_interval
-        if max(gap_wall, gap_mono) > 2 * interval or abs(gap_wall - gap_mono) > max(0.5, interval):
+        # A busy event loop or a slow kill may stretch a gap a little; a pause stretches it a lot.
+        too_long = max(2 * interval, interval + 1.0)
+        if max(gap_wall, gap_mono) > too_long or abs(gap_wall - gap_mono) > max(0.5, interval):
             return {"gap_wall_s": round(gap_wall, 3), "gap_monotonic_s": round(gap_mono, 3),
                     "sweep_interval_s": interval}
         return None
@@ -172,7 +174,13 @@ class Sweeper:
         errors: they are listed in ``SweepReport.errors`` and retried on the next pass."""
         wall, mono = time.time(), time.monotonic()
         gap = self._pause_gap(wall, mono)
-        self._last = (wall, mono)
+        try:
+            return self._pass(ledger, wall, mono, gap)
+        finally:
+            # Measured from the end of a pass, so a long pass (a slow kill) is not a pause.
+            self._last = (time.time(), time.monotonic())
+
+    def _pass(self, ledger: Ledger, wall: float, mono: float, gap: dict[str, float] | None) -> SweepReport:
         if gap is not None:
             self._hold_until_mono = mono + self.settings.heartbeat
             report = SweepReport(at=wall, skipped_paused=True)
