@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,27 @@ from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
 log = logging.getLogger(__name__)
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
+SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
+
+
+class _SerialLedger(Ledger):
+    """A ``Ledger`` whose writes queue on a lock shared by all of one runner's connections.
+
+    The runner writes from its loop thread and from supervisor worker threads. Left to
+    SQLite, those connections contend in ``BEGIN IMMEDIATE`` and the losers sleep in the
+    busy handler (up to 100 ms a try) while the lock sits free, which capped throughput at a
+    few hundred transitions per second. Taking turns on a ``threading`` lock first keeps the
+    write lock busy; contention with other processes still goes through SQLite (busy
+    timeout, ``Ledger.write`` retries), unchanged.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], lock: threading.RLock) -> None:
+        super().__init__(path)
+        self._write_lock = lock
+
+    def write(self, fn: Callable[[sqlite3.Connection], Any], *, max_wait_s: float | None = None) -> Any:
+        with self._write_lock:
+            return super().write(fn, max_wait_s=max_wait_s)
 
 
 @dataclass
@@ -84,6 +106,8 @@ class Runner:
         self._wake: asyncio.Event | None = None
         self._thread_local = threading.local()
         self._bg: set[asyncio.Task[Any]] = set()
+        self._write_lock = threading.RLock()  # shared by this runner's ledger connections
+        self._settle_pool: ThreadPoolExecutor | None = None
         self.ledger: Ledger | None = None
         self.started = threading.Event()
 
@@ -101,8 +125,11 @@ class Runner:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
+        # event loop of the GIL; verify commands of one run never block the loop.
+        self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
         self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.ledger = Ledger(self.settings.ledger)
+        self.ledger = _SerialLedger(self.settings.ledger, self._write_lock)
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._loop.add_signal_handler(sig, self._stop.set)
@@ -479,7 +506,7 @@ class Runner:
         if not won:
             self._late_result(run, rc, "running")
             return
-        await asyncio.to_thread(self._settle, run_id)
+        await self._loop.run_in_executor(self._settle_pool, self._settle, run_id)
         self._finished(run_id)
 
     async def _execute_fanout(self, run: dict[str, Any], lj: LoadedJob) -> None:
@@ -541,7 +568,7 @@ class Runner:
                                             "missing": handoff["result"].get("missing")}):
             self._late_result(run, exit_code, "running")
             return
-        await asyncio.to_thread(self._settle, run_id)
+        await self._loop.run_in_executor(self._settle_pool, self._settle, run_id)
         self._finished(run_id)
 
     def _fanout_timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
@@ -650,7 +677,7 @@ class Runner:
     def _thread_ledger(self) -> Ledger:
         led = getattr(self._thread_local, "ledger", None)
         if led is None:
-            led = Ledger(self.settings.ledger)
+            led = _SerialLedger(self.settings.ledger, self._write_lock)
             self._thread_local.ledger = led
         return led
 
@@ -706,6 +733,8 @@ class Runner:
         lj = self.jobs.get(row["job"])
         if lj is None:
             return
+        if row["state"] == State.SUCCEEDED and breaker.state_of(self.ledger.conn, row["job"])[0] == breaker.CLOSED:
+            return  # a success on a closed breaker changes nothing: skip the write transaction
         try:
             self.ledger.write(lambda conn: breaker.record(conn, lj.spec, run_id, row["state"], actor=self.actor,
                                                           owner=lj.spec.owner, sinks=self.settings.notify))
@@ -802,6 +831,7 @@ class Runner:
                       reason=f"{len(left)} run(s) left running" if left else "clean stop",
                       detail={"left_running": left})
         self.ledger.write(tx)
+        self._settle_pool.shutdown(wait=False)
         self.ledger.close()
         led = getattr(self._thread_local, "ledger", None)
         if led is not None:
