@@ -25,6 +25,7 @@ from core.ledger import Ledger
 GOAL_PAINT_S = 1.0
 GOAL_RSS_MB = 150.0
 GOAL_LATENCY_S = 0.5
+GOAL_PAGE_MS = 100.0  # one PgDn including any page read: "smooth"
 
 
 def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
@@ -166,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         ("RSS after first paint", f"{figs['rss_after_paint_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB",
          figs["rss_after_paint_mb"] < GOAL_RSS_MB),
         ("RSS at end", f"{figs['rss_end_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB", figs["rss_end_mb"] < GOAL_RSS_MB),
-        ("60 × PgDn (keyset paging)", f"{figs['scroll_60_pages_s']:.2f} s "
-         f"({figs['rows_loaded_after_scroll']} rows loaded)", "smooth", True),
+        ("PgDn, per page (keyset paging)", f"{figs['scroll_60_pages_s'] / 60 * 1000:.0f} ms "
+         f"({figs['rows_loaded_after_scroll']} rows loaded)", f"< {GOAL_PAGE_MS:g} ms",
+         figs["scroll_60_pages_s"] / 60 * 1000 < GOAL_PAGE_MS),
         ("commit → screen (median/max)", f"{lat[len(lat) // 2]:.2f} / {lat[-1]:.2f} s", f"< {GOAL_LATENCY_S:g} s",
          lat[-1] < GOAL_LATENCY_S),
     ]
