@@ -68,3 +68,40 @@ def table(figures: list[Figure]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     notes = [f"  * {f.name}: {f.note}" for f in figures if f.note]
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+class RunnerThread:
+    """An embedded ``core.runner.Runner`` in its own thread and event loop (for benchmarks)."""
+
+    def __init__(self, spec_dir, settings) -> None:
+        import asyncio
+        import threading
+
+        from core.runner import Runner
+        self.runner = Runner(spec_dir, settings, install_signal_handlers=False)
+        self.errors: list[BaseException] = []
+
+        def main() -> None:
+            try:
+                asyncio.run(self.runner.run())
+            except BaseException as exc:  # surfaced by stop()
+                self.errors.append(exc)
+        self.thread = threading.Thread(target=main, daemon=True, name="bench-runner")
+
+    def start(self) -> RunnerThread:
+        self.thread.start()
+        if not self.runner.started.wait(30):
+            raise RuntimeError("runner did not start")
+        return self
+
+    def stop(self) -> None:
+        self.runner.request_stop()
+        self.thread.join(60)
+        if self.errors:
+            raise self.errors[0]
+
+    def __enter__(self) -> RunnerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
