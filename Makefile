@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	touch $(STAMP)
 
+# A fresh ledger each time, so the demo tells one story from its first second.
 demo: $(STAMP)
+	rm -rf demo sample_jobs/out
 	$(BIN)/watchkeeper up sample_jobs --ledger demo/watchkeeper.db
 
 lint: $(STAMP)

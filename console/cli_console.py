@@ -70,6 +70,10 @@ def register(group: click.Group) -> None:
         \b
         Keys: ? help, 1-4 views, enter detail, a ack, s snooze, r retry, x abandon, q quit.
         Several consoles may attach to one ledger at once.
+
+        \b
+        Example:
+          watchkeeper console --ledger /var/lib/watchkeeper/ledger.db --read-only
         """
         settings = _settings(None, ledger_path, config, theme, refresh, operator)
         if not Path(settings.ledger).exists():
@@ -86,6 +90,10 @@ def register(group: click.Group) -> None:
         """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
         Quitting the console stops the runner cleanly (running jobs get the shutdown grace).
+
+        \b
+        Example:
+          watchkeeper up sample_jobs --ledger demo/watchkeeper.db
         """
         from core.ledger import Ledger
         from core.runner import Runner

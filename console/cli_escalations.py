@@ -96,7 +96,12 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
     @_ledger_option
     def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
-        """List escalations (active ones by default), newest activity first."""
+        """List escalations (active ones by default), newest activity first.
+
+        \b
+        Example:
+          watchkeeper escalations --state open --json
+        """
         ledger, _ = _open(ledger_path)
         with ledger:
             rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
@@ -115,7 +120,12 @@ def register(group: click.Group) -> None:
     @_as_option
     @_ledger_option
     def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Acknowledge escalation ESC_ID (exit 1 if someone else was first)."""
+        """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
+
+        \b
+        Example:
+          watchkeeper ack 7 --as ana
+        """
         ledger, settings = _open(ledger_path)
         with ledger:
             _finish(esc_api.acknowledge(ledger, esc_id, operator or settings.operator))
@@ -126,7 +136,12 @@ def register(group: click.Group) -> None:
     @_as_option
     @_ledger_option
     def snooze_cmd(esc_id: int, for_: str, operator: str | None, ledger_path: str | None) -> None:
-        """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered."""
+        """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
+
+        \b
+        Example:
+          watchkeeper snooze 7 --for 2h
+        """
         seconds = _duration(for_, "--for")
         ledger, settings = _open(ledger_path)
         with ledger:
@@ -137,7 +152,12 @@ def register(group: click.Group) -> None:
     @_as_option
     @_ledger_option
     def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Resolve escalation ESC_ID by hand."""
+        """Resolve escalation ESC_ID by hand.
+
+        \b
+        Example:
+          watchkeeper resolve 7 --as ana
+        """
         ledger, settings = _open(ledger_path)
         with ledger:
             _finish(esc_api.resolve(ledger, esc_id, operator or settings.operator))
@@ -187,7 +207,12 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     @_ledger_option
     def report_cmd(since: str, as_json: bool, ledger_path: str | None) -> None:
-        """Runs judged, share silent, escalations by kind, notifications sent and failed."""
+        """Runs judged, share silent, escalations by kind, notifications sent and failed.
+
+        \b
+        Example:
+          watchkeeper report --since 24h
+        """
         start = time.time() - _duration(since, "--since")
         ledger, _ = _open(ledger_path)
         with ledger:
@@ -216,7 +241,12 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def eval_cmd(corpus: str, claude_base_url: str | None, model: str, show_misses: bool, as_json: bool) -> None:
         """Measure the judge on a labeled CORPUS (JSONL): hard-class recall, soft-anomaly
-        recall, routine silence and precision. Exit 1 when a goal is missed."""
+        recall, routine silence and precision. Exit 1 when a goal is missed.
+
+        \b
+        Example:
+          watchkeeper eval tests/eval_corpus.jsonl
+        """
         try:
             cases = load_corpus(corpus)
         except (OSError, ValueError) as exc:

@@ -89,6 +89,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(runs_cmd)
     cli.add_command(show_cmd)
     cli.add_command(trigger_cmd)
+    cli.add_command(jobs_cmd)
 
 
 @click.command("run")
@@ -259,3 +260,47 @@ def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_NOT_FOUND) from None
     click.echo(f"queued run {run_id} of {job}")
+
+
+@click.command("jobs")
+@ledger_option
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one job each.")
+def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
+    """List jobs: schedule, next run, last outcome, breaker state, success rate.
+
+    \b
+    Example:
+      watchkeeper jobs --ledger demo/watchkeeper.db
+    """
+    import time as _time
+
+    from core.queries import jobs_page
+
+    now = _time.time()
+    rows: list[dict[str, Any]] = []
+    with open_ledger(ledger_path) as ledger:
+        cursor = None
+        while True:
+            page = jobs_page(ledger, now=now, after=cursor, limit=500)
+            rows.extend(page.rows)
+            cursor = page.cursor
+            if cursor is None:
+                break
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, default=str))
+        return
+    if not rows:
+        click.echo("no jobs (a runner records jobs when it loads their specs)")
+        return
+    click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
+    for r in rows:
+        nxt = "-" if r["next_run"] is None else (
+            "now" if r["next_run"] <= now else humanize.naturaldelta(r["next_run"] - now))
+        rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
+        brk = r["breaker_state"] or "closed"
+        if brk == "open" and r.get("breaker_until"):
+            brk += f" {max(0, int(r['breaker_until'] - now))}s"
+        name = r["name"] + ("" if r["enabled"] else " (removed)")
+        click.echo(f"{name:<22.22} {str(r['schedule_text'] or '-'):<18.18} {nxt:<10.10} {str(r['last_state'] or '-'):<10}"
+                   f" {brk:<10} {rate:>7}")

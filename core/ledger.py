@@ -201,9 +201,17 @@ def is_locked_error(exc: BaseException) -> bool:
 
 
 def _create_private(path: Path) -> None:
-    """Create the database file with mode 0600 if it does not exist yet."""
+    """Create the database file with mode 0600 if it does not exist yet.
+
+    O_EXCL matters: opening and closing an fd of a file this process already has open in
+    SQLite would drop SQLite's POSIX locks on it (close releases all of a process's fcntl
+    locks on the file), which shows up later as 'disk I/O error'.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except FileExistsError:
+        return
     os.close(fd)
 
 
