@@ -101,7 +101,8 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short versions of every benchmark")
-    ap.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON ('-': stdout)")
+    ap.add_argument("--json", metavar="PATH", nargs="?", const="-", default=None,
+                    help="JSON instead of the table on stdout; with PATH, the table and JSON written to PATH")
     ap.add_argument("--only", nargs="+", choices=sorted(BENCHES), default=None, help="run only these")
     a = ap.parse_args(argv)
     figures: list[Figure] = []
