@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 CONFIG_NAME = "watchkeeper.toml"
@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     notify: list[CommandSink | WebhookSink] = Field(default_factory=list, description="Notification sinks.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
     refresh: float = Field(0.25, gt=0, description="Console poll interval, seconds.")
+
+    @field_validator("ledger", "artifacts")
+    @classmethod
+    def _absolute(cls, v: Path | None) -> Path | None:
+        # Jobs run in their own cwd: a relative artifacts path would point somewhere else there.
+        return None if v is None else v.expanduser().absolute()
 
     @model_validator(mode="after")
     def _heartbeat_under_lease(self) -> Settings:

@@ -233,3 +233,21 @@ def test_every_job_runs_once_per_slot(tmp_path):
         wait_for(lambda: len(terminal_runs(s.ledger, "tick")) >= 3, timeout=15)
     rows = query(s.ledger, "SELECT slot, COUNT(*) n FROM runs WHERE job = 'tick' GROUP BY slot, attempt")
     assert all(r["n"] == 1 for r in rows)
+
+
+def test_relative_ledger_path_gives_jobs_an_absolute_handoff_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    specs = tmp_path / "jobs"
+    write_specs(specs, f'''
+name = "rel"
+command = ["{PY}", "-c", "import json, os; json.dump({{'status': 'success'}}, open(os.environ['WATCHKEEPER_HANDOFF'], 'w'))"]
+cwd = "/"
+once = true
+''')
+    from core.settings import load_settings
+    from tests.harness import FAST
+    s = load_settings(None, ledger="rel/wk.db", **FAST)
+    assert s.ledger.is_absolute() and s.artifacts_dir.is_absolute()
+    with RunnerThread(specs, s):
+        wait_for(lambda: terminal_runs(s.ledger, "rel"), timeout=15)
+    assert terminal_runs(s.ledger, "rel")[0]["state"] == "succeeded"
