@@ -107,3 +107,43 @@ def test_run_detail_reads_output_files_head_and_tail(tmp_path: Path):
 
 def test_run_detail_unknown_run_is_none(ledger):
     assert queries.run_detail(ledger, 999_999) is None
+
+
+def test_offset_pages_match_keyset_pages(ledger):
+    whole = [r["id"] for r in queries.outcomes_page(ledger, limit=100).rows]
+    assert [r["id"] for r in queries.outcomes_page(ledger, offset=5, limit=4).rows] == whole[5:9]
+    escs = [r["id"] for r in queries.escalations_page(ledger).rows]
+    assert [r["id"] for r in queries.escalations_page(ledger, offset=1, limit=1).rows] == escs[1:2]
+    orph = [r["id"] for r in queries.orphans_page(ledger, now=cf.NOW).rows]
+    assert [r["id"] for r in queries.orphans_page(ledger, now=cf.NOW, offset=1).rows] == orph[1:]
+    jobs = [r["name"] for r in queries.jobs_page(ledger, now=cf.NOW).rows]
+    assert [r["name"] for r in queries.jobs_page(ledger, now=cf.NOW, offset=2, limit=1).rows] == jobs[2:3]
+
+
+def test_count_rows_per_view_and_filter(ledger):
+    assert queries.count_rows(ledger, "outcomes", now=cf.NOW) == 31
+    assert queries.count_rows(ledger, "escalations", now=cf.NOW) == 3
+    assert queries.count_rows(ledger, "orphans", now=cf.NOW) == 2
+    assert queries.count_rows(ledger, "jobs", now=cf.NOW) == 4
+    flt = queries.parse_filter("job:sync state:failed")
+    assert queries.count_rows(ledger, "outcomes", now=cf.NOW, flt=flt) == len(queries.outcomes_page(ledger, flt=flt).rows)
+    assert queries.count_rows(ledger, "outcomes", now=cf.NOW, flt=queries.parse_filter("kind:nothing")) == 0
+
+
+def test_jobs_page_ignores_fanout_sub_task_runs(ledger):
+    """The parent run is a fan-out job's outcome: sub-task runs must not set last_state,
+    success_rate or next_run."""
+    def add(c):
+        parent = cf.add_run(ledger, "cleanup", state="succeeded", ended_at=cf.NOW - 100, lineage="fan-p",
+                            slot="fan-1")
+        for i in range(5):
+            sub = cf.add_run(ledger, "cleanup", state="failed", ended_at=cf.NOW - 50 + i, lineage=f"fan-t{i}",
+                             slot=f"fan-1-t{i}", exit_code=1)
+            c.execute("UPDATE runs SET task = ?, slot = 'fan-1', parent_run_id = ? WHERE id = ?", (f"t{i}", parent, sub))
+        queued = cf.add_run(ledger, "cleanup", state="queued", ended_at=None, lineage="fan-q", slot="fan-2")
+        c.execute("UPDATE runs SET task = 'tq', not_before = ? WHERE id = ?", (cf.NOW + 10, queued))
+    ledger.write(add)
+    row = next(r for r in queries.jobs_page(ledger, now=cf.NOW).rows if r["name"] == "cleanup")
+    assert row["last_state"] == "succeeded"
+    assert row["success_rate"] == 1.0 and row["recent"] == 1
+    assert row["next_run"] is None  # only a sub-task is queued; cleanup has no schedule
