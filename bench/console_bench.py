@@ -5,7 +5,9 @@ a commit shows within 0.5 s.
     python -m bench.console_bench [--runs N] [--ledger PATH] [--keep]
 
 Figures come from a child process (so RSS is the console's own) running the app headless
-at 120×40 with the default 0.25 s poll.
+at 120×40 with the default 0.25 s poll. First paint is what a user waits for: from the
+moment the parent starts the child process (interpreter start, imports, ledger open, first
+reads) to the first frame drawn with rows; the child also reports how that splits.
 """
 
 from __future__ import annotations
@@ -78,34 +80,57 @@ def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
 
 
 CHILD = r"""
-import asyncio, json, sys, threading, time
-T0 = time.perf_counter()
+import time
+T_START = time.time()  # wall clock: the parent compares it with its own spawn time
+import asyncio, json, sys, threading
 import psutil
 from console.app import ConsoleConfig, WatchkeeperApp
 from core.ledger import Ledger
+T_IMPORTED = time.time()
+
+
+def visible_loaded(table):
+    top = int(table.scroll_y)
+    rows = range(top, min(table.total, top + table.page_height))
+    return all(table.row_at(i) is not None for i in rows)
+
 
 async def main(path):
     app = WatchkeeperApp(ConsoleConfig(ledger=path, operator="bench"))
-    out = {}
+    out = {"t_start": T_START, "imports_s": T_IMPORTED - T_START}
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         while getattr(screen, "polls", 0) == 0 or not screen.table.rows_data:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.002)
             screen = app.screen
-        await pilot.pause()
-        out["first_paint_s"] = time.perf_counter() - T0
+        await pilot.pause()  # the frame with rows is drawn
+        out["t_paint"] = time.time()
         out["rss_after_paint_mb"] = psutil.Process().memory_info().rss / 2**20
         await pilot.press("2")
         while screen.table.VIEW != "outcomes" or not screen.table.rows_data:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.002)
         await pilot.pause()
-        t = time.perf_counter()
+        pages = []
         for _ in range(60):
+            t = time.perf_counter()
             await pilot.press("pagedown")
-        await pilot.pause()
-        out["scroll_60_pages_s"] = time.perf_counter() - t
+            while not visible_loaded(screen.table):
+                await asyncio.sleep(0.001)
+            await pilot.pause()
+            pages.append(time.perf_counter() - t)
+        out["page_s"] = pages
         out["rows_loaded_after_scroll"] = len(screen.table.rows_data)
+        out["cursor_after_scroll"] = screen.table.cursor_row
+        t = time.perf_counter()
+        await pilot.press("G")
+        while not visible_loaded(screen.table) or screen.table.current() is None:
+            await asyncio.sleep(0.001)
+        await pilot.pause()
+        out["end_s"] = time.perf_counter() - t
+        out["end_row"] = screen.table.cursor_row
         await pilot.press("g")
+        while not visible_loaded(screen.table):
+            await asyncio.sleep(0.001)
         await pilot.pause()
         latencies = []
         for k in range(5):
@@ -127,6 +152,7 @@ async def main(path):
                 await asyncio.sleep(0.002)
             await pilot.pause()
             latencies.append(time.perf_counter() - t)
+            await asyncio.sleep(0.1 + 0.05 * k)  # commits land at different points of the poll cycle
         out["commit_to_screen_s"] = latencies
         out["rss_end_mb"] = psutil.Process().memory_info().rss / 2**20
     print(json.dumps(out))
@@ -139,11 +165,17 @@ def measure(path: Path) -> dict:
     """Run the console in a child process against ``path``; returns its figures."""
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=str(root))
+    t_spawn = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, env=env,
                           timeout=600, cwd=root)
     if proc.returncode != 0:
         raise SystemExit(f"console child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    figs = json.loads(proc.stdout.strip().splitlines()[-1])
+    figs["first_paint_s"] = figs["t_paint"] - t_spawn  # what the user waits for
+    figs["interpreter_s"] = figs["t_start"] - t_spawn
+    figs["app_s"] = figs["t_paint"] - figs["t_start"] - figs["imports_s"]
+    figs["scroll_60_pages_s"] = sum(figs["page_s"])  # bench/__main__.py reads this
+    return figs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,19 +194,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {args.runs:,} runs in {secs:.1f} s ({path.stat().st_size / 2**20:.0f} MB)")
     figs = measure(path)
     lat = sorted(figs["commit_to_screen_s"])
+    pages = sorted(figs["page_s"])
+    page_ms, page_max_ms = sum(pages) / len(pages) * 1000, pages[-1] * 1000
     rows = [
-        ("first paint", f"{figs['first_paint_s']:.2f} s", f"< {GOAL_PAINT_S:g} s", figs["first_paint_s"] < GOAL_PAINT_S),
+        ("first paint (spawn → frame)", f"{figs['first_paint_s']:.2f} s (python {figs['interpreter_s']:.2f}"
+         f" + imports {figs['imports_s']:.2f} + app {figs['app_s']:.2f})", f"< {GOAL_PAINT_S:g} s",
+         figs["first_paint_s"] < GOAL_PAINT_S),
         ("RSS after first paint", f"{figs['rss_after_paint_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB",
          figs["rss_after_paint_mb"] < GOAL_RSS_MB),
         ("RSS at end", f"{figs['rss_end_mb']:.0f} MB", f"< {GOAL_RSS_MB:g} MB", figs["rss_end_mb"] < GOAL_RSS_MB),
-        ("PgDn, per page (keyset paging)", f"{figs['scroll_60_pages_s'] / 60 * 1000:.0f} ms "
-         f"({figs['rows_loaded_after_scroll']} rows loaded)", f"< {GOAL_PAGE_MS:g} ms",
-         figs["scroll_60_pages_s"] / 60 * 1000 < GOAL_PAGE_MS),
+        ("PgDn, per page (mean/max)", f"{page_ms:.0f} / {page_max_ms:.0f} ms "
+         f"({figs['rows_loaded_after_scroll']} rows held)", f"< {GOAL_PAGE_MS:g} ms", page_max_ms < GOAL_PAGE_MS),
+        ("G: jump to the last row", f"{figs['end_s'] * 1000:.0f} ms (row {figs['end_row'] + 1:,})",
+         f"< {GOAL_PAGE_MS * 5:g} ms", figs["end_s"] * 1000 < GOAL_PAGE_MS * 5),
         ("commit → screen (median/max)", f"{lat[len(lat) // 2]:.2f} / {lat[-1]:.2f} s", f"< {GOAL_LATENCY_S:g} s",
          lat[-1] < GOAL_LATENCY_S),
     ]
     for name, got, goal, ok in rows:
-        print(f"{name:<30} {got:<32} goal {goal:<10} {'ok' if ok else 'MISSED'}")
+        print(f"{name:<30} {got:<48} goal {goal:<10} {'ok' if ok else 'MISSED'}")
     if tmp and not args.keep:
         for f in Path(tmp).iterdir():
             f.unlink()

@@ -147,3 +147,10 @@ def test_jobs_page_ignores_fanout_sub_task_runs(ledger):
     assert row["last_state"] == "succeeded"
     assert row["success_rate"] == 1.0 and row["recent"] == 1
     assert row["next_run"] is None  # only a sub-task is queued; cleanup has no schedule
+
+
+def test_deep_offset_reads_the_same_rows(ledger, monkeypatch):
+    whole = [r["id"] for r in queries.outcomes_page(ledger, limit=100).rows]
+    monkeypatch.setattr(queries, "_ANCHOR_FROM", 3)
+    assert [r["id"] for r in queries.outcomes_page(ledger, offset=20, limit=5).rows] == whole[20:25]
+    assert queries.outcomes_page(ledger, offset=500, limit=5).rows == []

@@ -16,9 +16,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Footer, Input, Static
 
-from console.messages import NeedMore
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen, HelpScreen, SnoozeScreen
 from console.widgets.header_bar import HeaderBar
@@ -32,6 +31,8 @@ if TYPE_CHECKING:
 
 #: Seconds between forced refreshes when nothing was committed (ages and runner status move).
 IDLE_REFRESH_S = 5.0
+#: Least seconds between two row counts of one view (the scrollbar size) while data changes.
+COUNT_EVERY_S = 5.0
 
 
 class ViewBar(Static):
@@ -39,14 +40,14 @@ class ViewBar(Static):
 
     DEFAULT_CSS = "ViewBar { height: 1; background: $surface; padding: 0 1; }"
 
-    def show(self, current: str, filter_text: str, loaded: int, more: bool) -> None:
+    def show(self, current: str, filter_text: str, total: int, exact: bool, row: int = 0) -> None:
         parts: list[Content] = []
         for i, cls in enumerate(VIEWS, 1):
             label = f"{i} {cls.TITLE}"
             parts.append(Content.styled(f"[{label}]" if cls.VIEW == current else f" {label} ",
                                         "bold reverse" if cls.VIEW == current else "dim"))
         line = Content(" ").join(parts)
-        count = f" {loaded}{'+' if more else ''} rows"
+        count = f" {row + 1 if total else 0}/{'' if exact else '~'}{total:,}"
         line = Content.assemble(line, (count, "dim"))
         if filter_text:
             line = Content.assemble(line, ("  filter: ", "bold"), one_line(filter_text, 30))
@@ -96,6 +97,8 @@ class MainScreen(Screen):
         self._last_mono = 0.0
         self._poll_timer = None
         self._loaded: set[str] = set()
+        self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
+        self._counting: set[str] = set()
         self.polls = 0  # completed polls, for tests waiting on a live update
 
     @property
@@ -139,9 +142,11 @@ class MainScreen(Screen):
         now = self.wk.now()
         table = self.table
         flt = queries.parse_filter(self.filter_text)
+        table.flt = flt
         seen = self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
         want_rows = not self.paused and (force or table.VIEW not in self._loaded)
+        start, limit = table.window_request()
 
         def fetch(ledger) -> tuple[int, queries.Summary | None, queries.Page | None]:
             dv = ledger.data_version()
@@ -149,7 +154,7 @@ class MainScreen(Screen):
             summary = queries.summary(ledger, now) if (changed or force or idle) else None
             page = None
             if want_rows or (not self.paused and (changed or idle)):
-                page = table.fetch_live(ledger, now=now, flt=flt)
+                page = table.fetch(ledger, now=now, offset=start, limit=limit, flt=flt)
             return dv, summary, page
 
         try:
@@ -159,35 +164,53 @@ class MainScreen(Screen):
                 self.stale_since = now
             self._render_bars()
             return
+        changed = dv != seen
         self.stale_since = None
         self._data_version = dv
         if summary is not None:
             self.summary = summary
             self._last_mono = time.monotonic()
-        if page is not None:
-            table.show(page, now, follow=self.follow)
+        if page is not None and table.flt is flt:
+            table.show(page, now, start=start, limit=limit, follow=self.follow)
             self._loaded.add(table.VIEW)
+            self._maybe_count(table, force=want_rows, changed=changed)
         self.polls += 1
         self._render_bars()
+
+    def _maybe_count(self, table: PagedTable, *, force: bool, changed: bool) -> None:
+        """Size the scrollbar exactly, on the count thread, when the loaded window does not
+        already tell (a short page does): after a (re)load, then at most every
+        ``COUNT_EVERY_S`` while data changes. Never on every poll."""
+        if table.total_exact or table.VIEW in self._counting:
+            return
+        last = self._counted.get(table.VIEW)
+        if not force and last is not None and (not changed or time.monotonic() - last < COUNT_EVERY_S):
+            return
+        self._counting.add(table.VIEW)
+        self.run_worker(self._count(table, table.flt), group="count", exit_on_error=False)
+
+    async def _count(self, table: PagedTable, flt: queries.Filter | None) -> None:
+        now = self.wk.now()
+        try:
+            n = await self.wk.counter.call(lambda ledger: queries.count_rows(ledger, table.VIEW, now=now, flt=flt))
+        except Exception:
+            return
+        finally:
+            self._counting.discard(table.VIEW)
+            self._counted[table.VIEW] = time.monotonic()
+        if table.flt is flt:
+            table.set_total(n)
+            self._render_bars()
 
     def _render_bars(self) -> None:
         self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=self.paused,
                                        follow=self.follow, read_only=self.wk.config.read_only,
                                        operator=self.wk.config.operator)
         table = self.table
-        self.query_one(ViewBar).show(self.view, self.filter_text, len(table.rows_data), table.next_cursor is not None)
+        self.query_one(ViewBar).show(self.view, self.filter_text, table.total, table.total_exact, table.cursor_row)
 
-    @on(NeedMore)
-    async def _more(self, event: NeedMore) -> None:
-        table = self.query_one(f"#{event.view}", PagedTable)
-        flt = queries.parse_filter(self.filter_text)
-        now = self.wk.now()
-        try:
-            page = await self.wk.reader.call(lambda ledger: table.fetch_more(ledger, now=now, flt=flt))
-        except Exception:
-            table._asked_more = False
-            return
-        table.extend(page)
+    @on(PagedTable.CursorMoved)
+    def _cursor_moved(self) -> None:
         self._render_bars()
 
     # -- navigation ------------------------------------------------------------------------
@@ -213,7 +236,14 @@ class MainScreen(Screen):
     async def _filter_submitted(self, event: Input.Submitted) -> None:
         self.filter_text = event.value.strip()
         self._close_filter()
-        self.table.move_cursor(row=0)
+        await self._refilter()
+
+    async def _refilter(self) -> None:
+        """The filter changed: every view starts again from its first row."""
+        for table in self.query(PagedTable):
+            table.reset()
+        self._loaded.clear()
+        self._counted.clear()
         await self.refresh_data(force=True)
 
     def _close_filter(self) -> None:
@@ -228,14 +258,14 @@ class MainScreen(Screen):
             self._close_filter()
             if self.filter_text:
                 self.filter_text = ""
-                await self.refresh_data(force=True)
+                await self._refilter()
             return
         if self.table.marked:
             self.table.clear_marks()
             return
         if self.filter_text:
             self.filter_text = ""
-            await self.refresh_data(force=True)
+            await self._refilter()
 
     def on_key(self, event) -> None:
         # Escape inside the filter box: Input does not bind it, so handle it here.
@@ -256,19 +286,29 @@ class MainScreen(Screen):
     def action_mark(self) -> None:
         self.table.toggle_mark()
 
+    async def show_job_outcomes(self, name: str) -> None:
+        """The outcomes view filtered to one job (enter on the jobs view, or the palette)."""
+        self.filter_text = f"job:{name}"
+        for table in self.query(PagedTable):
+            table.reset()
+        self._loaded.clear()
+        self._counted.clear()
+        if self.view == "outcomes":
+            await self.refresh_data(force=True)
+        else:
+            await self.action_view("outcomes")
+
     async def action_quit(self) -> None:
         await self.app.action_quit()
 
-    @on(DataTable.RowSelected)
-    async def _open(self, event: DataTable.RowSelected) -> None:
+    @on(PagedTable.Selected)
+    async def _open(self, event: PagedTable.Selected) -> None:
         table = self.table
         row = table.current()
         if row is None:
             return
         if table.VIEW == "jobs":
-            self.filter_text = f"job:{row['name']}"
-            await self.action_view("outcomes")
-            await self.refresh_data(force=True)
+            await self.show_job_outcomes(str(row["name"]))
             return
         run_id = table.run_id_of(row)
         if run_id is None:

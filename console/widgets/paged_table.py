@@ -1,9 +1,14 @@
-"""A DataTable fed one bounded page at a time (keyset pagination), never a whole table.
+"""A Line-API table (Toolong's approach): draws only the visible lines and holds only the
+rows around them — the visible page plus a margin — read by offset from ``core.queries``.
 
 Subclasses name their columns, the ``core.queries`` function that reads a page, how a row
-becomes cells and its key. Live refreshes replace the loaded rows while keeping the cursor
-on the same row key and the scroll offset where it was; ``follow`` keeps the selected row
-in view instead.
+becomes cells and its key. The table keeps a cursor row (absolute index), selection marks
+(by row key, so they survive scrolling), and a total row count that sizes the scrollbar:
+known exactly when a page comes back short, otherwise an estimate that the screen corrects
+now and then with ``core.queries.count_rows`` on its own thread (never on every poll).
+
+Live refreshes replace the loaded window while keeping the cursor on the same row key and
+the scroll offset where it was; ``follow`` keeps the selected row where it is on screen.
 """
 
 from __future__ import annotations
@@ -12,17 +17,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
-from textual.widgets import DataTable
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
-from console.messages import NeedMore
-from core.queries import Page
+from core.queries import Filter, Page
 
-#: Rows left below the cursor when the next page is requested.
-PREFETCH_MARGIN = 20
-#: Most rows one live refresh re-reads (the loaded pages, capped).
-MAX_LIVE_ROWS = 2000
+#: Rows read beyond the visible ones, above and below.
+MARGIN = 40
+#: Rows left between the visible edge and the loaded edge before the next window is read.
+PREFETCH = 10
 
 
 @dataclass(frozen=True)
@@ -35,34 +46,79 @@ class Column:
     flex: int = 0
 
 
-class PagedTable(DataTable):
+class PagedTable(ScrollView, can_focus=True):
     """Base for the four main views. ``VIEW`` names the view ("escalations", …)."""
 
     VIEW: ClassVar[str] = ""
     TITLE: ClassVar[str] = ""
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
-    #: ``core.queries`` page reader: fn(ledger, *, now, after, limit, flt) -> Page
+    #: ``core.queries`` page reader: fn(ledger, *, now, offset, limit, flt) -> Page
     FETCH: ClassVar[Callable[..., Page]]
 
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "scroll_top", "Top", show=False),
-        Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "scroll_top", "Top", show=False),
+        Binding("end,G", "scroll_bottom", "Bottom", show=False),
+        Binding("enter", "select", "Open", show=False),
     ]
 
+    COMPONENT_CLASSES = {"table--header", "table--cursor", "table--marked", "table--loading"}
+
     DEFAULT_CSS = """
-    PagedTable { height: 1fr; }
+    PagedTable {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        overflow-x: hidden;
+        overflow-y: scroll;
+        scrollbar-size-vertical: 1;
+        & > .table--header { background: $panel; color: $foreground; text-style: bold; }
+        & > .table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus > .table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .table--marked { text-style: bold; }
+        & > .table--loading { color: $text-muted; }
+    }
     """
 
+    class Selected(Message):
+        """Enter (or a click on the cursor row) on ``table``'s cursor row."""
+
+        def __init__(self, table: PagedTable) -> None:
+            super().__init__()
+            self.table = table
+
+    class CursorMoved(Message):
+        """The cursor moved to another row (the view bar shows the position)."""
+
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", cell_padding=1, **kwargs)
-        self.rows_data: list[dict[str, Any]] = []
-        self.next_cursor: tuple | None = None
-        self.marked: set[str] = set()
+        super().__init__(**kwargs)
+        self.rows_data: list[dict[str, Any]] = []  # the loaded window
+        self.window_start = 0
+        self.more = False  # rows exist past the loaded window
+        self.total = 0
+        self.total_exact = True
+        self.cursor_row = 0
+        self.marked: dict[str, dict[str, Any]] = {}
         self.now = 0.0
+        self.flt: Filter | None = None
+        self.loaded_once = False
         self._widths: tuple[int, ...] = ()
-        self._asked_more = False
+        self._lines: LRUCache[tuple, Strip] = LRUCache(512)
+        self._gen = 0
+        self._styles: dict[str, Style] = {}
+        self._loading: tuple[int, int] | None = None
+        self._want: tuple[int, int] | None = None
 
     # -- subclass API ------------------------------------------------------------------
     def key_of(self, row: dict[str, Any]) -> str:
@@ -75,30 +131,38 @@ class PagedTable(DataTable):
         """The run an enter / retry / abandon on this row applies to."""
         return row.get("id")
 
-    # -- queries -------------------------------------------------------------------------
-    def fetch_live(self, ledger: Any, *, now: float, flt: Any) -> Page:
-        """Re-read the first page (live refresh). While the cursor is deep in later pages
-        those stay as they are, so a refresh costs one page however far the operator scrolled."""
-        from core.queries import PAGE
+    # -- geometry ------------------------------------------------------------------------
+    @property
+    def page_height(self) -> int:
+        """Rows visible at once (the header takes one line)."""
+        return max(1, self.scrollable_content_region.height - 1)
 
-        limit = PAGE if self.cursor_row < PAGE else min(MAX_LIVE_ROWS, max(PAGE, len(self.rows_data)))
-        return type(self).FETCH(ledger, now=now, after=None, limit=limit, flt=flt)
+    @property
+    def next_cursor(self) -> bool | None:
+        """Kept for callers of the old DataTable view: not None while more rows exist."""
+        return True if self.more else None
 
-    def fetch_more(self, ledger: Any, *, now: float, flt: Any) -> Page:
-        from core.queries import PAGE
+    def window_request(self) -> tuple[int, int]:
+        """(offset, limit) of the rows to read for what is visible now, margin included."""
+        top = int(self.scroll_y)
+        start = max(0, top - MARGIN)
+        return start, (top - start) + self.page_height + MARGIN
 
-        return type(self).FETCH(ledger, now=now, after=self.next_cursor, limit=PAGE, flt=flt)
+    def _update_virtual_size(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, self.total + 1)
 
     # -- state -----------------------------------------------------------------------------
+    def row_at(self, index: int) -> dict[str, Any] | None:
+        i = index - self.window_start
+        return self.rows_data[i] if 0 <= i < len(self.rows_data) else None
+
     def current(self) -> dict[str, Any] | None:
-        if not self.rows_data or self.cursor_row < 0 or self.cursor_row >= len(self.rows_data):
-            return None
-        return self.rows_data[self.cursor_row]
+        return self.row_at(self.cursor_row)
 
     def selection(self) -> list[dict[str, Any]]:
         """Marked rows if any, else the row under the cursor."""
         if self.marked:
-            return [r for r in self.rows_data if self.key_of(r) in self.marked]
+            return list(self.marked.values())
         cur = self.current()
         return [cur] if cur else []
 
@@ -107,98 +171,265 @@ class PagedTable(DataTable):
         if cur is None:
             return
         key = self.key_of(cur)
-        self.marked.symmetric_difference_update({key})
-        self.update_cell(key, "sel", self._mark(key))
-        self.action_cursor_down()
+        if key in self.marked:
+            del self.marked[key]
+        else:
+            self.marked[key] = cur
+        self._invalidate()
+        self.action_cursor(1)
 
     def clear_marks(self) -> None:
-        for key in list(self.marked):
-            self.marked.discard(key)
-            try:
-                self.update_cell(key, "sel", self._mark(key))
-            except Exception:  # the row left the loaded page meanwhile
-                pass
+        self.marked.clear()
+        self._invalidate()
 
-    def _mark(self, key: str) -> Text:
-        return Text("●" if key in self.marked else " ", style="bold", end="")
+    def set_total(self, total: int, *, exact: bool = True) -> None:
+        self.total = max(0, total)
+        self.total_exact = exact
+        self._update_virtual_size()
+        if self.cursor_row >= self.total:
+            self.move_cursor(self.total - 1)
+        self._invalidate()
 
-    # -- rendering ---------------------------------------------------------------------
-    def _column_widths(self) -> tuple[int, ...]:
-        cols = (Column("sel", " ", 1),) + self.COLUMNS
-        avail = max(0, self.size.width - 2 * len(cols) - 2)
-        fixed = sum(c.width for c in cols)
-        spare = max(0, avail - fixed)
-        flex = sum(c.flex for c in cols) or 1
-        widths = [c.width + (spare * c.flex // flex) for c in cols]
-        return tuple(widths)
+    def reset(self) -> None:
+        """Forget loaded rows and position (new filter)."""
+        self.rows_data, self.window_start, self.more = [], 0, False
+        self.total, self.total_exact, self.cursor_row = 0, True, 0
+        self.loaded_once = False
+        self.scroll_to(y=0, animate=False, immediate=True)
+        self._update_virtual_size()
+        self._invalidate()
 
-    def _build_columns(self) -> None:
-        widths = self._column_widths()
-        if widths == self._widths and self.columns:
-            return
-        self._widths = widths
-        self.clear(columns=True)
-        cols = (Column("sel", " ", 1),) + self.COLUMNS
-        for col, width in zip(cols, widths, strict=True):
-            self.add_column(col.label, width=width, key=col.key)
-        self._fill(self.rows_data, keep_scroll=True, follow=False)
+    # -- data in -------------------------------------------------------------------------
+    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page:
+        return type(self).FETCH(ledger, now=now, offset=offset, limit=limit, flt=flt)
 
-    def on_resize(self) -> None:
-        self._build_columns()
-
-    def on_mount(self) -> None:
-        self._build_columns()
-
-    def _fill(self, rows: list[dict[str, Any]], *, keep_scroll: bool, follow: bool) -> None:
+    def show(self, page: Page, now: float, *, start: int = 0, limit: int | None = None,
+             follow: bool = False) -> None:
+        """Put a freshly read window (rows ``start``… of the view) on screen, keeping the
+        cursor on the same row key."""
+        self.now = now
         old_key = None
         cur = self.current()
         if cur is not None:
             old_key = self.key_of(cur)
-        old_row, old_scroll = self.cursor_row, self.scroll_y
-        self.clear()
+        old_keys = {self.key_of(r): self.window_start + i for i, r in enumerate(self.rows_data)}
+        rows = page.rows
+        new_keys = [self.key_of(r) for r in rows]
+        same = start == self.window_start and rows == self.rows_data
+        # Rows added above: the shift of any row both windows hold.
+        shift = 0
+        for i, k in enumerate(new_keys):
+            if k in old_keys:
+                shift = (start + i) - old_keys[k]
+                break
         self.rows_data = rows
-        keys = []
-        for row in rows:
-            key = self.key_of(row)
-            keys.append(key)
-            self.add_row(self._mark(key), *self.cells(row), key=key)
-        if not rows:
+        self.window_start = start
+        self.more = page.cursor is not None if limit is None else len(rows) >= limit
+        for k in list(self.marked):  # refresh marked rows that are loaded
+            if k in new_keys:
+                self.marked[k] = rows[new_keys.index(k)]
+        if self.more:
+            total = (self.total + shift) if self.loaded_once else 0
+            self.total = max(total, start + len(rows) + 1)
+            if not self.loaded_once:
+                self.total_exact = False
+        elif rows or start == 0:
+            self.total, self.total_exact = start + len(rows), True
+        self.loaded_once = True
+        self._update_virtual_size()
+        if old_key is not None and old_key in new_keys:
+            target = start + new_keys.index(old_key)
+        else:
+            target = self.cursor_row
+        delta = target - self.cursor_row
+        self.cursor_row = max(0, min(target, self.total - 1))
+        if follow and delta:
+            self.scroll_to(y=self.scroll_y + delta, animate=False, immediate=True)
+        if not same:
+            self._invalidate()
+        self._ensure_window()
+
+    async def _load(self, start: int, limit: int) -> None:
+        reader = getattr(self.app, "reader", None)
+        if reader is None:
             return
+        flt, now = self.flt, self.now
         try:
-            idx = keys.index(old_key) if old_key is not None else max(0, old_row)
-        except ValueError:
-            idx = max(0, old_row)
-        idx = min(idx, len(rows) - 1)
-        self.move_cursor(row=idx, animate=False, scroll=follow)
-        if keep_scroll and not follow:
-            self.call_after_refresh(self.scroll_to, y=old_scroll, animate=False)
+            page = await reader.call(lambda ledger: self.fetch(ledger, now=now, offset=start, limit=limit, flt=flt))
+        except Exception:  # the poll marks the data stale; scrolling again retries
+            page = None
+        self._loading = None
+        if page is not None and flt is self.flt:
+            self.show(page, now, start=start, limit=limit)
+        if self._want is not None:
+            want, self._want = self._want, None
+            self._request(*want)
 
-    def show(self, page: Page, now: float, *, follow: bool = False) -> None:
-        """Replace the loaded rows with a fresh first page (live refresh)."""
-        self.now = now
-        self.marked &= {self.key_of(r) for r in page.rows}
-        same = [self.key_of(r) for r in page.rows] == [self.key_of(r) for r in self.rows_data] \
-            and page.rows == self.rows_data
-        self.next_cursor = page.cursor
-        self._asked_more = False
-        if same:
+    def _request(self, start: int, limit: int) -> None:
+        if self._loading is not None:
+            self._want = (start, limit)
             return
-        self._fill(page.rows, keep_scroll=True, follow=follow)
+        self._loading = (start, limit)
+        self.run_worker(self._load(start, limit), group="rows", exit_on_error=False)
 
-    def extend(self, page: Page) -> None:
-        """Append the next page read with ``next_cursor``."""
-        have = {self.key_of(r) for r in self.rows_data}
-        for row in page.rows:
-            key = self.key_of(row)
-            if key in have:
-                continue
-            self.rows_data.append(row)
-            self.add_row(self._mark(key), *self.cells(row), key=key)
-        self.next_cursor = page.cursor
-        self._asked_more = False
+    def _ensure_window(self) -> None:
+        """Read the window around what is visible when it is not (nearly) all loaded."""
+        if not self.loaded_once or not self.is_mounted:
+            return
+        top = int(self.scroll_y)
+        bottom = min(self.total, top + self.page_height)
+        lo, hi = self.window_start, self.window_start + len(self.rows_data)
+        need_up = top < lo or (lo > 0 and top - lo < PREFETCH)
+        need_down = bottom > hi or (self.more and hi - bottom < PREFETCH)
+        if need_up or need_down:
+            self._request(*self.window_request())
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if (self.next_cursor is not None and not self._asked_more
-                and event.cursor_row >= len(self.rows_data) - PREFETCH_MARGIN):
-            self._asked_more = True
-            self.post_message(NeedMore(self.VIEW))
+    # -- movement --------------------------------------------------------------------------
+    def move_cursor(self, row: int, *, scroll: bool = True) -> None:
+        row = max(0, min(row, self.total - 1))
+        if row != self.cursor_row:
+            old, self.cursor_row = self.cursor_row, row
+            for r in (old, row):  # only the two lines whose look changed
+                self.refresh_line(r + 1)
+            self.post_message(self.CursorMoved())
+        if scroll:
+            self.scroll_to_cursor()
+
+    def scroll_to_cursor(self) -> None:
+        top, h = int(self.scroll_y), self.page_height
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
+        elif self.cursor_row >= top + h:
+            self.scroll_to(y=self.cursor_row - h + 1, animate=False, immediate=True)
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step)
+
+    def action_page(self, direction: int) -> None:
+        h = self.page_height
+        self.scroll_to(y=max(0, self.scroll_y + direction * h), animate=False, immediate=True)
+        self.move_cursor(self.cursor_row + direction * h)
+
+    def action_scroll_top(self) -> None:
+        self.move_cursor(0)
+
+    def action_scroll_bottom(self) -> None:
+        self.move_cursor(self.total - 1)
+
+    def action_select(self) -> None:
+        if self.current() is not None:
+            self.post_message(self.Selected(self))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < 1:
+            return
+        row = int(self.scroll_y) + offset.y - 1
+        if row >= self.total:
+            return
+        if row == self.cursor_row or event.chain > 1:
+            self.move_cursor(row, scroll=False)
+            self.action_select()
+        else:
+            self.move_cursor(row, scroll=False)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._ensure_window()
+
+    def on_resize(self) -> None:
+        self._update_virtual_size()
+        self._invalidate()
+        self._ensure_window()
+
+    def on_focus(self) -> None:
+        self._invalidate()
+
+    def on_blur(self) -> None:
+        self._invalidate()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._invalidate()
+
+    # -- rendering ---------------------------------------------------------------------
+    def _invalidate(self) -> None:
+        self._gen += 1
+        self._styles.clear()
+        self.refresh()
+
+    def _style(self, name: str) -> Style:
+        """Component (or parsed Rich) styles, cached until the next invalidation."""
+        got = self._styles.get(name)
+        if got is None:
+            if name == "":
+                got = self.rich_style
+            elif name.startswith("table--"):
+                got = self.get_component_rich_style(name, partial=name == "table--marked")
+            else:
+                got = Style.parse(name)
+            self._styles[name] = got
+        return got
+
+    def _column_widths(self, width: int) -> tuple[int, ...]:
+        cols = (Column("sel", " ", 1),) + self.COLUMNS
+        avail = max(0, width - 2 * len(cols))
+        fixed = sum(c.width for c in cols)
+        spare = max(0, avail - fixed)
+        flex = sum(c.flex for c in cols) or 1
+        return tuple(c.width + (spare * c.flex // flex) for c in cols)
+
+    def _segments(self, texts: list[Text], widths: tuple[int, ...], base: Style) -> list[Segment]:
+        segs: list[Segment] = []
+        for t, w in zip(texts, widths, strict=False):
+            plain = t.plain
+            if len(plain) > w:
+                plain = plain[: max(0, w - 1)] + "…" if w > 1 else plain[:w]
+            style = base
+            if isinstance(t.style, Style):
+                style = base + t.style
+            elif t.style:
+                style = base + self._style(t.style)
+            segs.append(Segment(" ", base))
+            segs.append(Segment(plain.ljust(w), style))
+            segs.append(Segment(" ", base))
+        return segs
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        widths = self._column_widths(width)
+        if y == 0:
+            key = ("header", widths, self._gen)
+            if key not in self._lines:
+                style = self._style("table--header")
+                labels = [Text(" ")] + [Text(c.label) for c in self.COLUMNS]
+                self._lines[key] = Strip(self._segments(labels, widths, style)).adjust_cell_length(width, style)
+            return self._lines[key]
+        index = int(self.scroll_y) + y - 1
+        base = self._style("")
+        if index >= self.total:
+            return Strip.blank(width, base)
+        row = self.row_at(index)
+        is_cursor = index == self.cursor_row
+        rkey = self.key_of(row) if row is not None else None
+        key = (index if rkey is None else rkey, is_cursor, widths, self._gen)
+        cached = self._lines.get(key)
+        if cached is not None:
+            return cached
+        if row is None:
+            style = self._style("table--loading")
+            strip = Strip([Segment("  …", style)]).adjust_cell_length(width, base)
+        else:
+            marked = rkey in self.marked
+            if marked:
+                base = base + self._style("table--marked")
+            texts = [Text("●" if marked else " ", style="bold")] + self.cells(row)
+            segs = self._segments(texts, widths, base)
+            if is_cursor:
+                cursor = self._style("table--cursor")
+                segs = list(Segment.apply_style(segs, post_style=cursor))
+                strip = Strip(segs).adjust_cell_length(width, cursor)
+            else:
+                strip = Strip(segs).adjust_cell_length(width, base)
+        self._lines[key] = strip
+        return strip

@@ -49,9 +49,7 @@ class WatchkeeperCommands(Provider):
         return cmds
 
     async def _job_outcomes(self, main, name: str) -> None:
-        main.filter_text = f"job:{name}"
-        await main.action_view("outcomes")
-        await main.refresh_data(force=True)
+        await main.show_job_outcomes(name)
 
     async def discover(self) -> Hits:
         for text, cb, key in self._commands():

@@ -36,8 +36,8 @@ class EscalationsTable(PagedTable):
         Column("owner", "Owner", 6, 1),
         Column("state", "State", 10),
     )
-    FETCH = staticmethod(lambda ledger, *, now, after, limit, flt:
-                         queries.escalations_page(ledger, after=after, limit=limit, flt=flt))
+    FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
+                         queries.escalations_page(ledger, offset=offset, limit=limit, flt=flt))
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         state = row["state"]
@@ -65,8 +65,8 @@ class OutcomesTable(PagedTable):
         Column("exit", "Exit", 4),
         Column("reason", "Reason", 8, 4),
     )
-    FETCH = staticmethod(lambda ledger, *, now, after, limit, flt:
-                         queries.outcomes_page(ledger, after=after, limit=limit, flt=flt))
+    FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
+                         queries.outcomes_page(ledger, offset=offset, limit=limit, flt=flt))
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         silent = row.get("silent")
