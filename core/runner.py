@@ -106,6 +106,7 @@ class Runner:
         self._wake: asyncio.Event | None = None
         self._thread_local = threading.local()
         self._bg: set[asyncio.Task[Any]] = set()
+        self._prev_tick = time.time()
         self._write_lock = threading.RLock()  # shared by this runner's ledger connections
         self._settle_pool: ThreadPoolExecutor | None = None
         self.ledger: Ledger | None = None
@@ -237,6 +238,10 @@ class Runner:
         return row[0] if row and row[0] is not None else None
 
     def _schedule_tick(self, now: float) -> None:
+        # Lateness up to the gap since the previous tick (+1 s) is "due now", not a misfire:
+        # a runner that was alive but slow (e.g. a ledger lock held for seconds) owes the slot.
+        tolerance = max(2.0, now - self._prev_tick + 1.0)
+        self._prev_tick = now
         for name, lj in list(self.jobs.items()):
             spec = lj.spec
             if spec.once:
@@ -249,26 +254,27 @@ class Runner:
             if name not in self._last_slot:
                 self._last_slot[name] = self._last_recorded_slot(name)
             last = self._last_slot[name]
-            nxt = schedule.next_fire(spec, last) if last is not None else None
-            if nxt is not None and nxt > now:
-                continue  # cheap path: nothing due
-            slots, _ = schedule.due_slots(spec, last, now)
-            for ts in slots:
-                trigger = "schedule" if now - ts <= 2.0 else "misfire"
+            if last is not None:
+                nxt = schedule.next_fire(spec, last)
+                if nxt is None or nxt > now:
+                    continue  # cheap path: nothing due
+            plan = schedule.plan_slots(spec, last, now, tolerance=tolerance)
+            if plan.missed:
+                self._record_misfire(spec, plan)
+            for ts in plan.due:
+                trigger = "schedule" if now - ts <= tolerance else "misfire"
                 self._queue(spec, schedule.slot_key(ts), ts, trigger)
-            if slots:
-                self._last_slot[name] = slots[-1]
-            elif last is None or (nxt is not None and nxt <= now):
-                # Missed slots were skipped (misfire=skip): remember we are past them.
-                self._last_slot[name] = now - 2.0 if last is None else max(last, self._prev_slot(spec, now))
+            marks = [x for x in (last, plan.missed_last, *plan.due) if x is not None]
+            self._last_slot[name] = max(marks) if marks else now - tolerance
 
-    @staticmethod
-    def _prev_slot(spec: JobSpec, now: float) -> float:
-        """The latest slot at or before ``now - 2 s`` (anchor for skipping missed slots)."""
-        if spec.every:
-            import math
-            return math.floor((now - 2.0) / spec.every) * spec.every
-        return now - 2.0
+    def _record_misfire(self, spec: JobSpec, plan: schedule.SlotPlan) -> None:
+        """Slots that fell while no runner ran are skipped, never silently."""
+        self.ledger.write(lambda conn: add_event(
+            conn, actor=self.actor, kind="misfire_skipped", job=spec.name,
+            reason=f"{plan.missed} slot(s) missed while no runner ran (misfire={spec.misfire})",
+            detail={"missed": plan.missed, "first": schedule.slot_key(plan.missed_first or 0),
+                    "last": schedule.slot_key(plan.missed_last or plan.missed_first or 0),
+                    "policy": spec.misfire}))
 
     def _queue(self, spec: JobSpec, slot: str, not_before: float, trigger: str) -> int | None:
         """Insert attempt 1 of a slot (deduplicated by the UNIQUE (job, slot, task, attempt))."""

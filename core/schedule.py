@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -107,6 +108,64 @@ def once_slot(spec: JobSpec, now: float) -> tuple[str, float] | None:
     return f"once:{slot_key(at.timestamp())}", at.timestamp()
 
 
+@dataclass(frozen=True)
+class SlotPlan:
+    """What the scheduler should do for one job now (all times Unix seconds, UTC).
+
+    ``due``: slots to queue, ascending; ``next``: the next slot after ``now`` (None: no
+    schedule); ``missed``: how many slots fell in the downtime and were not queued;
+    ``missed_first`` / ``missed_last``: their range (None when none were missed).
+    """
+
+    due: list[float]
+    next: float | None
+    missed: int = 0
+    missed_first: float | None = None
+    missed_last: float | None = None
+
+
+def plan_slots(spec: JobSpec, last_slot: float | None, now: float, *, tolerance: float = 2.0) -> SlotPlan:
+    """Slots to queue now, per ``misfire``; see ``due_slots``.
+
+    ``tolerance``: seconds a slot may be late and still count as due now rather than
+    missed. The runner passes the time since its previous scheduler tick (at least 2 s), so
+    a runner that was alive but slow (a ledger lock held for seconds) never drops a slot;
+    only slots that fell while no runner ran are misfires.
+    """
+    if not (spec.schedule or spec.every):
+        return SlotPlan([], None)
+    cursor = last_slot if last_slot is not None else now - tolerance
+    nxt = next_fire(spec, cursor)
+    missed: list[float] = []
+    current: list[float] = []
+    n_missed = 0
+    first_missed: float | None = None
+    guard = 0
+    while nxt is not None and nxt <= now:
+        if now - nxt <= tolerance:
+            current.append(nxt)
+        else:
+            n_missed += 1
+            first_missed = nxt if first_missed is None else first_missed
+            missed.append(nxt)
+            if len(missed) > 2:  # only the newest missed slot can matter
+                missed.pop(0)
+        nxt = next_fire(spec, nxt)
+        guard += 1
+        if guard > 100000:  # a year of 5-minute slots: stop walking, jump to now
+            nxt = next_fire(spec, now - tolerance)
+    out: list[float] = []
+    last_missed = missed[-1] if missed else None
+    if missed and spec.misfire == "run_once" and not current:
+        out.append(missed[-1])  # the newest missed slot runs once; older ones stay missed
+        n_missed -= 1
+        last_missed = missed[-2] if len(missed) > 1 else None
+    out.extend(current)
+    if n_missed == 0:
+        return SlotPlan(out, nxt)
+    return SlotPlan(out, nxt, n_missed, first_missed, last_missed)
+
+
 def due_slots(spec: JobSpec, last_slot: float | None, now: float) -> tuple[list[float], float | None]:
     """Slots to queue now, and the next future slot.
 
@@ -119,28 +178,5 @@ def due_slots(spec: JobSpec, last_slot: float | None, now: float) -> tuple[list[
     Returns:
         (slots to insert, ascending; next slot after ``now`` or None)
     """
-    if not (spec.schedule or spec.every):
-        return [], None
-    tick_tolerance = 2.0  # seconds a slot may be late and still count as "due now", not missed
-    cursor = last_slot if last_slot is not None else now - tick_tolerance
-    nxt = next_fire(spec, cursor)
-    missed: list[float] = []
-    current: list[float] = []
-    guard = 0
-    while nxt is not None and nxt <= now:
-        if now - nxt <= tick_tolerance:
-            current.append(nxt)
-        else:
-            missed.append(nxt)
-            if len(missed) > 2:  # only the newest missed slot can matter
-                missed.pop(0)
-        nxt = next_fire(spec, nxt)
-        guard += 1
-        if guard > 100000:  # a year of 5-minute slots: stop walking, jump to now
-            nxt = next_fire(spec, now - tick_tolerance)
-            missed = []
-    out: list[float] = []
-    if missed and spec.misfire == "run_once" and not current:
-        out.append(missed[-1])
-    out.extend(current)
-    return out, nxt
+    plan = plan_slots(spec, last_slot, now)
+    return plan.due, plan.next
