@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] {name} …", file=sys.stderr, flush=True)
         try:
             figs = BENCHES[name](a.quick)
-        except Exception as exc:  # one broken benchmark must not hide the others
+        except (Exception, SystemExit) as exc:  # one broken benchmark must not hide the others
             traceback.print_exc()
             errors[name] = f"{type(exc).__name__}: {exc}"
             figs = [Figure(f"{name}: ERROR", None, "", note=errors[name][:300], goal="runs", met=False)]
