@@ -367,9 +367,29 @@ class PagedTable(ScrollView, can_focus=True):
             elif name.startswith("table--"):
                 got = self.get_component_rich_style(name, partial=name == "table--marked")
             else:
-                got = Style.parse(name)
+                got = Style.parse(" ".join(self._theme_colour(w) for w in name.split()))
             self._styles[name] = got
         return got
+
+    #: Cell colour names (``console.widgets.cells``) → theme variables, so each theme (and its
+    #: reduction to 256 or 16 colours) decides how a state looks; words and symbols carry
+    #: the meaning either way.
+    THEME_COLOURS: ClassVar[dict[str, str]] = {"red": "error", "yellow": "warning", "green": "success",
+                                               "cyan": "primary", "magenta": "accent"}
+
+    def _theme_colour(self, word: str) -> str:
+        var = self.THEME_COLOURS.get(word)
+        if var is None:
+            return word
+        value = self.app.theme_variables.get(var)
+        if not value:
+            return word
+        try:
+            from textual.color import Color
+
+            return Color.parse(value).hex6
+        except Exception:
+            return word
 
     def _column_widths(self, width: int) -> tuple[int, ...]:
         cols = (Column("sel", " ", 1),) + self.COLUMNS
