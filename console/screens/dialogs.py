@@ -77,7 +77,7 @@ class SnoozeScreen(ModalScreen[float | None]):
 
 HELP = """\
 Views       1 escalations   2 outcomes   3 orphans   4 jobs
-Move        j/k or ↓/↑   g/G top/bottom   PgUp/PgDn
+Move        j/k or ↓/↑   g/G or Home/End   PgUp/PgDn   mouse: click, wheel
 Open        enter  run detail (jobs: that job's outcomes)   esc back
 Triage      a acknowledge   s snooze   R resolve   space mark (bulk)
 Runs        r retry (new attempt)   x abandon (kills, keeps artifacts)

@@ -62,7 +62,7 @@ class OutcomesTable(PagedTable):
         Column("attempt", "#", 2),
         Column("state", "State", 9),
         Column("duration", "Took", 6),
-        Column("exit", "Exit", 4),
+        Column("exit", "Exit", 5),
         Column("reason", "Reason", 8, 4),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
