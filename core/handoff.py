@@ -91,6 +91,10 @@ def read_handoff(path: str | os.PathLike[str], max_bytes: int = 1024 * 1024) -> 
     except FileNotFoundError:
         out.add("missing", "no handoff written (exit code and output are the evidence)")
         return out
+    except NotADirectoryError:
+        # The run's artifacts folder could not be created: nothing could have been written.
+        out.add("missing", "no handoff (the run's artifacts folder was unavailable)")
+        return out
     except OSError as exc:
         out.present = True
         if exc.errno == errno.ELOOP:

@@ -129,7 +129,10 @@ class Runner:
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
-        self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:  # runs are still executed and recorded; capture degrades
+            log.error("artifacts folder %s unusable: %s", self.settings.artifacts_dir, exc)
         self.ledger = _SerialLedger(self.settings.ledger, self._write_lock)
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):

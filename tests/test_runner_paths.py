@@ -251,3 +251,19 @@ once = true
     with RunnerThread(specs, s):
         wait_for(lambda: terminal_runs(s.ledger, "rel"), timeout=15)
     assert terminal_runs(s.ledger, "rel")[0]["state"] == "succeeded"
+
+
+def test_unusable_artifacts_folder_degrades_capture_not_the_verdict(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the artifacts folder should be")
+    db, runs = _run_once(tmp_path, f'''
+name = "plain"
+command = ["{PY}", "-c", "print('still ran')"]
+once = true
+''', "plain", artifacts=str(blocker))
+    r = runs[0]
+    assert (r["state"], r["exit_code"]) == ("succeeded", 0)
+    o = query(db, "SELECT * FROM job_outcomes WHERE run_id = ?", (r["id"],))[0]
+    codes = [f["code"] for f in json.loads(o["handoff_findings"])]
+    assert "capture_degraded" in codes
+    assert o["stdout_bytes"] == len("still ran\n") and o["stdout_head"] == "still ran\n"
