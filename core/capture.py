@@ -15,7 +15,8 @@ SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick dis
 
 
 class Capture:
-    """Writes the first ``cap // 2`` bytes of a stream to ``path`` as they arrive and keeps
+    """Writes the first ``cap // 2`` bytes of a stream to ``path`` as they arrive (the file
+    exists only when the stream produced output) and keeps
     the last ``cap - cap // 2`` bytes in memory; ``close()`` appends the tail after a
     ``[watchkeeper: N bytes omitted]`` marker when bytes were dropped."""
 
@@ -28,11 +29,9 @@ class Capture:
         self._head_written = 0
         self._tail = bytearray()
         self.write_error: str | None = None
-        try:
-            self._fh = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        except OSError as exc:
-            self._fh = None
-            self.write_error = f"cannot open {self.path.name}: {exc.strerror}"
+        # Opened on the first byte: a silent job costs no file (most routine runs print little).
+        self._fh = None
+        self._opened = False
 
     def feed(self, chunk: bytes) -> None:
         """Account for one chunk read from the pipe."""
@@ -51,7 +50,15 @@ class Capture:
                 del self._tail[: len(self._tail) - self.tail_limit]
 
     def _write(self, data: bytes) -> None:
-        if self._fh is None or not data:
+        if not data:
+            return
+        if not self._opened:
+            self._opened = True
+            try:
+                self._fh = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                self.write_error = f"cannot open {self.path.name}: {exc.strerror}"
+        if self._fh is None:
             return
         try:
             self._fh.write(data)
