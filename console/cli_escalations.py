@@ -16,6 +16,7 @@ from typing import Any
 import click
 import humanize
 
+from console.safe_text import one_line
 from core import escalations as esc_api
 from core import supervisor
 from core.clock import iso
@@ -71,13 +72,15 @@ def _colour() -> bool:
 
 def escalation_line(e: dict[str, Any], *, colour: bool = False) -> str:
     """One line: time, severity, job, kind, count, owner, state, reason."""
-    sev = (e.get("severity") or "-").upper()
+    # Lower-case severity words, so `tail | grep critical` works as the README shows.
+    sev = e.get("severity") or "-"
     sev_txt = f"{sev:<8}"
     if colour:
         sev_txt = click.style(sev_txt, fg=SEV_COLOURS.get(e.get("severity") or ""))
-    reason = " ".join(str(e.get("reason") or "").split())
-    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {e['job']:<20.20} "
-            f"{e['kind']:<19} x{e['count']:<4} {(e.get('owner') or '-'):<10.10} {e['state']:<12} {reason[:160]}")
+    reason = one_line(e.get("reason"), 160)  # untrusted: escapes and controls never reach the terminal
+    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {one_line(e['job'], 20):<20} "
+            f"{one_line(e['kind']):<19} x{e['count']:<4} {one_line(e.get('owner') or '-'):<24} {e['state']:<12} "
+            f"{reason}")
 
 
 def _json_row(e: dict[str, Any]) -> str:
@@ -171,7 +174,7 @@ def register(group: click.Group) -> None:
 
         \b
         Example:
-          ssh host watchkeeper tail | grep CRITICAL
+          ssh host watchkeeper tail | grep critical
         """
         start = time.time() - (_duration(since, "--since") if since else 0.0)
         ledger, settings = _open(ledger_path)

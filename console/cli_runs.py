@@ -216,13 +216,16 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
             click.echo(f"   {c['task']:<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
                        f"exit {fmt_exit(c['exit_code'], c['signal'])}")
     if o:
-        click.echo(f"outcome: status {o.get('status')}  output {o.get('stdout_bytes')}+{o.get('stderr_bytes')} bytes"
-                   f"{' (truncated)' if o.get('output_truncated') else ''}")
+        click.echo(f"outcome: status {o.get('status')}  stdout {o.get('stdout_bytes')} bytes, stderr "
+                   f"{o.get('stderr_bytes')} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
         if o.get("verdict_reason") or o.get("severity"):
             click.echo(f"verdict: escalate={bool(o.get('escalate'))} severity={o.get('severity')} "
                        f"kind={o.get('verdict_kind')}  {_safe(o.get('verdict_reason') or '')}")
-        if o.get("verification"):
-            click.echo(f"verification: {_safe(json.dumps(o['verification'], default=str))[:2000]}")
+        ver = o.get("verification")
+        if isinstance(ver, dict) and not ver.get("checks") and r["state"] != "succeeded":
+            click.echo("verification: skipped (the run failed before verification)")
+        elif ver:
+            click.echo(f"verification: {_safe(json.dumps(ver, default=str))[:2000]}")
         for f in o.get("handoff_findings") or []:
             click.echo(f"handoff finding: {f.get('code')}: {_safe(f.get('message'))}")
         if o.get("handoff") is not None:
@@ -297,10 +300,13 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     for r in rows:
         nxt = "-" if r["next_run"] is None else (
             "now" if r["next_run"] <= now else humanize.naturaldelta(r["next_run"] - now))
+        if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
+            nxt = "skipped"  # slots are skipped while the breaker cools down
         rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
         brk = r["breaker_state"] or "closed"
         if brk == "open" and r.get("breaker_until"):
             brk += f" {max(0, int(r['breaker_until'] - now))}s"
         name = r["name"] + ("" if r["enabled"] else " (removed)")
-        click.echo(f"{name:<22.22} {str(r['schedule_text'] or '-'):<18.18} {nxt:<10.10} {str(r['last_state'] or '-'):<10}"
-                   f" {brk:<10} {rate:>7}")
+        click.echo(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
+                   f" {str(r['last_state'] or '-'):<10} {brk:<10} {rate:>7}"
+                   + ("  spec error: see `watchkeeper check`" if r.get("last_error") else ""))

@@ -745,10 +745,17 @@ class Runner:
         if row["state"] == State.SUCCEEDED and breaker.state_of(self.ledger.conn, row["job"])[0] == breaker.CLOSED:
             return  # a success on a closed breaker changes nothing: skip the write transaction
         try:
-            self.ledger.write(lambda conn: breaker.record(conn, lj.spec, run_id, row["state"], actor=self.actor,
-                                                          owner=lj.spec.owner, sinks=self.settings.notify))
+            changed = self.ledger.write(lambda conn: breaker.record(
+                conn, lj.spec, run_id, row["state"], actor=self.actor, owner=lj.spec.owner,
+                sinks=self.settings.notify))
         except Exception:
             log.exception("breaker update failed for run %s", run_id)
+            return
+        if changed == breaker.OPEN:
+            log.warning("circuit breaker for %s opened after run %s: scheduled runs skipped for %gs",
+                        row["job"], run_id, lj.spec.breaker.cooldown)
+        elif changed == breaker.CLOSED:
+            log.warning("circuit breaker for %s closed: trial run %s succeeded", row["job"], run_id)
 
     # -- heartbeat, sweep, reload -------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -835,7 +842,7 @@ class Runner:
 
         def tx(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE runners SET stopped_at = ?, stop_reason = ? WHERE id = ?",
-                         (now, "stopped", self.id))
+                         (now, "clean shutdown", self.id))
             add_event(conn, actor=self.actor, kind="runner_stopped",
                       reason=f"{len(left)} run(s) left running" if left else "clean stop",
                       detail={"left_running": left})

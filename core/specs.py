@@ -374,7 +374,7 @@ class _SourceMap:
 
     _HEADER = re.compile(r"^\s*\[\[\s*job\s*\]\]")
     _SUBHEADER = re.compile(r"^\s*\[\[?\s*job\.([A-Za-z_]+)")
-    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=")  # dotted keys too
 
     def __init__(self, text: str, multi: bool) -> None:
         self.blocks: list[dict[str, int]] = []

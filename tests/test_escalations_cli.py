@@ -38,7 +38,7 @@ def _cli(*args):
 
 def test_list_ack_race_message_and_resolve(db):
     res = _cli("escalations", "--ledger", str(db))
-    assert res.exit_code == 0 and " failed " in res.output and "CRITICAL" in res.output and "ana" in res.output
+    assert res.exit_code == 0 and " failed " in res.output and "critical" in res.output and "ana" in res.output
     row = json.loads(_cli("escalations", "--json", "--ledger", str(db)).output.splitlines()[0])
     esc_id = row["id"]
     assert _cli("ack", str(esc_id), "--as", "ana", "--ledger", str(db)).exit_code == 0
@@ -95,7 +95,7 @@ def test_tail_exits_on_closed_pipe(db):
     proc = _tail(db, "--since", "1h")
     try:
         line = proc.stdout.readline().decode()
-        assert "CRITICAL" in line and "x1" in line
+        assert "critical" in line and "x1" in line
         proc.stdout.close()
         with Ledger(db) as ledger:  # the next write makes tail print into the closed pipe
             for _ in range(3):
