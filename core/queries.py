@@ -49,7 +49,9 @@ class Page:
 class Filter:
     """A parsed ``/`` filter: ``job:NAME state:S kind:K`` tokens plus free text.
 
-    Each field is a case-insensitive substring match; empty means "any".
+    ``state`` and ``kind`` match exactly (case-insensitive; ``kind:failed`` does not match
+    ``verification_failed``; the console's short words in ``ALIASES`` are accepted too);
+    ``job`` and free text are case-insensitive substrings. Empty means "any".
     """
 
     job: str = ""
@@ -61,6 +63,22 @@ class Filter:
     @property
     def empty(self) -> bool:
         return not (self.job or self.state or self.kind or self.text)
+
+
+#: Short words the console shows for long kinds (``retries_exhausted`` → ``exhausted``), so
+#: an 80-column table need not cut them. The full kind is in the preview line and detail.
+KIND_SHORT = {
+    "retries_exhausted": "exhausted", "verification_failed": "verify_fail", "output_mismatch": "mismatch",
+    "low_confidence": "low_conf", "recovered_on_retry": "recovered", "first_success": "first_ok",
+    "circuit_open": "breaker",
+}
+#: Words a ``state:``/``kind:`` filter accepts besides the stored value: the console's state
+#: labels (``acked``, ``ok``, ``timeout`` …) and its short kinds.
+ALIASES = {
+    "state": {"acked": "acknowledged", "ok": "succeeded", "timeout": "timed_out", "orphan": "orphaned",
+              "abandon": "abandoned", "verify": "verifying", "half": "half_open"},
+    "kind": {short: kind for kind, short in KIND_SHORT.items()},
+}
 
 
 def parse_filter(text: str | None) -> Filter:
@@ -100,7 +118,13 @@ def _where(flt: Filter | None, cols: dict[str, str], text_cols: list[str]) -> tu
     params: list[Any] = []
     for name in ("job", "state", "kind"):
         value = getattr(flt, name)
-        if value and name in cols:
+        if value and name in cols and name in ALIASES:
+            # Exact, case-insensitive: stored states and kinds are lower-case words, so the
+            # plain comparison keeps the column's index usable.
+            value = value.lower()
+            conds.append(f"{cols[name]} = ?")
+            params.append(ALIASES[name].get(value, value))
+        elif value and name in cols:
             conds.append(f"{cols[name]} LIKE ? ESCAPE '\\'")
             params.append(_like(value))
         elif value:
@@ -403,7 +427,9 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
     reason; by attempt), ``events`` (audit trail of every attempt of the lineage, oldest
     first, at most ``events_limit``), ``stdout`` / ``stderr`` (``read_output`` of
     ``<artifacts_dir>/stdout.log`` / ``stderr.log``, falling back to the outcome's stored
-    head and tail when the file is gone), ``escalations`` (rows naming this run as latest).
+    head and tail when the file is gone), ``escalations`` (rows naming this run as latest),
+    ``children`` (fan-out sub-task runs whose ``parent_run_id`` is this run: id, task,
+    attempt, state, exit_code, signal, reason, started_at, ended_at; by task then attempt).
     """
     run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
     if run is None:
@@ -430,8 +456,11 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
         streams[name] = got
     escs = [row_dict(r) for r in ledger.query(
         "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))]
+    children = [row_dict(r) for r in ledger.query(
+        "SELECT id, task, attempt, state, exit_code, signal, reason, started_at, ended_at FROM runs"
+        " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,))]
     return {"run": run, "outcome": outcome, "attempts": attempts, "events": events,
-            "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs}
+            "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs, "children": children}
 
 
 # -- header --------------------------------------------------------------------------------

@@ -219,6 +219,7 @@ async def test_two_consoles_race_on_one_escalation(db):
     async with first.run_test(notifications=True) as p1, second.run_test(notifications=True) as p2:
         await loaded(p1)
         await loaded(p2)
+        await p2.press("j", "k")  # bob has selected the critical row: his cursor follows it
         await p1.press("a")
         await until(p1, lambda: esc_row(path, ids["esc_crit"])["state"] == "acknowledged")
         await p2.press("a")  # bob's view still showed it open

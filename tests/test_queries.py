@@ -43,7 +43,7 @@ def test_escalations_open_first_then_severity(ledger):
     rows = queries.escalations_page(ledger).rows
     assert [r["severity"] for r in rows] == ["critical", "warning", "info"]
     assert rows[-1]["state"] == "acknowledged"
-    assert queries.escalations_page(ledger, include_resolved=False, flt=queries.parse_filter("state:ack")).rows[0][
+    assert queries.escalations_page(ledger, include_resolved=False, flt=queries.parse_filter("state:acked")).rows[0][
         "job"] == "report"
 
 
@@ -154,3 +154,35 @@ def test_deep_offset_reads_the_same_rows(ledger, monkeypatch):
     monkeypatch.setattr(queries, "_ANCHOR_FROM", 3)
     assert [r["id"] for r in queries.outcomes_page(ledger, offset=20, limit=5).rows] == whole[20:25]
     assert queries.outcomes_page(ledger, offset=500, limit=5).rows == []
+
+
+def test_state_and_kind_filters_are_exact_job_and_text_are_substrings(ledger):
+    def add(c):
+        cf.add_escalation(ledger, "report", "verification_failed", "critical", run_id=None, reason="checks failed")
+    ledger.write(add)
+    kinds = {r["kind"] for r in queries.escalations_page(ledger, flt=queries.parse_filter("kind:failed")).rows}
+    assert kinds == {"failed"}  # not verification_failed
+    assert {r["kind"] for r in queries.escalations_page(ledger, flt=queries.parse_filter("KIND:Verify_Fail")).rows} \
+        == {"verification_failed"}  # the console's short word, any case
+    assert queries.escalations_page(ledger, flt=queries.parse_filter("state:ack")).rows == []
+    assert queries.count_rows(ledger, "escalations", now=cf.NOW, flt=queries.parse_filter("kind:failed")) == 1
+    assert {r["state"] for r in queries.outcomes_page(ledger, flt=queries.parse_filter("state:FAILED")).rows} \
+        == {"failed"}
+    assert {r["job"] for r in queries.outcomes_page(ledger, flt=queries.parse_filter("job:SYNC")).rows} \
+        == {"sync-mail"}  # job stays a substring
+    assert queries.outcomes_page(ledger, flt=queries.parse_filter("state:fail")).rows == []
+
+
+def test_run_detail_lists_fanout_children(ledger):
+    def add(c):
+        parent = cf.add_run(ledger, "cleanup", state="failed", ended_at=cf.NOW - 100, lineage="fan-p", slot="fan-1")
+        for i, (st, code) in enumerate((("succeeded", 0), ("failed", 3))):
+            sub = cf.add_run(ledger, "cleanup", state=st, ended_at=cf.NOW - 50 + i, lineage=f"fan-t{i}",
+                             slot=f"fan-1-t{i}", exit_code=code, reason=None if code == 0 else "exit_code")
+            c.execute("UPDATE runs SET task = ?, parent_run_id = ? WHERE id = ?", (f"t{i}", parent, sub))
+        return parent
+    parent = ledger.write(add)
+    d = queries.run_detail(ledger, parent)
+    assert [(ch["task"], ch["state"], ch["exit_code"]) for ch in d["children"]] == [
+        ("t0", "succeeded", 0), ("t1", "failed", 3)]
+    assert queries.run_detail(ledger, ledger.ids["ok_run"])["children"] == []

@@ -1,11 +1,16 @@
-"""Run detail: the run, every attempt of its lineage, the lifecycle timeline from the
-audit trail, handoff, verification, supervisor verdict, and output head and tail with
-search. Every ledger and output string is sanitised (``console.safe_text``)."""
+"""Run detail: the run, every attempt of its lineage, fan-out sub-tasks, the lifecycle
+timeline from the audit trail, handoff, verification, supervisor verdict, and output head and
+tail with search. Every ledger and output string is sanitised (``console.safe_text``).
+
+Live like the main views: a self-rescheduling poll of ``PRAGMA data_version`` re-reads the
+run and the header figures when the ledger changes (and every few seconds anyway, so a
+runner that dies shows), keeping the scroll position."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -16,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from console.safe_text import clean
+from console.safe_text import clean, one_line
 from console.screens.main import confirm_run_action
 from console.widgets.cells import RUN_STATE, clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
@@ -47,8 +52,17 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def render_detail(d: dict[str, Any], now: float) -> Text:
-    """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed)."""
+def failed_before_verification(run: dict[str, Any], verification: Any) -> bool:
+    """The run ended with a non-zero exit or a signal and the supervisor ran no checks: its
+    ``{"ok": true, "checks": []}`` means "not verified", not "passed"."""
+    failed = bool(run.get("signal")) or run.get("exit_code") not in (None, 0)
+    no_checks = verification is None or (isinstance(verification, dict) and not verification.get("checks"))
+    return failed and no_checks
+
+
+def render_detail(d: dict[str, Any], now: float, width: int = 78) -> Text:
+    """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed).
+    Attempt and sub-task rows are cut to ``width`` cells so each stays on one line."""
     run, outcome = d["run"], d["outcome"] or {}
     out = Text(end="")
     label, style = RUN_STATE.get(run["state"], (run["state"], ""))
@@ -73,10 +87,31 @@ def render_detail(d: dict[str, Any], now: float) -> Text:
     for a in d["attempts"]:
         mark = "▶" if a["id"] == run["id"] else " "
         lab, st = RUN_STATE.get(a["state"], (a["state"], ""))
-        out.append(f"{mark} #{a['attempt']:<3} run {a['id']:<8} ")
-        out.append(f"{lab:<11}", style=st)
-        out.append(f" {clean(a['trigger'], keep_newlines=False):<13} {clock(a['ended_at'], now):<13} "
-                   f"exit {exit_text(a['exit_code'], a['signal'])}  {clean(a['reason'] or '', keep_newlines=False)}\n")
+        head = f"{mark} #{a['attempt']:<2} run {a['id']:<6} "
+        rest = (f" {one_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
+                f"exit {exit_text(a['exit_code'], a['signal']):<5}")
+        used = len(head) + 10 + len(rest)
+        out.append(head)
+        out.append(f"{lab:<10}", style=st)
+        out.append(rest)
+        if a["reason"] and width - used > 2:
+            out.append(" " + one_line(a["reason"], width - used - 1))
+        out.append("\n")
+
+    children = d.get("children") or []
+    if children:
+        _section(out, f"Sub-tasks ({len(children)})")
+        for c in children:
+            lab, st = RUN_STATE.get(c["state"], (c["state"], ""))
+            head = f"  {one_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
+            rest = f" exit {exit_text(c['exit_code'], c['signal']):<5}"
+            used = len(head) + 10 + len(rest)
+            out.append(head)
+            out.append(f"{lab:<10}", style=st)
+            out.append(rest)
+            if c["reason"] and width - used > 2:
+                out.append(" " + one_line(c["reason"], width - used - 1))
+            out.append("\n")
 
     _section(out, "Supervisor")
     _kv(out, "status", outcome.get("status"))
@@ -90,7 +125,12 @@ def render_detail(d: dict[str, Any], now: float) -> Text:
         out.append(f"escalation  #{e['id']} {clean(e['kind'])} {e['severity']} {e['state']} ×{e['count']}\n")
 
     _section(out, "Verification")
-    out.append(clean(_pretty(outcome.get("verification"))) + "\n")
+    verification = outcome.get("verification")
+    if outcome and run["state"] not in ("queued", "spawned", "running", "verifying") \
+            and failed_before_verification(run, verification):
+        out.append("verification: skipped (the run failed before verification)\n", style="bold")
+    else:
+        out.append(clean(_pretty(verification)) + "\n")
     _section(out, "Handoff")
     out.append(clean(_pretty(outcome.get("handoff") or outcome.get("handoff_raw"))) + "\n")
     if outcome.get("handoff_findings"):
@@ -140,6 +180,11 @@ class DetailScreen(Screen):
         super().__init__()
         self.run_id = run_id
         self.detail: dict[str, Any] | None = None
+        self.summary: queries.Summary | None = None
+        self.stale_since: float | None = None
+        self.polls = 0  # completed polls, for tests waiting on a live update
+        self._data_version: int | None = None
+        self._last_mono = 0.0
         self.term = ""
         self._matches: list[int] = []
         self._match_i = -1
@@ -157,33 +202,87 @@ class DetailScreen(Screen):
 
     async def on_mount(self) -> None:
         main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        header = self.query_one(HeaderBar)
-        cfg = self.wk.config
-        header.show(getattr(main, "summary", None), stale_since=None, paused=False, follow=False,
-                    read_only=cfg.read_only, operator=cfg.operator)
+        self.summary = getattr(main, "summary", None)
+        self._render_header()
         self.query_one("#body").focus()
         await self.load()
+        self.set_timer(self.wk.config.refresh, self._tick)
 
-    async def load(self, **_: Any) -> None:
+    def _render_header(self) -> None:
+        cfg = self.wk.config
+        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False, follow=False,
+                                       read_only=cfg.read_only, operator=cfg.operator)
+
+    def on_screen_resume(self) -> None:
+        self._data_version = None  # a dialog was on top: re-read
+
+    async def _tick(self) -> None:
         try:
-            self.detail = await self.wk.reader.call(lambda ledger: queries.run_detail(ledger, self.run_id))
+            if self.is_current:
+                await self.load()
+        except Exception:  # never let a poll end the console
+            pass
+        finally:
+            if self.is_attached:
+                self.set_timer(self.wk.config.refresh, self._tick)
+
+    async def load(self, *, force: bool = False, **_: Any) -> None:
+        """Re-read the run and the header when the ledger changed (or every few seconds, so
+        ages and the runner status move); ``force`` re-reads regardless."""
+        from console.screens.main import IDLE_REFRESH_S
+
+        now = self.wk.now()
+        seen = None if force or self.detail is None else self._data_version
+        idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
+
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, queries.Summary | None, bool]:
+            dv = ledger.data_version()
+            if dv == seen and not idle:
+                return dv, None, None, False
+            return dv, queries.run_detail(ledger, self.run_id), queries.summary(ledger, now), True
+
+        try:
+            dv, detail, summary, read = await self.wk.reader.call(fetch)
         except Exception as exc:
-            self.query_one("#content", Static).update(Text(clean(f"could not read run {self.run_id}: {exc}")))
+            if self.stale_since is None:
+                self.stale_since = now
+            self._render_header()
+            if self.detail is None:
+                self.query_one("#content", Static).update(Text(clean(f"could not read run {self.run_id}: {exc}")))
             return
-        self._show_detail()
+        self.stale_since = None
+        self._data_version = dv
+        if read:
+            self._last_mono = time.monotonic()
+            self.summary = summary
+            changed = detail != self.detail
+            self.detail = detail
+            if changed or self.polls == 0:
+                self._show_detail()
+        self.polls += 1
+        self._render_header()
+
+    def on_resize(self) -> None:
+        if self.detail is not None:
+            self._show_detail()
 
     def _show_detail(self) -> None:
         if self.detail is None:
             self.query_one("#content", Static).update(Text(f"no run {self.run_id}"))
             return
-        body = render_detail(self.detail, self.wk.now())
+        body_box = self.query_one("#body", VerticalScroll)
+        width = (body_box.scrollable_content_region.width or self.app.size.width - 3) - 1
+        body = render_detail(self.detail, self.wk.now(), width=max(40, width))
         self._matches = []
         if self.term:
             pattern = re.compile(re.escape(self.term), re.IGNORECASE)
             body.highlight_regex(pattern, style="reverse bold")
             plain = body.plain
             self._matches = [plain.count("\n", 0, m.start()) for m in pattern.finditer(plain)]
+        y = body_box.scroll_y
         self.query_one("#content", Static).update(body)
+        if y:  # keep the reader where they were while the page re-renders
+            body_box.call_after_refresh(lambda: body_box.scroll_to(y=y, animate=False))
 
     def action_back(self) -> None:
         box = self.query_one("#search", Input)

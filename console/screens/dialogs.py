@@ -58,9 +58,15 @@ class SnoozeScreen(ModalScreen[float | None]):
     DEFAULT_CSS = DIALOG_CSS.format(name="SnoozeScreen") + "SnoozeScreen OptionList { height: auto; }"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
+    def __init__(self, what: str = "") -> None:
+        super().__init__()
+        self.what = what  # the escalation(s) it applies to, as the confirm dialog names its run
+
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text("Snooze for… (1-5, enter; esc cancels)", style="bold"))
+            if self.what:
+                yield Static(Text(clean(f"Snooze {self.what}?", keep_newlines=False), style="bold"))
+            yield Static(Text("Snooze for… (1-5, enter; esc cancels)", style="bold" if not self.what else ""))
             yield OptionList(*(Option(f"{i}  {label}", id=str(i)) for i, (label, _) in enumerate(SNOOZE_CHOICES, 1)))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -78,11 +84,12 @@ class SnoozeScreen(ModalScreen[float | None]):
 HELP = """\
 Views       1 escalations   2 outcomes   3 orphans   4 jobs
 Move        j/k or ↓/↑   g/G or Home/End   PgUp/PgDn   mouse: click, wheel
-Open        enter  run detail (jobs: that job's outcomes)   esc back
+Open        enter  run detail (jobs: that job's outcomes; esc returns to jobs)
 Triage      a acknowledge   s snooze   R resolve   space mark (bulk)
 Runs        r retry (new attempt)   x abandon (kills, keeps artifacts)
-Live        p pause   f follow selected row
+Live        p pause   f follow: keep the selected row where it is on screen
 Find        /  filter: job:NAME state:S kind:K free text; esc clears
+            (state: and kind: are exact words; job: and text match parts)
 Commands    ctrl+p or :  command palette (every view and action)
 Detail      / search output   n next match   r retry   x abandon
 Quit        q (at the top)   ctrl+q anywhere

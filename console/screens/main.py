@@ -20,6 +20,7 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen, HelpScreen, SnoozeScreen
+from console.widgets.cells import SEVERITY
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
@@ -36,22 +37,50 @@ COUNT_EVERY_S = 5.0
 
 
 class ViewBar(Static):
-    """Which view is showing (number keys switch), the active filter and the row count."""
+    """Which view is showing (number keys switch), the active filter and the row count.
+
+    Always one line: when the filter does not fit, the other views shrink to their numbers,
+    then the filter is cut with an ellipsis (never a bare ``filter:``)."""
 
     DEFAULT_CSS = "ViewBar { height: 1; background: $surface; padding: 0 1; }"
 
+    _args: tuple[str, str, int, bool, int] = ("escalations", "", 0, True, 0)
+
     def show(self, current: str, filter_text: str, total: int, exact: bool, row: int = 0) -> None:
-        parts: list[Content] = []
-        for i, cls in enumerate(VIEWS, 1):
-            label = f"{i} {cls.TITLE}"
-            parts.append(Content.styled(f"[{label}]" if cls.VIEW == current else f" {label} ",
-                                        "bold reverse" if cls.VIEW == current else "dim"))
-        line = Content(" ").join(parts)
+        self._args = (current, filter_text, total, exact, row)
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        current, filter_text, total, exact, row = self._args
+        width = self.content_region.width or 10_000
         count = f" {row + 1 if total else 0}/{'' if exact else '~'}{total:,}"
-        line = Content.assemble(line, (count, "dim"))
-        if filter_text:
-            line = Content.assemble(line, ("  filter: ", "bold"), one_line(filter_text, 30))
+        flt = one_line(filter_text)
+        line = Content("")
+        for compact in (False, True):
+            parts: list[Content] = []
+            for i, cls in enumerate(VIEWS, 1):
+                label = f"{i} {cls.TITLE}"
+                if cls.VIEW == current:
+                    parts.append(Content.styled(f"[{label}]", "bold reverse"))
+                else:
+                    parts.append(Content.styled(f" {i} " if compact else f" {label} ", "dim"))
+            line = Content.assemble(Content(" ").join(parts), (count, "dim"))
+            need = line.cell_length + (len("  filter: ") + len(flt) if flt else 0)
+            if need <= width:
+                break
+        if flt:
+            room = max(1, width - line.cell_length - len("  filter: "))
+            line = Content.assemble(line, ("  filter: ", "bold"), one_line(flt, room))
         self.update(line)
+
+
+class Preview(Static):
+    """One line under the table about the cursor row: what the columns had to cut."""
+
+    DEFAULT_CSS = "Preview { height: 1; background: $panel; color: $foreground; padding: 0 1; }"
 
 
 class MainScreen(Screen):
@@ -100,6 +129,8 @@ class MainScreen(Screen):
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
         self._counting: set[str] = set()
         self.polls = 0  # completed polls, for tests waiting on a live update
+        # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
+        self._back_to_jobs: tuple[int, str] | None = None
 
     @property
     def wk(self) -> WatchkeeperApp:
@@ -111,6 +142,7 @@ class MainScreen(Screen):
         with ContentSwitcher(initial="escalations"):
             for cls in VIEWS:
                 yield cls(id=cls.VIEW)
+        yield Preview("", markup=False, id="preview")
         yield Input(placeholder="filter: job:NAME state:S kind:K text  (enter applies, esc clears)", id="filter")
         yield Footer(compact=True)
 
@@ -208,13 +240,17 @@ class MainScreen(Screen):
                                        operator=self.wk.config.operator)
         table = self.table
         self.query_one(ViewBar).show(self.view, self.filter_text, table.total, table.total_exact, table.cursor_row)
+        row = table.current()
+        self.query_one(Preview).update((table.preview(row) if row is not None else None) or "")
 
     @on(PagedTable.CursorMoved)
     def _cursor_moved(self) -> None:
         self._render_bars()
 
     # -- navigation ------------------------------------------------------------------------
-    async def action_view(self, view: str) -> None:
+    async def action_view(self, view: str, *, keep_back: bool = False) -> None:
+        if not keep_back:
+            self._back_to_jobs = None
         if view == self.view:
             return
         self.view = view
@@ -234,6 +270,7 @@ class MainScreen(Screen):
 
     @on(Input.Submitted, "#filter")
     async def _filter_submitted(self, event: Input.Submitted) -> None:
+        self._back_to_jobs = None
         self.filter_text = event.value.strip()
         self._close_filter()
         await self._refilter()
@@ -263,6 +300,9 @@ class MainScreen(Screen):
         if self.table.marked:
             self.table.clear_marks()
             return
+        if self._back_to_jobs is not None and self.view == "outcomes":
+            await self._return_to_jobs()
+            return
         if self.filter_text:
             self.filter_text = ""
             await self._refilter()
@@ -287,16 +327,36 @@ class MainScreen(Screen):
         self.table.toggle_mark()
 
     async def show_job_outcomes(self, name: str) -> None:
-        """The outcomes view filtered to one job (enter on the jobs view, or the palette)."""
+        """The outcomes view filtered to one job (enter on the jobs view, or the palette).
+        From the jobs view, ``esc`` returns there with its cursor and filter as they were."""
+        back = (self.table.cursor_row, self.filter_text) if self.view == "jobs" else None
         self.filter_text = f"job:{name}"
         for table in self.query(PagedTable):
             table.reset()
         self._loaded.clear()
         self._counted.clear()
         if self.view == "outcomes":
+            self._back_to_jobs = back
             await self.refresh_data(force=True)
         else:
             await self.action_view("outcomes")
+            self._back_to_jobs = back
+
+    async def _return_to_jobs(self) -> None:
+        """``esc`` in outcomes opened from a job: back to the jobs view, its cursor restored."""
+        assert self._back_to_jobs is not None
+        row, self.filter_text = self._back_to_jobs
+        self._back_to_jobs = None
+        for table in self.query(PagedTable):
+            table.reset()
+        self._loaded.clear()
+        self._counted.clear()
+        await self.action_view("jobs")
+        jobs = self.table
+        if jobs.VIEW == "jobs" and jobs.total:
+            jobs.touched = True
+            jobs.move_cursor(row)
+            self._render_bars()
 
     async def action_quit(self) -> None:
         await self.app.action_quit()
@@ -368,14 +428,19 @@ class MainScreen(Screen):
         def work(ledger) -> list[ActionResult]:
             return [call(escalations, ledger, i, op, now) for i in ids]
 
+        table = self.table
+        table.pinned = table.cursor_row  # rows re-sort: the next one takes this place
         try:
-            results = await self.wk.actor.call(work)
-        except Exception as exc:
-            self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
-            return
-        self.report(results, verb)
-        self.table.clear_marks()
-        await self.refresh_data(force=True)
+            try:
+                results = await self.wk.actor.call(work)
+            except Exception as exc:
+                self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+                return
+            self.report(results, verb)
+            table.clear_marks()
+            await self.refresh_data(force=True)
+        finally:
+            table.pinned = None
 
     async def action_acknowledge(self) -> None:
         await self._escalation_action("acknowledge", lambda m, led, i, op, now: m.acknowledge(led, i, op, now=now))
@@ -387,6 +452,13 @@ class MainScreen(Screen):
         if self._refuse_read_only() or not self.table.selection():
             self.report([], "snooze") if not self.wk.config.read_only else None
             return
+        rows = self.table.selection()
+        if len(rows) == 1:
+            r = rows[0]
+            what = (f"{SEVERITY.get(r['severity'], (r['severity'], ''))[0]} {one_line(r['job'], 30)} · "
+                    f"{one_line(r['kind'], 24)} (#{r['id']})")
+        else:
+            what = f"{len(rows)} marked escalations"
 
         async def chosen(seconds: float | None) -> None:
             if seconds is None:
@@ -394,7 +466,7 @@ class MainScreen(Screen):
             until = self.wk.now() + seconds
             await self._escalation_action("snooze", lambda m, led, i, op, now: m.snooze(led, i, op, until, now=now))
 
-        self.app.push_screen(SnoozeScreen(), chosen)
+        self.app.push_screen(SnoozeScreen(what), chosen)
 
     def _target_run(self) -> tuple[int, dict[str, Any]] | None:
         row = self.table.current()
@@ -409,20 +481,33 @@ class MainScreen(Screen):
             return
         target = self._target_run()
         if target:
-            confirm_run_action(self, "retry", target[0], target[1].get("job", "?"), self.refresh_data)
+            confirm_run_action(self, "retry", target[0], target[1].get("job", "?"), self._after_run_action,
+                               before=self._pin)
 
     def action_abandon(self) -> None:
         if self._refuse_read_only():
             return
         target = self._target_run()
         if target:
-            confirm_run_action(self, "abandon", target[0], target[1].get("job", "?"), self.refresh_data)
+            confirm_run_action(self, "abandon", target[0], target[1].get("job", "?"), self._after_run_action,
+                               before=self._pin)
+
+    def _pin(self) -> None:
+        self.table.pinned = self.table.cursor_row
+
+    async def _after_run_action(self, **kw: Any) -> None:
+        try:
+            await self.refresh_data(**kw)
+        finally:
+            for table in self.query(PagedTable):
+                table.pinned = None
 
 
-def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after) -> None:
+def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after, before=None) -> None:
     """Ask, then retry or abandon ``run_id`` on the action thread and report the result.
 
-    Shared by the main and detail screens; ``after(force=True)`` re-reads once done.
+    Shared by the main and detail screens; ``before()`` runs once confirmed, before the write;
+    ``after(force=True)`` re-reads once done (also when the action failed).
     """
     from core import actions
 
@@ -439,10 +524,13 @@ def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after) 
             return
         fn = actions.retry if verb == "retry" else actions.abandon
         op = app.config.operator
+        if before is not None:
+            before()
         try:
             result = await app.actor.call(lambda ledger: fn(ledger, run_id, op))
         except Exception as exc:
             screen.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            await after(force=True)
             return
         screen.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
         await after(force=True)

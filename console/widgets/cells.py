@@ -9,6 +9,7 @@ from datetime import datetime
 from rich.text import Text
 
 from console.safe_text import one_line
+from core.queries import KIND_SHORT
 
 SEVERITY = {"critical": ("▲ CRIT", "bold red"), "warning": ("◆ WARN", "yellow"), "info": ("· info", "")}
 ESC_STATE = {"open": ("● open", "bold"), "acknowledged": ("✓ acked", "dim"), "snoozed": ("z snoozed", "dim"),
@@ -32,19 +33,30 @@ def word(table: dict[str, tuple[str, str]], value: str | None) -> Text:
     return cell(label, style)
 
 
-def age(seconds: float | None) -> str:
-    """Seconds → "45s", "12m", "3h", "2d" (compact for 80-column tables); "-" for None."""
+def age(seconds: float | None, units: int = 2) -> str:
+    """Seconds → one style everywhere: the largest unit first, then the next ("45s",
+    "1m 16s", "1h 5m", "2d 4h"; a zero second unit is left out: "3m"); ``units=1`` keeps
+    only the largest ("1m", "1h", "2d") for narrow columns. "-" for None."""
     if seconds is None:
         return "-"
-    s = abs(seconds)
+    s = int(abs(seconds))
     sign = "-" if seconds < 0 else ""
-    if s < 90:
-        return f"{sign}{int(s)}s"
-    if s < 5400:
-        return f"{sign}{int(s // 60)}m"
-    if s < 172800:
-        return f"{sign}{s / 3600:.0f}h"
-    return f"{sign}{s / 86400:.0f}d"
+    parts: list[str] = []
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        if s >= size or (size == 1 and not parts):
+            n, s = divmod(s, size)
+            if n or not parts:
+                parts.append(f"{n}{unit}")
+            if len(parts) >= units:
+                break
+        elif parts:
+            break  # the next unit down is zero: "3m", not "3m 0s"
+    return sign + " ".join(parts)
+
+
+def kind_label(kind: str | None) -> str:
+    """An escalation kind as a short word for the table (full kind in the preview/detail)."""
+    return KIND_SHORT.get(kind or "", kind or "-")
 
 
 def duration(seconds: float | None) -> str:

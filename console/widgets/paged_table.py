@@ -9,6 +9,10 @@ now and then with ``core.queries.count_rows`` on its own thread (never on every 
 
 Live refreshes replace the loaded window while keeping the cursor on the same row key and
 the scroll offset where it was; ``follow`` keeps the selected row where it is on screen.
+Until the operator moves the cursor it stays on the top row (new rows arriving above do not
+push it down); while ``pinned`` is set (an operator action that re-sorts rows) the cursor
+stays at that position, so the next row takes the place of the one acted on. A view with no
+rows says so in one line (``EMPTY``), never a blank table.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from console.safe_text import one_line
 from core.queries import Filter, Page
 
 #: Rows read beyond the visible ones, above and below.
@@ -38,12 +43,14 @@ PREFETCH = 10
 
 @dataclass(frozen=True)
 class Column:
-    """One table column: ``width`` cells, plus a share of spare width when ``flex`` > 0."""
+    """One table column: ``width`` cells, plus a share of spare width when ``flex`` > 0;
+    left out when the table is narrower than ``min_table`` cells."""
 
     key: str
     label: str
     width: int
     flex: int = 0
+    min_table: int = 0
 
 
 class PagedTable(ScrollView, can_focus=True):
@@ -54,6 +61,8 @@ class PagedTable(ScrollView, can_focus=True):
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
     #: ``core.queries`` page reader: fn(ledger, *, now, offset, limit, flt) -> Page
     FETCH: ClassVar[Callable[..., Page]]
+    #: The one line shown when the view has no rows (and no filter is set).
+    EMPTY: ClassVar[str] = "Nothing here yet."
 
     BINDINGS = [
         Binding("up,k", "cursor(-1)", "Up", show=False),
@@ -109,6 +118,8 @@ class PagedTable(ScrollView, can_focus=True):
         self.total = 0
         self.total_exact = True
         self.cursor_row = 0
+        self.touched = False  # the operator moved the cursor since the view (re)loaded
+        self.pinned: int | None = None  # hold the cursor at this row while an action re-sorts
         self.marked: dict[str, dict[str, Any]] = {}
         self.now = 0.0
         self.flt: Filter | None = None
@@ -130,6 +141,16 @@ class PagedTable(ScrollView, can_focus=True):
     def run_id_of(self, row: dict[str, Any]) -> int | None:
         """The run an enter / retry / abandon on this row applies to."""
         return row.get("id")
+
+    def preview(self, row: dict[str, Any]) -> Text | None:
+        """One line about ``row`` shown under the table (what the columns had to cut)."""
+        return None
+
+    def empty_text(self) -> str:
+        """The line a view without rows shows (sanitised: it may quote the filter)."""
+        if self.flt is not None and not self.flt.empty:
+            return f"No rows match the filter {one_line(self.flt.raw, 40)!r} — esc clears it."
+        return self.EMPTY
 
     # -- geometry ------------------------------------------------------------------------
     @property
@@ -195,6 +216,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.rows_data, self.window_start, self.more = [], 0, False
         self.total, self.total_exact, self.cursor_row = 0, True, 0
         self.loaded_once = False
+        self.touched = False
         self.scroll_to(y=0, animate=False, immediate=True)
         self._update_virtual_size()
         self._invalidate()
@@ -237,7 +259,11 @@ class PagedTable(ScrollView, can_focus=True):
             self.total, self.total_exact = start + len(rows), True
         self.loaded_once = True
         self._update_virtual_size()
-        if old_key is not None and old_key in new_keys:
+        if self.pinned is not None:
+            target = self.pinned  # an action re-sorted the rows: the next one takes this place
+        elif not self.touched:
+            target = 0  # never moved: stay on the top row while rows arrive
+        elif old_key is not None and old_key in new_keys:
             target = start + new_keys.index(old_key)
         else:
             target = self.cursor_row
@@ -303,17 +329,21 @@ class PagedTable(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor_row - h + 1, animate=False, immediate=True)
 
     def action_cursor(self, step: int) -> None:
+        self.touched = True
         self.move_cursor(self.cursor_row + step)
 
     def action_page(self, direction: int) -> None:
+        self.touched = True
         h = self.page_height
         self.scroll_to(y=max(0, self.scroll_y + direction * h), animate=False, immediate=True)
         self.move_cursor(self.cursor_row + direction * h)
 
     def action_scroll_top(self) -> None:
+        self.touched = True
         self.move_cursor(0)
 
     def action_scroll_bottom(self) -> None:
+        self.touched = True
         self.move_cursor(self.total - 1)
 
     def action_select(self) -> None:
@@ -327,6 +357,7 @@ class PagedTable(ScrollView, can_focus=True):
         row = int(self.scroll_y) + offset.y - 1
         if row >= self.total:
             return
+        self.touched = True
         if row == self.cursor_row or event.chain > 1:
             self.move_cursor(row, scroll=False)
             self.action_select()
@@ -391,8 +422,12 @@ class PagedTable(ScrollView, can_focus=True):
         except Exception:
             return word
 
+    def _columns(self, width: int) -> tuple[Column, ...]:
+        """The columns shown at ``width`` (``min_table`` leaves some out when narrow)."""
+        return tuple(c for c in self.COLUMNS if width >= c.min_table)
+
     def _column_widths(self, width: int) -> tuple[int, ...]:
-        cols = (Column("sel", " ", 1),) + self.COLUMNS
+        cols = (Column("sel", " ", 1),) + self._columns(width)
         avail = max(0, width - 2 * len(cols))
         fixed = sum(c.width for c in cols)
         spare = max(0, avail - fixed)
@@ -422,12 +457,14 @@ class PagedTable(ScrollView, can_focus=True):
             key = ("header", widths, self._gen)
             if key not in self._lines:
                 style = self._style("table--header")
-                labels = [Text(" ")] + [Text(c.label) for c in self.COLUMNS]
+                labels = [Text(" ")] + [Text(c.label) for c in self._columns(width)]
                 self._lines[key] = Strip(self._segments(labels, widths, style)).adjust_cell_length(width, style)
             return self._lines[key]
         index = int(self.scroll_y) + y - 1
         base = self._style("")
         if index >= self.total:
+            if self.total == 0 and self.loaded_once and y == 1:
+                return Strip([Segment("  " + self.empty_text(), base)]).adjust_cell_length(width, base)
             return Strip.blank(width, base)
         row = self.row_at(index)
         is_cursor = index == self.cursor_row
@@ -443,7 +480,11 @@ class PagedTable(ScrollView, can_focus=True):
             marked = rkey in self.marked
             if marked:
                 base = base + self._style("table--marked")
-            texts = [Text("●" if marked else " ", style="bold")] + self.cells(row)
+            shown = self._columns(width)
+            cells = self.cells(row)
+            if len(shown) != len(self.COLUMNS):
+                cells = [t for c, t in zip(self.COLUMNS, cells, strict=False) if c in shown]
+            texts = [Text("●" if marked else " ", style="bold")] + cells
             segs = self._segments(texts, widths, base)
             if is_cursor:
                 cursor = self._style("table--cursor")

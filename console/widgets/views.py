@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
+from console.safe_text import clean
 from console.widgets.cells import (
     BREAKER,
     ESC_STATE,
@@ -16,6 +17,7 @@ from console.widgets.cells import (
     clock,
     duration,
     exit_text,
+    kind_label,
     word,
 )
 from console.widgets.paged_table import Column, PagedTable
@@ -23,17 +25,22 @@ from core import queries
 
 
 class EscalationsTable(PagedTable):
-    """Open escalations first, then by severity; acknowledged/snoozed/resolved below."""
+    """Open escalations first, then by severity; acknowledged/snoozed/resolved below.
+
+    Age is how long it has been a problem (since first seen); Last (since last seen) shows
+    from 100 columns, and always in the preview line with the full kind and the reason."""
 
     VIEW = "escalations"
     TITLE = "Escalations"
+    EMPTY = "No escalations — the supervisor raises one when a run needs a person."
     COLUMNS = (
         Column("severity", "Sev", 6),
         Column("job", "Job", 10, 3),
-        Column("kind", "Kind", 9, 2),
+        Column("kind", "Kind", 11, 1),
         Column("count", "×", 3),
-        Column("age", "Age", 4),
-        Column("owner", "Owner", 6, 1),
+        Column("age", "Age", 7),
+        Column("last", "Last", 7, 0, 100),
+        Column("owner", "Owner", 5, 1),
         Column("state", "State", 10),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
@@ -43,12 +50,20 @@ class EscalationsTable(PagedTable):
         state = row["state"]
         label = word(ESC_STATE, state)
         if state == "snoozed" and row.get("snoozed_until"):
-            label = cell(f"z {age(row['snoozed_until'] - self.now)}", "dim")
-        return [word(SEVERITY, row["severity"]), cell(row["job"]), cell(row["kind"]),
-                cell(row["count"]), cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label]
+            label = cell(f"z {age(row['snoozed_until'] - self.now, 1)}", "dim")
+        return [word(SEVERITY, row["severity"]), cell(row["job"]), cell(kind_label(row["kind"])),
+                cell(row["count"]), cell(age(self.now - (row["first_seen"] or row["last_seen"]))),
+                cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label]
 
     def run_id_of(self, row: dict[str, Any]) -> int | None:
         return row.get("latest_run_id")
+
+    def preview(self, row: dict[str, Any]) -> Text | None:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        out.append(clean(row["kind"], keep_newlines=False), style="bold")
+        out.append(": " + clean(row.get("reason") or "(no reason recorded)", keep_newlines=False))
+        out.append(f"  · last {age(self.now - row['last_seen'])} ago", style="dim")
+        return out
 
 
 class OutcomesTable(PagedTable):
@@ -56,6 +71,7 @@ class OutcomesTable(PagedTable):
 
     VIEW = "outcomes"
     TITLE = "Outcomes"
+    EMPTY = "No finished runs yet — outcomes appear here as runs end."
     COLUMNS = (
         Column("time", "Time", 8),
         Column("job", "Job", 10, 2),
@@ -77,12 +93,21 @@ class OutcomesTable(PagedTable):
                 word(RUN_STATE, row["state"]), cell(duration(row["duration_s"])),
                 cell(exit_text(row["exit_code"], row["signal"])), cell(reason)]
 
+    def preview(self, row: dict[str, Any]) -> Text | None:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        out.append(f"run {row['id']} ", style="bold")
+        if row.get("verdict_kind"):
+            out.append(clean(row["verdict_kind"], keep_newlines=False) + ": ", style="bold")
+        out.append(clean(row.get("reason") or "(no reason)", keep_newlines=False))
+        return out
+
 
 class OrphansTable(PagedTable):
     """Runs at risk (lease expired, runner silent), then orphaned runs."""
 
     VIEW = "orphans"
     TITLE = "Orphans"
+    EMPTY = "No orphaned or at-risk runs — the sweep checks live runs every few seconds."
     COLUMNS = (
         Column("job", "Job", 10, 2),
         Column("attempt", "#", 2),
@@ -97,12 +122,19 @@ class OrphansTable(PagedTable):
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         lease = row["lease_age_s"]
-        lease_txt = "-" if lease is None else (f"+{age(lease)}" if lease > 0 else f"ok {age(-lease)}")
+        lease_txt = "-" if lease is None else (f"+{age(lease, 1)}" if lease > 0 else f"ok {age(-lease, 1)}")
         state = word(RUN_STATE, row["state"])
         if row["at_risk"]:
             state = cell(f"! {row['state']}", "bold yellow")
         return [cell(row["job"]), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
-                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"])), cell(row["reason"] or "")]
+                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)), cell(row["reason"] or "")]
+
+    def preview(self, row: dict[str, Any]) -> Text | None:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        out.append(f"run {row['id']} ", style="bold")
+        out.append(clean(row.get("reason") or ("at risk: lease expired or runner silent" if row["at_risk"] else "-"),
+                         keep_newlines=False))
+        return out
 
 
 class JobsTable(PagedTable):
@@ -110,6 +142,7 @@ class JobsTable(PagedTable):
 
     VIEW = "jobs"
     TITLE = "Jobs"
+    EMPTY = "No jobs loaded — put job files in the runner's jobs folder."
     COLUMNS = (
         Column("name", "Job", 10, 2),
         Column("schedule", "Schedule", 10, 2),
@@ -128,7 +161,7 @@ class JobsTable(PagedTable):
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         nxt = row["next_run"]
-        next_txt = "-" if nxt is None else ("due" if nxt <= self.now else age(nxt - self.now))
+        next_txt = "-" if nxt is None else ("due" if nxt <= self.now else age(nxt - self.now, 1))
         rate = row["success_rate"]
         rate_txt = "-" if rate is None else f"{rate * 100:.0f}"
         sched = row["schedule_text"] or "manual"
@@ -136,6 +169,13 @@ class JobsTable(PagedTable):
             sched = "(off) " + sched
         return [cell(row["name"]), cell(sched), cell(next_txt), word(RUN_STATE, row["last_state"]),
                 cell(rate_txt), word(BREAKER, row["breaker_state"])]
+
+    def preview(self, row: dict[str, Any]) -> Text | None:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        out.append(clean(row["name"], keep_newlines=False), style="bold")
+        out.append(clean(f"  owner {row.get('owner') or '-'} · {row.get('intent') or ''}", keep_newlines=False))
+        out.append("  (enter: its outcomes)", style="dim")
+        return out
 
 
 VIEWS: tuple[type[PagedTable], ...] = (EscalationsTable, OutcomesTable, OrphansTable, JobsTable)
