@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sqlite3
+import subprocess
 import threading
 import time
 import uuid
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import __version__, breaker, fanout, lifecycle, outcomes, retries, schedule, supervisor
+from core import __version__, breaker, fanout, lifecycle, outcomes, retries, schedule, spawn, supervisor
 from core.capture import Capture
 from core.handoff import read_handoff
 from core.ledger import Ledger, add_event
@@ -428,11 +429,8 @@ class Runner:
         if wall_budget:
             timeout = spec.budget.wall
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=resolve_cwd(lj), env=self._env_for(spec, run, handoff_path),
-                start_new_session=True, limit=1 << 16)
-        except (OSError, ValueError) as exc:
+            proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=self._env_for(spec, run, handoff_path))
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
         started = time.time()
@@ -446,6 +444,7 @@ class Runner:
             # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
             signal_group(proc.pid, signal.SIGKILL)
             await proc.wait()
+            proc.close()
             self._late_result(run, proc.returncode, "spawned")
             return
         out = Capture(art / "stdout.log", self.settings.output_cap)
@@ -474,6 +473,7 @@ class Runner:
             signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         for c in (out, err):
             c.close()
+        proc.close()
         ended = time.time()
         rc = proc.returncode
         exit_code = rc if rc is not None and rc >= 0 else None
@@ -600,10 +600,8 @@ class Runner:
         code (-1 when it could not start, 124 on timeout)."""
         env = self._env_for(spec, run, self.settings.artifacts_dir / str(run["id"]) / "handoff.json")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *spec.argv(spec.synthesize), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=resolve_cwd(lj), env=env, start_new_session=True)
-        except (OSError, ValueError) as exc:
+            proc = await spawn.start(spec.argv(spec.synthesize), cwd=resolve_cwd(lj), env=env, stdin_pipe=True)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             err.feed(f"synthesize could not start: {exc}\n".encode())
             return -1
         readers = [asyncio.create_task(self._pump(proc.stdout, out)),
@@ -621,11 +619,15 @@ class Runner:
         except TimeoutError:
             await self._terminate(proc, spec.grace)
             await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+            for r in readers:
+                r.cancel()
+            proc.close()
             return 124
         await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
         signal_group(proc.pid, signal.SIGKILL)
         for r in readers:
             r.cancel()
+        proc.close()
         return proc.returncode if proc.returncode is not None else -1
 
     async def _pump(self, stream: asyncio.StreamReader | None, cap: Capture) -> None:
@@ -637,7 +639,7 @@ class Runner:
                 return
             cap.feed(chunk)
 
-    async def _terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
+    async def _terminate(self, proc: spawn.Child, grace: float) -> None:
         """SIGTERM the whole group, SIGKILL it after ``grace`` seconds."""
         signal_group(proc.pid, signal.SIGTERM)
         try:
