@@ -42,7 +42,7 @@ class ViewBar(Static):
     Always one line: when the filter does not fit, the other views shrink to their numbers,
     then the filter is cut with an ellipsis (never a bare ``filter:``)."""
 
-    DEFAULT_CSS = "ViewBar { height: 1; background: $surface; padding: 0 1; }"
+    DEFAULT_CSS = "ViewBar { height: 1; background: $surface; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
     _args: tuple[str, str, int, bool, int] = ("escalations", "", 0, True, 0)
 
@@ -80,7 +80,7 @@ class ViewBar(Static):
 class Preview(Static):
     """One line under the table about the cursor row: what the columns had to cut."""
 
-    DEFAULT_CSS = "Preview { height: 1; background: $panel; color: $foreground; padding: 0 1; }"
+    DEFAULT_CSS = "Preview { height: 1; background: $panel; color: $foreground; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
 
 class MainScreen(Screen):
