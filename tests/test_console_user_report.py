@@ -133,10 +133,15 @@ async def test_acknowledge_keeps_the_cursor_in_place_so_a_walks_the_list(db):
         await until(pilot, lambda: esc_row(path, ids["esc_crit"])["state"] == "acknowledged")
         await until(pilot, lambda: table.current()["id"] == ids["esc_warn"])
         assert table.cursor_row == 0  # the next open escalation took the acked one's place
+        # A new escalation arriving after the action does not slide under the cursor: it now
+        # follows the row that took the place.
+        write(path, lambda led, c: cf.add_escalation(led, "new-job", "failed", "critical", last_seen=cf.NOW))
+        await until(pilot, lambda: table.total == 4)
+        assert table.current()["id"] == ids["esc_warn"] and table.cursor_row == 1
         await pilot.press("a")
         await until(pilot, lambda: esc_row(path, ids["esc_warn"])["state"] == "acknowledged")
         await pilot.pause(0.2)
-        assert table.cursor_row == 0
+        assert table.cursor_row == 1
 
 
 async def test_live_rows_follow_the_selected_item_once_moved(db):

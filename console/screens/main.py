@@ -440,7 +440,9 @@ class MainScreen(Screen):
             table.clear_marks()
             await self.refresh_data(force=True)
         finally:
-            table.pinned = None
+            # From now on live updates follow the row that took the place (not whatever
+            # arrives on top), so the next key acts on the row the operator sees selected.
+            table.pinned, table.touched = None, True
 
     async def action_acknowledge(self) -> None:
         await self._escalation_action("acknowledge", lambda m, led, i, op, now: m.acknowledge(led, i, op, now=now))
@@ -500,7 +502,8 @@ class MainScreen(Screen):
             await self.refresh_data(**kw)
         finally:
             for table in self.query(PagedTable):
-                table.pinned = None
+                if table.pinned is not None:
+                    table.pinned, table.touched = None, True
 
 
 def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after, before=None) -> None:
