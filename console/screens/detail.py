@@ -321,7 +321,7 @@ class DetailScreen(Screen):
 
     def action_scroll(self, lines: int) -> None:
         body = self.query_one("#body", VerticalScroll)
-        body.scroll_to(y=body.scroll_y + lines, animate=False)
+        body.scroll_to(y=body.scroll_y + lines, animate=False, immediate=True)
 
     def action_top(self) -> None:
         self.query_one("#body", VerticalScroll).scroll_home(animate=False)
