@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
+import stat
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,18 +38,37 @@ from pydantic import (
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 _DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+#: The longest duration anything accepts: 10 years. Longer (or inf/nan) values overflow
+#: asyncio timers and datetime arithmetic later, far from the spec that caused them.
+MAX_DURATION_S = 315_360_000.0
+DURATION_LIMIT_MESSAGE = "must be a finite duration of at most 10 years"
+#: The shortest ``every`` interval; shorter ones flood the ledger with queued runs.
+MIN_EVERY_S = 1.0
+#: Job files larger than this are refused before they are read.
+MAX_SPEC_FILE_BYTES = 1024 * 1024
 
 
 def parse_duration(value: Any) -> float:
     """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or a number of seconds → seconds (float).
 
     Raises:
-        ValueError: not a duration.
+        ValueError: not a duration, or not finite, or longer than 10 years
+            (``MAX_DURATION_S``).
     """
+    seconds = _parse_duration(value)
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise ValueError(f"{DURATION_LIMIT_MESSAGE}, got {value!r}")
+    return seconds
+
+
+def _parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as '30s', '5m' or a number of seconds")
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int too large for a float
+            return math.inf
     if isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
         if not text:
@@ -70,7 +92,7 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 # Strict numbers: a quoted "3" in TOML is almost always a mistake worth reporting.
 Int = Annotated[int, Field(strict=True)]
-Number = Annotated[float, Field(strict=True)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 ExitCode = Annotated[int, Field(strict=True, ge=0, le=255)]
 
 
@@ -236,6 +258,14 @@ class JobSpec(_Strict):
             raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
         return v
 
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: float | None) -> float | None:
+        if v is not None and v < MIN_EVERY_S:
+            raise ValueError(f"every must be at least 1s (got {_fmt_seconds(v)}); "
+                             "shorter intervals flood the ledger with queued runs")
+        return v
+
     @field_validator("verify", mode="before")
     @classmethod
     def _verify(cls, v: Any) -> Any:
@@ -367,6 +397,9 @@ class LoadResult:
     errors: list[SpecError] = field(default_factory=list)
     #: files that had at least one error (their jobs keep the last good spec on reload)
     bad_files: set[str] = field(default_factory=set)
+    #: the spec folder itself is gone (``core.reload``): ``jobs`` is empty because nothing
+    #: could be read, not because jobs were removed; keep the last good specs.
+    folder_missing: bool = False
 
 
 class _SourceMap:
@@ -482,15 +515,69 @@ def _guess_name(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+class _Unreadable(Exception):
+    """A job file that cannot be read as text (its message is the whole error)."""
+
+
+def _too_large(size: int) -> _Unreadable:
+    return _Unreadable(f"too large ({size} bytes, limit 1 MiB)")
+
+
+def _read_spec_text(p: Path) -> str:
+    """The text of a job file, refusing anything that is not a small regular file.
+
+    ``stat`` comes first, so a FIFO, a device or a huge (sparse) file is never opened or
+    read; the open is non-blocking and re-checked with ``fstat`` in case the path was
+    swapped in between, and at most ``MAX_SPEC_FILE_BYTES + 1`` bytes are ever read.
+    """
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise _Unreadable(f"cannot read: {exc.strerror or exc}"
+                          + (" (dangling symlink)" if p.is_symlink() else "")) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _Unreadable("not a regular file")
+    if st.st_size > MAX_SPEC_FILE_BYTES:
+        raise _too_large(st.st_size)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _Unreadable(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Unreadable("not a regular file")
+        if st.st_size > MAX_SPEC_FILE_BYTES:
+            raise _too_large(st.st_size)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_SPEC_FILE_BYTES:
+            chunk = os.read(fd, MAX_SPEC_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _Unreadable(f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_SPEC_FILE_BYTES:
+        raise _too_large(size)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def load_file(path: str | os.PathLike[str]) -> LoadResult:
     """Parse and validate one TOML file; never raises for bad content."""
     p = Path(path)
     res = LoadResult()
     name = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        res.errors.append(SpecError(name, None, None, None, f"cannot read: {exc}"))
+        text = _read_spec_text(p)
+    except _Unreadable as exc:
+        res.errors.append(SpecError(name, None, None, None, str(exc)))
         res.bad_files.add(name)
         return res
     try:
@@ -527,8 +614,11 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
         try:
             spec = JobSpec.model_validate(raw)
         except ValidationError as exc:
-            for fld, loc, msg in _friendly_errors(exc):
-                res.errors.append(SpecError(name, smap.line_for(index, loc), job_name, fld, msg))
+            found = [SpecError(name, smap.line_for(index, loc), job_name, fld, msg)
+                     for fld, loc, msg in _friendly_errors(exc)]
+            # In the order a reader meets them in the file (stable: ties keep pydantic's order).
+            found.sort(key=lambda e: (e.line is None, e.line or 0))
+            res.errors.extend(found)
             continue
         if spec.name in res.jobs:
             res.errors.append(SpecError(name, smap.line_for(index, ("name",)), spec.name, "name",
@@ -541,13 +631,35 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
 
 
 def spec_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """The ``*.toml`` job files of a folder (sorted; ``watchkeeper.toml`` is settings, not a job)."""
-    return sorted(p for p in Path(folder).glob("*.toml") if p.name != "watchkeeper.toml" and p.is_file())
+    """The ``*.toml`` job files of a folder, sorted.
+
+    ``watchkeeper.toml`` is settings, not a job, and hidden names (``.a.toml.swp``, an
+    editor's ``.#a.toml`` lock symlink) are skipped. Anything else named ``*.toml`` is
+    returned even when it is not a regular file, so ``load_file`` reports it instead of
+    silently ignoring it.
+    """
+    return sorted(p for p in Path(folder).glob("*.toml")
+                  if p.name != "watchkeeper.toml" and not p.name.startswith("."))
 
 
-def load_dir(folder: str | os.PathLike[str]) -> LoadResult:
-    """Load every job file of a folder. Duplicate names across files are errors (the first
-    file in sorted order keeps the name).
+def _same_source(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return False
+    return a == b or os.path.abspath(a) == os.path.abspath(b)
+
+
+def load_dir(folder: str | os.PathLike[str], *, prefer: Mapping[str, str] | None = None) -> LoadResult:
+    """Load every job file of a folder.
+
+    A job name defined in several files is kept from one of them and reported as a
+    duplicate in the others. Which one keeps it:
+
+    - with ``prefer`` (job name → source file that owns it now, as the runner knows it),
+      the preferred file, so a new file cannot take over a running job by redefining it;
+      while the preferred file has errors that may hide its definition, no other file
+      takes the name either (the runner keeps the last good spec);
+    - otherwise (or when the preferred file no longer defines the job) the first file in
+      sorted order.
 
     Raises:
         FileNotFoundError: the folder does not exist.
@@ -555,14 +667,41 @@ def load_dir(folder: str | os.PathLike[str]) -> LoadResult:
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a folder of job specs")
+    prefer = prefer or {}
+    loaded_files = [(str(path), load_file(path)) for path in spec_files(root)]
+
+    # The preferred files that failed in a way that may hide a definition of the job.
+    def blocked_by(jname: str) -> str | None:
+        owner = prefer.get(jname)
+        for source, res in loaded_files:
+            if not _same_source(source, owner) or source not in res.bad_files:
+                continue
+            if not res.jobs or any(e.job in (None, jname) for e in res.errors):
+                return source
+        return None
+
+    winners: dict[str, LoadedJob] = {}
+    for _source, res in loaded_files:
+        for jname, loaded in res.jobs.items():
+            current = winners.get(jname)
+            if current is None or (_same_source(loaded.source, prefer.get(jname))
+                                   and not _same_source(current.source, prefer.get(jname))):
+                winners[jname] = loaded
+
     total = LoadResult()
-    for path in spec_files(root):
-        res = load_file(path)
+    for _source, res in loaded_files:
         total.errors.extend(res.errors)
         total.bad_files |= res.bad_files
         for jname, loaded in res.jobs.items():
-            if jname in total.jobs:
-                first = total.jobs[jname]
+            blocker = blocked_by(jname)
+            if blocker is not None and not _same_source(loaded.source, blocker):
+                total.errors.append(SpecError(loaded.source, loaded.line, jname, "name",
+                                              f"duplicate job name (owned by {blocker}, which has errors; "
+                                              "fix that file or remove this definition)"))
+                total.bad_files.add(loaded.source)
+                continue
+            first = winners[jname]
+            if first is not loaded:
                 total.errors.append(SpecError(loaded.source, loaded.line, jname, "name",
                                               f"duplicate job name (already defined in {first.source}:{first.line})"))
                 total.bad_files.add(loaded.source)
