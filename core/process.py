@@ -69,3 +69,36 @@ def signal_name(sig: int | None) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def find_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
+    """Live processes started for run ``run_id`` that left its process group: they carry
+    ``WATCHKEEPER_RUN_ID=<run_id>`` in their environment (inherited) but another pgid.
+    Returns ``[{pid, cmd}]``. Scans every process: call it only on the rare path."""
+    me = os.getpid()
+    want = str(run_id)
+    found: list[dict[str, object]] = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        try:
+            if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get("WATCHKEEPER_RUN_ID") != want:
+                continue
+            if exclude_pgid is not None and os.getpgid(proc.pid) == exclude_pgid:
+                continue
+            found.append({"pid": proc.pid, "cmd": " ".join(proc.cmdline())[:120] or proc.info["name"]})
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError, OSError):
+            continue
+    return found
+
+
+def kill_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
+    """SIGKILL every process ``find_escaped`` finds (and their own groups); returns them."""
+    found = find_escaped(run_id, exclude_pgid=exclude_pgid)
+    for item in found:
+        pid = int(item["pid"])  # type: ignore[arg-type]
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return found

@@ -33,9 +33,10 @@ from core.capture import Capture
 from core.handoff import read_handoff
 from core.ledger import Ledger, add_event
 from core.lifecycle import LIVE, State
-from core.process import create_time, signal_group
+from core.process import create_time, find_escaped, kill_escaped, signal_group
 from core.settings import Settings
 from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
+from core.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class Runner:
         self._write_lock = threading.RLock()  # shared by this runner's ledger connections
         self._settle_pool: ThreadPoolExecutor | None = None
         self.ledger: Ledger | None = None
+        self.watchdog: Watchdog | None = None  # created in run(): one deadline thread per runner
         self.started = threading.Event()
 
     # -- public -------------------------------------------------------------------------
@@ -125,6 +127,7 @@ class Runner:
     async def run(self) -> None:
         """Run until ``request_stop`` or SIGINT/SIGTERM; then shut down (see README)."""
         self._loop = asyncio.get_running_loop()
+        self.watchdog = Watchdog()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
@@ -451,26 +454,34 @@ class Runner:
         err = Capture(art / "stderr.log", self.settings.output_cap)
         readers = [asyncio.create_task(self._pump(proc.stdout, out)),
                    asyncio.create_task(self._pump(proc.stderr, err))]
-        timed_out = False
+        # The deadline is kept by the watchdog thread, so a ledger lock held elsewhere
+        # (which can stall this loop) never delays a timeout kill.
+        self.watchdog.watch(run_id, proc.pid, timeout, spec.grace)
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
-        except TimeoutError:
-            timed_out = True
-            await self._terminate(proc, spec.grace)
+            await proc.wait()
         except asyncio.CancelledError:
             # Runner shutting down hard: leave the process alone; a later runner settles it.
+            self.watchdog.cancel(run_id)
             for r in readers:
                 r.cancel()
             raise
+        timed_out = self.watchdog.fired(run_id)
+        self.watchdog.cancel(run_id)
+        escaped: list[dict[str, Any]] = []
+        if timed_out:
+            # The leader is gone; whatever of its group ignored SIGTERM goes now, and so does
+            # anything it started that left the group (setsid, setpgid) but carries its run id.
+            signal_group(proc.pid, signal.SIGKILL)
+            escaped = kill_escaped(run_id, exclude_pgid=proc.pid)
         # Drain what is left; a grandchild holding the pipe must not block us.
         done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         if pending:
-            signal_group(proc.pid, signal.SIGKILL)
             done2, pending = await asyncio.wait(pending, timeout=0.5)
+            if pending and not escaped:
+                escaped = find_escaped(run_id, exclude_pgid=proc.pid)  # still holding our pipe: record who
             for r in pending:
                 r.cancel()
-        else:
-            signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         for c in (out, err):
             c.close()
         proc.close()
@@ -484,6 +495,11 @@ class Runner:
             if c.write_error:
                 findings.append({"code": "capture_degraded", "message": f"{name}: {c.write_error}"})
         findings.extend(budget_findings(spec, hread.data))
+        if escaped:
+            findings.append({"code": "escaped_processes", "message": (
+                ("killed " if timed_out else "still running, holding the output pipe: ")
+                + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
+                + " — started by the job but outside its process group")})
         cols: dict[str, Any] = {
             "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
             "output_truncated": int(out.truncated or err.truncated),

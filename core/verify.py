@@ -38,7 +38,7 @@ MTIME_SLACK_S = 1.0
 #: Handoff finding codes that are not failures: a plain shell job writes no handoff.
 #: ``capture_degraded`` is the runner's problem (its disk filled), not evidence against the
 #: job: the run is still judged on its exit status and handoff.
-BENIGN_FINDINGS = frozenset({"missing", "capture_degraded"})
+BENIGN_FINDINGS = frozenset({"missing", "capture_degraded", "escaped_processes"})
 #: Characters of verify-command output kept in the check detail.
 VERIFY_OUTPUT_KEEP = 400
 
