@@ -268,11 +268,23 @@ class Runner:
             plan = schedule.plan_slots(spec, last, now, tolerance=tolerance)
             if plan.missed:
                 self._record_misfire(spec, plan)
-            for ts in plan.due:
+            due = plan.due
+            if len(due) > 1:
+                # Several slots fell due during one stall (a ledger lock held for seconds):
+                # run the newest once, record the others — never a burst of catch-up runs.
+                self._record_coalesced(spec, due[:-1], due[-1])
+                due = due[-1:]
+            for ts in due:
                 trigger = "schedule" if now - ts <= tolerance else "misfire"
                 self._queue(spec, schedule.slot_key(ts), ts, trigger)
             marks = [x for x in (last, plan.missed_last, *plan.due) if x is not None]
             self._last_slot[name] = max(marks) if marks else now - tolerance
+
+    def _record_coalesced(self, spec: JobSpec, skipped: list[float], kept: float) -> None:
+        self.ledger.write(lambda conn: add_event(
+            conn, actor=self.actor, kind="skipped_late", job=spec.name,
+            reason=f"{len(skipped)} slot(s) fell due while the runner was stalled; the newest runs once",
+            detail={"slots": [schedule.slot_key(t) for t in skipped[:100]], "kept": schedule.slot_key(kept)}))
 
     def _record_misfire(self, spec: JobSpec, plan: schedule.SlotPlan) -> None:
         """Slots that fell while no runner ran are skipped, never silently."""
@@ -669,13 +681,14 @@ class Runner:
 
     def _spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
         run_id = run["id"]
+        reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
 
         def then(conn: sqlite3.Connection) -> None:
-            outcomes.record(conn, run_id, state=State.FAILED.value, status="failed", reason="spawn_failed",
+            outcomes.record(conn, run_id, state=State.FAILED.value, status="failed", reason=reason,
                             stderr_head=message, handoff_findings=[])
             retries.follow_up(conn, run_id, State.FAILED.value, actor=self.actor)
         won = lifecycle.transition(self.ledger, run_id, run["attempt"], State.SPAWNED, State.FAILED,
-                                   actor=self.actor, reason="spawn_failed", fields={"artifacts_dir": art},
+                                   actor=self.actor, reason=reason, fields={"artifacts_dir": art},
                                    detail={"error": message[:2000]}, then=then)
         if won:
             self._judge(run_id)

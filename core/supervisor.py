@@ -316,9 +316,19 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     verdict = evaluate(facts, [], spec)
     sinks = _sinks(settings)
 
+    # An operator's abandon kills the process: its death by signal is the abandon itself,
+    # not news. A process that exited on its own after the abandon (it finished its work
+    # after all) is still a late result a person must see.
+    own_kill = run["state"] == State.ABANDONED and detail.get("signal") is not None
+
     def tx(conn: sqlite3.Connection) -> None:
         if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND kind = 'late_result_judged'",
                         (run_id,)).fetchone():
+            return
+        if own_kill:
+            add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
+                      attempt=run["attempt"], reason="killed by the operator's abandon",
+                      detail={"escalation_id": None})
             return
         esc_id, _ = escalations.raise_escalation(conn, job=run["job"], kind="late_result",
                                                  severity=verdict.severity or "warning", reason=verdict.reason,

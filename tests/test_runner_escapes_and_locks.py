@@ -126,3 +126,18 @@ def test_watchdog_unit():
         assert not wd.fired(2)
     finally:
         wd.stop()
+
+
+def test_abandon_kill_is_not_escalated_as_late_result(tmp_path):
+    from core import actions
+    specs = tmp_path / "jobs"
+    write_specs(specs, f'name = "long"\ncommand = ["{PY}", "-c", "import time; time.sleep(60)"]\nonce = true\n')
+    s = fast_settings(tmp_path)
+    with RunnerThread(specs, s):
+        run = wait_for(lambda: query(s.ledger, "SELECT * FROM runs WHERE state = 'running'"), timeout=15)[0]
+        with Ledger(s.ledger) as led:
+            assert actions.abandon(led, run["id"], "ana").ok
+        wait_for(lambda: query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result_judged'"), timeout=15)
+    assert query(s.ledger, "SELECT state FROM runs WHERE id = ?", (run["id"],))[0]["state"] == "abandoned"
+    assert query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result' AND run_id = ?", (run["id"],))
+    assert not query(s.ledger, "SELECT 1 FROM escalations WHERE kind = 'late_result'")

@@ -65,13 +65,17 @@ def test_slow_runner_drops_no_slot(tmp_path):
         holder.close()
         n = len(_slots(s.ledger, "tick"))
         wait_for(lambda: len(_slots(s.ledger, "tick")) >= n + 2, timeout=15)
-    # every 1-second slot is accounted for: run once, or recorded as skipped (overlap) — none silently lost
+    # every 1-second slot is accounted for: run once, or recorded as skipped (late/overlap) — none silently
+    # lost, and no burst: a stall queues only its newest slot
     from core.schedule import slot_key
     slots = _slots(s.ledger, "tick")
     ran = {slot_key(x) for x in slots}
     skipped = {json.loads(e["detail"])["slot"] for e in query(
         s.ledger, "SELECT detail FROM events WHERE kind = 'skipped_overlap'")}
+    for e in query(s.ledger, "SELECT detail FROM events WHERE kind = 'skipped_late'"):
+        skipped |= set(json.loads(e["detail"])["slots"])
     expected = {slot_key(slots[0] + i) for i in range(int(round(slots[-1] - slots[0])) + 1)}
     assert expected <= ran | skipped, sorted(expected - ran - skipped)
     assert not ran & skipped
+    assert query(s.ledger, "SELECT 1 FROM events WHERE kind = 'skipped_late'")  # the stall was coalesced
     assert not query(s.ledger, "SELECT 1 FROM events WHERE kind = 'misfire_skipped'")

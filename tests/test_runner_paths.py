@@ -162,7 +162,8 @@ command = ["/nonexistent/definitely-not-here"]
 once = true
 ''', "typo")
     r = runs[0]
-    assert (r["state"], r["reason"]) == ("failed", "spawn_failed")
+    assert r["state"] == "failed" and r["reason"].startswith("spawn_failed: FileNotFoundError")
+    assert "/nonexistent/definitely-not-here" in r["reason"]
 
 
 def test_bad_spec_does_not_stop_good_jobs(tmp_path):
