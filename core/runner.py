@@ -193,9 +193,18 @@ class Runner:
             self._judge(run_id)
 
     def _load_specs(self, result: LoadResult) -> None:
-        """Apply a fresh load: valid jobs replace old specs; jobs in a bad file keep theirs."""
+        """Apply a fresh load: valid jobs replace old specs; jobs in a bad file keep theirs.
+
+        While the spec folder itself is missing (deleted, or mid-swap by a checkout) every
+        job keeps its last good spec and nothing is disabled; the error is recorded.
+        """
         for err in result.errors:
             log.warning("spec error: %s", err)
+        if self.jobs and not self.spec_dir.is_dir():
+            self.ledger.write(lambda conn: [add_event(
+                conn, actor=self.actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
+                for err in result.errors])
+            return
         try:
             from core.jobs import sync_jobs
         except ImportError:

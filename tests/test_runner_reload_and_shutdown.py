@@ -84,3 +84,20 @@ once = true
         wait_for(lambda: terminal_runs(db, "long"), timeout=15)
     assert terminal_runs(db, "long")[0]["state"] == "orphaned"
     assert not psutil.pid_exists(long_pid) or psutil.Process(long_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_missing_spec_folder_keeps_last_good_specs(tmp_path):
+    import shutil
+    specs = tmp_path / "jobs"
+    # cwd outside the folder: the jobs themselves don't need it (a job whose cwd is gone fails)
+    write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "pass"]\nevery = "1s"\ncwd = "/"\n')
+    s = fast_settings(tmp_path)
+    with RunnerThread(specs, s) as rt:
+        wait_for(lambda: terminal_runs(s.ledger, "tick"), timeout=15)
+        shutil.rmtree(specs)
+        time.sleep(1.5)
+        n = len(terminal_runs(s.ledger, "tick"))
+        wait_for(lambda: len(terminal_runs(s.ledger, "tick")) >= n + 2, timeout=15)
+        assert "tick" in rt.runner.jobs
+    assert all(r["state"] == "succeeded" for r in terminal_runs(s.ledger, "tick"))
+    assert query(s.ledger, "SELECT enabled FROM jobs WHERE name = 'tick'")[0]["enabled"] == 1
