@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from console.cli_common import EXIT_NOT_FOUND, describe_ledger_error, fail
 from core.jobs import recent_spec_errors
 from core.ledger import Ledger, LedgerError
 from core.schedule import next_fire, once_slot
@@ -36,7 +38,9 @@ def _runtime_errors(ledger_path: Path, limit: int) -> tuple[list[dict[str, Any]]
     try:
         with Ledger(ledger_path, read_only=True) as ledger:
             return recent_spec_errors(ledger, limit=limit), None
-    except (LedgerError, OSError, Exception) as exc:  # a damaged ledger must not hide the folder's result
+    except (LedgerError, sqlite3.Error, OSError) as exc:  # a damaged ledger must not hide the folder's result
+        return [], f"{ledger_path}: {describe_ledger_error(exc, read_only=True)}"
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the folder's result still counts
         return [], f"{ledger_path}: cannot read ledger: {exc}"
 
 
@@ -48,7 +52,8 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON document: ok, errors, jobs, recorded errors.")
     @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
                   help="Also show spec errors a running runner recorded on hot reload.")
-    @click.option("--limit", default=20, show_default=True, help="How many recorded errors to show.")
+    @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000),
+                  help="How many recorded errors to show.")
     def check(spec_dir: Path, as_json: bool, ledger_path: Path | None, limit: int) -> None:
         """Validate the job specs in DIR (and DIR/watchkeeper.toml).
 
@@ -64,9 +69,10 @@ def register(group: click.Group) -> None:
           watchkeeper check sample_jobs --json | jq '.errors[].text'
           watchkeeper check sample_jobs --ledger watchkeeper.db
         """
+        if not spec_dir.exists():
+            fail(f"{spec_dir}: no such folder", EXIT_NOT_FOUND)
         if not spec_dir.is_dir():
-            click.echo(f"{spec_dir}: no such folder", err=True)
-            sys.exit(2)
+            fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
         result = load_dir(spec_dir)
         errors = [e.to_dict() for e in result.errors]
         if (spec_dir / CONFIG_NAME).exists():

@@ -11,10 +11,8 @@ from typing import Any
 
 import click
 
+from console.cli_common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at
 from core.settings import Settings, SettingsError, load_settings
-
-EXIT_CONFIG = 3
-EXIT_NOT_FOUND = 2
 
 
 def _console_options(f: Any) -> Any:
@@ -27,7 +25,8 @@ def _console_options(f: Any) -> Any:
         click.option("--no-mouse", is_flag=True, help="Leave the mouse to the terminal (select and copy text)."),
         click.option("--theme", default=None,
                      help="dark (default), light, high-contrast, or any Textual theme name."),
-        click.option("--refresh", type=float, default=None, help="Poll interval in seconds [default 0.25]."),
+        click.option("--refresh", type=click.FloatRange(min=0.01, max=3600), default=None,
+                     help="Poll interval in seconds [default 0.25]."),
         click.option("--as", "operator", default=None, help="Operator name on actions [default: $USER]."),
     ]
     for opt in reversed(opts):
@@ -40,7 +39,7 @@ def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None,
     try:
         return load_settings(spec_dir, config, ledger=ledger_path, theme=theme, refresh=refresh, operator=operator)
     except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc), EXIT_CONFIG)
 
 
 def _app(settings: Settings, read_only: bool):
@@ -77,8 +76,10 @@ def register(group: click.Group) -> None:
         """
         settings = _settings(None, ledger_path, config, theme, refresh, operator)
         if not Path(settings.ledger).exists():
-            click.echo(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", err=True)
-            raise SystemExit(EXIT_NOT_FOUND)
+            fail(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", EXIT_NOT_FOUND)
+        # Open it once here, so a file that is not a ledger, a newer schema or read-only
+        # media is one clear line instead of a console that cannot draw anything.
+        open_ledger_at(settings.ledger, read_only=read_only).close()
         _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
         _app(settings, read_only).run(mouse=not no_mouse)
 
@@ -95,12 +96,15 @@ def register(group: click.Group) -> None:
         Example:
           watchkeeper up sample_jobs --ledger demo/watchkeeper.db
         """
-        from core.ledger import Ledger
         from core.runner import Runner
 
         settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
-        Path(settings.ledger).parent.mkdir(parents=True, exist_ok=True)
-        Ledger(settings.ledger).close()  # create and migrate before either side opens it
+        try:
+            Path(settings.ledger).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"{settings.ledger}: cannot create its folder ({exc.strerror or exc})", EXIT_NOT_FOUND)
+        # create and migrate before either side opens it
+        open_ledger_at(settings.ledger, must_exist=False).close()
         _quiet_logging(Path(settings.ledger).with_suffix(".log"))
         runner = Runner(spec_dir, settings, install_signal_handlers=False)
         failure: list[BaseException] = []

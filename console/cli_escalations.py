@@ -16,6 +16,17 @@ from typing import Any
 import click
 import humanize
 
+from console.cli_common import (
+    DURATION,
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    ID,
+    POSITIVE_DURATION,
+    fail,
+    ledger_errors,
+    open_ledger_at,
+    open_ledger_prefer_write,
+)
 from console.safe_text import one_line
 from core import escalations as esc_api
 from core import supervisor
@@ -23,11 +34,8 @@ from core.clock import iso
 from core.judge import load_corpus, run_eval
 from core.ledger import Ledger
 from core.settings import JudgeSettings, SettingsError, load_settings
-from core.specs import parse_duration
 
-EXIT_LOST = 1
-EXIT_NOT_FOUND = 2
-EXIT_CONFIG = 3
+EXIT_LOST = EXIT_FINDINGS
 TAIL_POLL_S = 0.2
 #: tail also checks for a runner gap this often, so a dead runner shows up over ssh.
 TAIL_GAP_CHECK_S = 5.0
@@ -47,23 +55,13 @@ def _settings(ledger_path: str | None):
     try:
         return load_settings(None, None, ledger=ledger_path)
     except SettingsError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(EXIT_CONFIG) from None
+        fail(str(exc), EXIT_CONFIG)
 
 
-def _open(ledger_path: str | None) -> tuple[Ledger, Any]:
+def _open(ledger_path: str | None, *, read_only: bool = False) -> tuple[Ledger, Any]:
+    """The ledger (exit 2 with one line when missing or unusable) and the settings."""
     settings = _settings(ledger_path)
-    if not settings.ledger.exists():
-        click.echo(f"error: no ledger at {settings.ledger} (start a runner, or pass --ledger)", err=True)
-        raise SystemExit(EXIT_NOT_FOUND)
-    return Ledger(settings.ledger), settings
-
-
-def _duration(value: str, flag: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=flag) from None
+    return open_ledger_at(settings.ledger, read_only=read_only), settings
 
 
 def _colour() -> bool:
@@ -95,9 +93,10 @@ def register(group: click.Group) -> None:
     @click.option("--state", type=click.Choice(["open", "acknowledged", "snoozed", "resolved", "active", "all"]),
                   default="active", show_default=True, help="Which escalations to list.")
     @click.option("--job", default=None, help="Only this job.")
-    @click.option("--limit", type=int, default=50, show_default=True)
+    @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
     @_ledger_option
+    @ledger_errors
     def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
         """List escalations (active ones by default), newest activity first.
 
@@ -105,7 +104,7 @@ def register(group: click.Group) -> None:
         Example:
           watchkeeper escalations --state open --json
         """
-        ledger, _ = _open(ledger_path)
+        ledger, _ = _open(ledger_path, read_only=True)
         with ledger:
             rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
         for e in rows:
@@ -119,9 +118,10 @@ def register(group: click.Group) -> None:
             raise SystemExit(EXIT_LOST)
 
     @group.command("ack")
-    @click.argument("esc_id", type=int)
+    @click.argument("esc_id", type=ID)
     @_as_option
     @_ledger_option
+    @ledger_errors
     def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
         """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
 
@@ -134,26 +134,29 @@ def register(group: click.Group) -> None:
             _finish(esc_api.acknowledge(ledger, esc_id, operator or settings.operator))
 
     @group.command("snooze")
-    @click.argument("esc_id", type=int)
-    @click.option("--for", "for_", required=True, help="How long, e.g. 30m, 2h.")
+    @click.argument("esc_id", type=ID)
+    @click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
+                  help="How long, e.g. 30m, 2h (at most 10 years).")
     @_as_option
     @_ledger_option
-    def snooze_cmd(esc_id: int, for_: str, operator: str | None, ledger_path: str | None) -> None:
+    @ledger_errors
+    def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str | None) -> None:
         """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
 
         \b
         Example:
           watchkeeper snooze 7 --for 2h
         """
-        seconds = _duration(for_, "--for")
+        seconds = for_
         ledger, settings = _open(ledger_path)
         with ledger:
             _finish(esc_api.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
 
     @group.command("resolve")
-    @click.argument("esc_id", type=int)
+    @click.argument("esc_id", type=ID)
     @_as_option
     @_ledger_option
+    @ledger_errors
     def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
         """Resolve escalation ESC_ID by hand.
 
@@ -167,17 +170,22 @@ def register(group: click.Group) -> None:
 
     @group.command("tail")
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    @click.option("--since", default=None, help="Also show changes from this long ago, e.g. 1h.")
+    @click.option("--since", default=None, type=DURATION,
+                  help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
     @_ledger_option
-    def tail_cmd(as_json: bool, since: str | None, ledger_path: str | None) -> None:
+    @ledger_errors
+    def tail_cmd(as_json: bool, since: float | None, ledger_path: str | None) -> None:
         """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
 
         \b
         Example:
           ssh host watchkeeper tail | grep critical
         """
-        start = time.time() - (_duration(since, "--since") if since else 0.0)
-        ledger, settings = _open(ledger_path)
+        start = time.time() - (since or 0.0)
+        settings = _settings(ledger_path)
+        # Writable when it can be, so the runner-gap check below can record; read-only media
+        # still get a tail of what exists.
+        ledger = open_ledger_prefer_write(settings.ledger)
         # A closed pipe ends us quietly instead of a traceback (ssh host watchkeeper tail | head).
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         colour = _colour() and not as_json
@@ -206,18 +214,20 @@ def register(group: click.Group) -> None:
                 pass
 
     @group.command("report")
-    @click.option("--since", default="24h", show_default=True, help="Window, e.g. 1h, 7d.")
+    @click.option("--since", default="24h", show_default=True, type=DURATION,
+                  help="Window, e.g. 1h, 7d (at most 10 years).")
     @click.option("--json", "as_json", is_flag=True)
     @_ledger_option
-    def report_cmd(since: str, as_json: bool, ledger_path: str | None) -> None:
+    @ledger_errors
+    def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
         """Runs judged, share silent, escalations by kind, notifications sent and failed.
 
         \b
         Example:
           watchkeeper report --since 24h
         """
-        start = time.time() - _duration(since, "--since")
-        ledger, _ = _open(ledger_path)
+        start = time.time() - since
+        ledger, _ = _open(ledger_path, read_only=True)
         with ledger:
             rep = supervisor.report(ledger, start)
         if as_json:
@@ -253,8 +263,7 @@ def register(group: click.Group) -> None:
         try:
             cases = load_corpus(corpus)
         except (OSError, ValueError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_CONFIG) from None
+            fail(str(exc), EXIT_CONFIG)
         passes: list[tuple[str, Any, dict[str, int]]] = []
         rep, calls = run_eval(cases)
         passes.append(("rules alone", rep, calls))

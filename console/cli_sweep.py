@@ -6,11 +6,11 @@ import json
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import click
 
+from console.cli_common import EXIT_CONFIG, fail, ledger_errors, open_ledger_at
 from core import doctor as core_doctor
 from core import status as core_status
 from core import sweep as core_sweep
@@ -38,13 +38,12 @@ def _settings(ledger_path: str | None, config_path: str | None) -> Settings:
     try:
         return load_settings(None, config=config_path, ledger=ledger_path)
     except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc), EXIT_CONFIG)
 
 
-def _open(settings: Settings) -> Ledger:
-    if not Path(settings.ledger).exists():
-        raise click.ClickException(f"{settings.ledger}: no ledger here (give --ledger PATH)")
-    return Ledger(settings.ledger)
+def _open(settings: Settings, *, read_only: bool = False) -> Ledger:
+    """The ledger, or exit 2 with one clear line (missing, not a ledger, unusable)."""
+    return open_ledger_at(settings.ledger, read_only=read_only)
 
 
 def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
@@ -66,8 +65,10 @@ def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
 @_ledger_option
 @_config_option
 @click.option("--loop", is_flag=True, help="Keep sweeping every --interval seconds until interrupted.")
-@click.option("--interval", type=float, default=None, help="Seconds between passes (default: sweep_interval).")
+@click.option("--interval", type=click.FloatRange(min=0.1, max=86400), default=None,
+              help="Seconds between passes (default: sweep_interval).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON report per pass.")
+@ledger_errors
 def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, interval: float | None,
               as_json: bool) -> None:
     """Declare dead the runs nothing is running any more (the orphan sweep).
@@ -107,6 +108,7 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
 @_ledger_option
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@ledger_errors
 def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) -> None:
     """Show each runner's last heartbeat, and say plainly when no runner is alive.
 
@@ -118,7 +120,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
       no runner since 04:12, 7 minutes ago
     """
     settings = _settings(ledger_path, config_path)
-    led = _open(settings)
+    led = _open(settings, read_only=True)
     try:
         st = core_status.status(led)
     finally:
@@ -136,6 +138,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
 @_config_option
 @click.option("--repair", is_flag=True, help="Settle what can be settled safely (audited), then check again.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@ledger_errors
 def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, as_json: bool) -> None:
     """Check the ledger's invariants; print each violation with the run it concerns.
 
@@ -149,7 +152,7 @@ def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, a
       watchkeeper doctor --ledger demo/watchkeeper.db --repair --json
     """
     settings = _settings(ledger_path, config_path)
-    led = _open(settings)
+    led = _open(settings, read_only=not repair)
     try:
         report = core_doctor.diagnose(led, settings, repair=repair)
     finally:
