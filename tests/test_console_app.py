@@ -289,3 +289,20 @@ async def test_command_palette_switches_view(db):
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(pilot, lambda: screen.view == "jobs")
+
+
+async def test_action_right_after_a_live_swap_of_the_selected_row_is_refused(db):
+    path, ids = db
+    app = make_app(path)
+    async with app.run_test(notifications=True) as pilot:
+        screen = await loaded(pilot)
+        first = screen.table.current()["id"]
+        with Ledger(path) as led:  # a new critical escalation lands on top of the untouched cursor
+            new_id = led.write(lambda c: cf.add_escalation(led, "new-job", "failed", "critical", last_seen=cf.NOW))
+        await until(pilot, lambda: screen.table.current() and screen.table.current()["id"] == new_id)
+        await pilot.press("a")
+        await until(pilot, lambda: any("just changed" in n for n in notes(app)))
+        assert esc_row(path, new_id)["state"] == "open" and esc_row(path, first)["state"] == "open"
+        screen.table.changed_under_cursor_at = -1e9  # a moment later the operator has seen it
+        await pilot.press("a")
+        await until(pilot, lambda: esc_row(path, new_id)["state"] == "acknowledged")

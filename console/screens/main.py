@@ -410,8 +410,16 @@ class MainScreen(Screen):
         self.notify(clean(msg), severity="information" if not failed else "warning", markup=False,
                     timeout=6 if failed else 3)
 
+    def _refuse_changed_row(self) -> bool:
+        """Refuse an action key that lands right after a live update swapped the selected row."""
+        if self.table.just_changed() and not self.table.marked:
+            self.notify("the selected row just changed — check it and press again", severity="warning",
+                        markup=False)
+            return True
+        return False
+
     async def _escalation_action(self, verb: str, call) -> None:
-        if self._refuse_read_only():
+        if self._refuse_read_only() or self._refuse_changed_row():
             return
         rows = self.table.selection()
         try:
@@ -471,6 +479,8 @@ class MainScreen(Screen):
         self.app.push_screen(SnoozeScreen(what), chosen)
 
     def _target_run(self) -> tuple[int, dict[str, Any]] | None:
+        if self._refuse_changed_row():
+            return None
         row = self.table.current()
         run_id = self.table.run_id_of(row) if row else None
         if run_id is None:

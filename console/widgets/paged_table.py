@@ -17,6 +17,7 @@ rows says so in one line (``EMPTY``), never a blank table.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -130,6 +131,7 @@ class PagedTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._loading: tuple[int, int] | None = None
         self._want: tuple[int, int] | None = None
+        self.changed_under_cursor_at = -1e9  # monotonic time a live update swapped the cursor's row
 
     # -- subclass API ------------------------------------------------------------------
     def key_of(self, row: dict[str, Any]) -> str:
@@ -179,6 +181,11 @@ class PagedTable(ScrollView, can_focus=True):
 
     def current(self) -> dict[str, Any] | None:
         return self.row_at(self.cursor_row)
+
+    def just_changed(self, within: float = 1.0) -> bool:
+        """True when a live update swapped the row under the cursor less than ``within``
+        seconds ago (and the operator has not moved since)."""
+        return time.monotonic() - self.changed_under_cursor_at < within
 
     def selection(self) -> list[dict[str, Any]]:
         """Marked rows if any, else the row under the cursor."""
@@ -269,6 +276,11 @@ class PagedTable(ScrollView, can_focus=True):
             target = self.cursor_row
         delta = target - self.cursor_row
         self.cursor_row = max(0, min(target, self.total - 1))
+        now_cur = self.current()
+        if self.pinned is None and old_key is not None and now_cur is not None and self.key_of(now_cur) != old_key:
+            # A live update put another row under the cursor: an action key pressed in the
+            # same instant must not land on a row the operator has not seen yet.
+            self.changed_under_cursor_at = time.monotonic()
         if follow and delta:
             self.scroll_to(y=self.scroll_y + delta, animate=False, immediate=True)
         if not same:
@@ -330,6 +342,7 @@ class PagedTable(ScrollView, can_focus=True):
 
     def action_cursor(self, step: int) -> None:
         self.touched = True
+        self.changed_under_cursor_at = -1e9
         self.move_cursor(self.cursor_row + step)
 
     def action_page(self, direction: int) -> None:
