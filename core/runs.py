@@ -1,4 +1,5 @@
-"""Reading runs for the CLI (``watchkeeper runs`` / ``show``) and queueing manual runs.
+"""Listing runs for the CLI (``watchkeeper runs``) and queueing manual runs (``trigger``).
+Run detail lives in ``core.queries.run_detail``, shared with the console.
 
 All values come from the ``runs``, ``job_outcomes`` and ``events`` tables; times are Unix
 seconds (UTC).
@@ -6,25 +7,16 @@ seconds (UTC).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from core.ledger import Ledger, add_event, row_dict
-from core.outcomes import get as get_outcome
-
-OUTPUT_PREVIEW = 4096  # bytes of head and of tail read from each output file
+from core.ledger import Ledger, add_event
 
 
 class UnknownJob(LookupError):
     """``trigger`` named a job that is not in the ``jobs`` table (or is disabled)."""
-
-
-class UnknownRun(LookupError):
-    """No run with that id."""
 
 
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,
@@ -48,56 +40,6 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
     sql += " ORDER BY r.id DESC LIMIT ?"
     params.append(max(1, min(int(limit), 10000)))
     return [dict(r) for r in ledger.query(sql, params)]
-
-
-def _read_slices(path: Path, n: int = OUTPUT_PREVIEW) -> dict[str, Any]:
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(n)
-            tail = b""
-            if size > n:
-                fh.seek(max(n, size - n))
-                tail = fh.read(n)
-    except OSError:
-        return {"size": None, "head": None, "tail": None}
-    return {"size": size, "head": head.decode("utf-8", errors="replace"),
-            "tail": tail.decode("utf-8", errors="replace") if tail else None}
-
-
-def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any]:
-    """Everything about one run: ``run`` (runs row), ``lineage`` (all attempts, oldest
-    first), ``children`` (fan-out sub-task runs), ``outcome`` (job_outcomes, JSON decoded),
-    ``events`` (audit trail of the run, oldest first) and ``output`` ({stdout, stderr} →
-    {size, head, tail} read from the artifacts folder).
-
-    Raises:
-        UnknownRun: no such run.
-    """
-    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
-    if run is None:
-        raise UnknownRun(f"no run {run_id}")
-    lineage = [dict(r) for r in ledger.query(
-        "SELECT r.*, o.status, o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
-        " WHERE r.lineage = ? ORDER BY r.attempt LIMIT 200", (run["lineage"],))]
-    children = [dict(r) for r in ledger.query(
-        "SELECT r.*, o.status, o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
-        " WHERE r.parent_run_id = ? ORDER BY r.task, r.attempt LIMIT 500", (run_id,))]
-    events = []
-    for r in ledger.query("SELECT * FROM events WHERE run_id = ? ORDER BY id LIMIT ?", (run_id, events_limit)):
-        ev = dict(r)
-        if ev.get("detail"):
-            try:
-                ev["detail"] = json.loads(ev["detail"])
-            except ValueError:
-                pass
-        events.append(ev)
-    output: dict[str, Any] = {}
-    if run.get("artifacts_dir"):
-        for name in ("stdout", "stderr"):
-            output[name] = _read_slices(Path(run["artifacts_dir"]) / f"{name}.log")
-    return {"run": run, "lineage": lineage, "children": children, "outcome": get_outcome(ledger.conn, run_id),
-            "events": events, "output": output}
 
 
 def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
