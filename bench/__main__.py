@@ -71,7 +71,10 @@ def _console(quick: bool) -> list[Figure]:
         gen_s = cb.generate(path, runs)
         f = cb.measure(path)
     lat = sorted(f["commit_to_screen_s"])
-    page_ms = f["scroll_60_pages_s"] / 60 * 1000
+    pages = sorted(f["page_s"])
+    page_ms, page_max_ms = sum(pages) / len(pages) * 1000, pages[-1] * 1000
+    floor_ms = f["floor_s"] * 1000
+    net_ms = page_ms - floor_ms
     where = f"{runs:,}-run ledger (generated in {gen_s:.0f} s)"
     return [
         Figure("console first paint", f["first_paint_s"], "s", 12.0, "DataTable, 100k rows in memory",
@@ -80,8 +83,12 @@ def _console(quick: bool) -> list[Figure]:
                139.0 / f["rss_after_paint_mb"], f"< {cb.GOAL_RSS_MB:g} MB", f["rss_after_paint_mb"] < cb.GOAL_RSS_MB),
         Figure("console RSS at end", f["rss_end_mb"], "MB", None, "", None, f"< {cb.GOAL_RSS_MB:g} MB",
                f["rss_end_mb"] < cb.GOAL_RSS_MB),
-        Figure("console PgDn per page", page_ms, "ms", None, "", None, f"< {cb.GOAL_PAGE_MS:g} ms",
-               page_ms < cb.GOAL_PAGE_MS, f"{f['rows_loaded_after_scroll']} rows loaded after 60 pages"),
+        # Net of what the Pilot harness itself costs per key press (an unbound key, measured
+        # in the same run): that part is the test driver, not the console.
+        Figure("console PgDn per page (net of Pilot's own key cost)", net_ms, "ms", floor_ms,
+               "Pilot: one unbound key", None, f"< {cb.GOAL_PAGE_MS:g} ms", net_ms < cb.GOAL_PAGE_MS,
+               f"gross {page_ms:.0f} ms per page (max {page_max_ms:.0f}); "
+               f"{f['rows_loaded_after_scroll']} rows held after 60 pages"),
         Figure("console commit-to-screen (max)", lat[-1] * 1000, "ms", None, "", None,
                f"< {cb.GOAL_LATENCY_S * 1000:.0f} ms", lat[-1] < cb.GOAL_LATENCY_S,
                f"median {lat[len(lat) // 2] * 1000:.0f} ms over {len(lat)} commits"),
