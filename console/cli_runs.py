@@ -6,20 +6,20 @@ import asyncio
 import json
 import os
 import sys
+import unicodedata
 from typing import Any
 
 import click
 import humanize
 
+from console.cli_common import EXIT_CONFIG, EXIT_NOT_FOUND, ID, fail, ledger_errors, open_ledger_at
 from core.clock import iso, local_hms
 from core.ledger import Ledger
+from core.lifecycle import State
 from core.process import signal_name
 from core.queries import run_detail
 from core.runs import UnknownJob, list_runs, trigger
 from core.settings import SettingsError, load_settings
-
-EXIT_NOT_FOUND = 2
-EXIT_CONFIG = 3
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -48,17 +48,14 @@ def open_settings(spec_dir: str | None = None, config: str | None = None, **over
     try:
         return load_settings(spec_dir, config, **overrides)
     except SettingsError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(EXIT_CONFIG) from None
+        fail(str(exc), EXIT_CONFIG)
 
 
-def open_ledger(ledger_path: str | None, *, must_exist: bool = True) -> Ledger:
-    """Open the ledger named by --ledger / WATCHKEEPER_LEDGER / default, or exit 2."""
+def open_ledger(ledger_path: str | None, *, must_exist: bool = True, read_only: bool = False) -> Ledger:
+    """Open the ledger named by --ledger / WATCHKEEPER_LEDGER / default, or exit 2 with one
+    clear line (missing, not a ledger, newer schema, unreadable); exit 3 on bad settings."""
     settings = open_settings(None, None, ledger=ledger_path)
-    if must_exist and not settings.ledger.exists():
-        click.echo(f"error: no ledger at {settings.ledger} (start a runner, or pass --ledger)", err=True)
-        raise SystemExit(EXIT_NOT_FOUND)
-    return Ledger(settings.ledger)
+    return open_ledger_at(settings.ledger, read_only=read_only, must_exist=must_exist)
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -138,9 +135,11 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
 @click.command("runs")
 @ledger_option
 @click.option("--job", default=None, help="Only this job.")
-@click.option("--state", default=None, help="Only runs in this state (e.g. failed, orphaned).")
+@click.option("--state", default=None, type=click.Choice([s.value for s in State]),
+              help="Only runs in this state (e.g. failed, orphaned).")
 @click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10000))
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, one run each.")
+@ledger_errors
 def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit: int, as_json: bool) -> None:
     """List recent runs, newest first.
 
@@ -148,7 +147,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     Example:
       watchkeeper runs --state failed --limit 10
     """
-    with open_ledger(ledger_path) as ledger:
+    with open_ledger(ledger_path, read_only=True) as ledger:
         rows = list_runs(ledger, job=job, state=state, limit=limit)
     if as_json:
         for r in rows:
@@ -172,16 +171,29 @@ def _one_line(text: str, width: int = 60) -> str:
 
 
 def _safe(text: Any) -> str:
-    """Untrusted text for a terminal: control characters (ESC, C1, …) shown as escapes."""
-    s = str(text)
-    return "".join(ch if (ch in "\n\t" or (ord(ch) >= 32 and not 0x7F <= ord(ch) <= 0x9F)) else
-                   f"\\x{ord(ch):02x}" for ch in s)
+    """Untrusted text for a terminal: control characters (ESC, C1, …) shown as ``\\xNN``;
+    Unicode format characters (bidi overrides such as U+202E, zero-width characters, …)
+    and line/paragraph separators shown as ``\\uNNNN``, so output cannot reorder or hide
+    what surrounds it."""
+    return "".join(_safe_char(ch) for ch in str(text))
+
+
+def _safe_char(ch: str) -> str:
+    code = ord(ch)
+    if ch in "\n\t":
+        return ch
+    if code < 32 or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    if code >= 0xA0 and unicodedata.category(ch) in ("Cf", "Zl", "Zp"):
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return ch
 
 
 @click.command("show")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=ID)
 @ledger_option
 @click.option("--json", "as_json", is_flag=True, help="Everything as one JSON document.")
+@ledger_errors
 def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     """Show one run: its attempts, outcome, handoff, audit trail and output head/tail.
 
@@ -189,11 +201,10 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     Example:
       watchkeeper show 42
     """
-    with open_ledger(ledger_path) as ledger:
+    with open_ledger(ledger_path, read_only=True) as ledger:
         d = run_detail(ledger, run_id)
         if d is None:
-            click.echo(f"error: no run {run_id}", err=True)
-            raise SystemExit(EXIT_NOT_FOUND)
+            fail(f"no run {run_id}", EXIT_NOT_FOUND)
     if as_json:
         click.echo(json.dumps(d, default=str, indent=2))
         return
@@ -251,6 +262,7 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
 @click.argument("job")
 @ledger_option
 @click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@ledger_errors
 def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
     """Queue a run of JOB now (a running runner picks it up).
 
@@ -263,14 +275,14 @@ def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None
         try:
             run_id = trigger(ledger, job, actor=f"operator:{settings.operator}")
         except UnknownJob as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_NOT_FOUND) from None
+            fail(str(exc), EXIT_NOT_FOUND)
     click.echo(f"queued run {run_id} of {job}")
 
 
 @click.command("jobs")
 @ledger_option
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, one job each.")
+@ledger_errors
 def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """List jobs: schedule, next run, last outcome, breaker state, success rate.
 
@@ -284,7 +296,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
 
     now = _time.time()
     rows: list[dict[str, Any]] = []
-    with open_ledger(ledger_path) as ledger:
+    with open_ledger(ledger_path, read_only=True) as ledger:
         cursor = None
         while True:
             page = jobs_page(ledger, now=now, after=cursor, limit=500)
