@@ -143,7 +143,9 @@ class Runner:
                 self._loop.add_signal_handler(sig, self._stop.set)
         self._register()
         self._reconcile()
-        self._load_specs(load_dir(self.spec_dir))
+        owners = {r["name"]: r["source"] for r in self.ledger.query(
+            "SELECT name, source FROM jobs WHERE enabled = 1 AND source IS NOT NULL LIMIT 100000")}
+        self._load_specs(load_dir(self.spec_dir, prefer=owners))
         self.started.set()
         loops = [
             asyncio.create_task(self._scheduler_loop(), name="scheduler"),
@@ -198,6 +200,11 @@ class Runner:
         While the spec folder itself is missing (deleted, or mid-swap by a checkout) every
         job keeps its last good spec and nothing is disabled; the error is recorded.
         """
+        if self.jobs and any(e.field == "name" and "duplicate" in e.message for e in result.errors) \
+                and self.spec_dir.is_dir():
+            # A new file redefining a running job must not take it over: the file that
+            # already owns the name keeps it, and the newcomer gets the duplicate error.
+            result = load_dir(self.spec_dir, prefer={n: lj.source for n, lj in self.jobs.items()})
         for err in result.errors:
             log.warning("spec error: %s", err)
         if self.jobs and not self.spec_dir.is_dir():

@@ -101,3 +101,20 @@ def test_missing_spec_folder_keeps_last_good_specs(tmp_path):
         assert "tick" in rt.runner.jobs
     assert all(r["state"] == "succeeded" for r in terminal_runs(s.ledger, "tick"))
     assert query(s.ledger, "SELECT enabled FROM jobs WHERE name = 'tick'")[0]["enabled"] == 1
+
+
+def test_new_file_cannot_take_over_a_running_job(tmp_path):
+    specs = tmp_path / "jobs"
+    write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "print(\'original\')"]\nevery = "1s"\n', "j.toml")
+    s = fast_settings(tmp_path)
+    with RunnerThread(specs, s):
+        wait_for(lambda: terminal_runs(s.ledger, "tick"), timeout=15)
+        write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "print(\'usurper\')"]\nevery = "1s"\n',
+                    "a-dup.toml")  # sorts before j.toml
+        wait_for(lambda: query(s.ledger, "SELECT 1 FROM events WHERE kind = 'spec_error'"), timeout=15)
+        n = len(terminal_runs(s.ledger, "tick"))
+        wait_for(lambda: len(terminal_runs(s.ledger, "tick")) >= n + 2, timeout=15)
+    outs = {_stdout_of(s.ledger, r["id"]) for r in terminal_runs(s.ledger, "tick")}
+    assert outs == {"original\n"}
+    err = query(s.ledger, "SELECT reason FROM events WHERE kind = 'spec_error'")[0]["reason"]
+    assert "a-dup.toml" in err and "duplicate" in err
