@@ -249,7 +249,7 @@ def register(group: click.Group) -> None:
     @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
     @click.option("--claude-base-url", default=None,
                   help="Also judge through the Claude path at this Messages API URL (e.g. a local fake).")
-    @click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model for the Claude path.")
+    @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
     @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
     @click.option("--json", "as_json", is_flag=True)
     def eval_cmd(corpus: str, claude_base_url: str | None, model: str, show_misses: bool, as_json: bool) -> None:

@@ -20,6 +20,9 @@ _ESC_OTHER = re.compile(r"\x1b[ -/]*[0-~]?")
 # Remaining C0 controls except tab and newline, DEL, and the C1 block.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
+# Bidi overrides/isolates, zero-width and other format characters: they can make text read
+# differently from what it is (U+202E reverses a line), so they never reach the screen.
+_FORMAT = re.compile(r"[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
 
 def clean(value: object, *, keep_newlines: bool = True) -> str:
@@ -36,7 +39,8 @@ def clean(value: object, *, keep_newlines: bool = True) -> str:
     else:
         s = value if isinstance(value, str) else str(value)
     s = _SURROGATES.sub("\ufffd", s)
-    s = s.replace("\r\n", "\n")
+    s = s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    s = _FORMAT.sub("", s)
     s = _STRING_SEQ.sub("", s)
     s = _CSI.sub("", s)
     s = _ESC_OTHER.sub("", s)

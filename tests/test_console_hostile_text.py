@@ -120,3 +120,10 @@ async def test_palette_shows_hostile_job_names_literally(hostile):
         svg = _screen_text(app).replace("&#160;", " ")
         assert "click me" in svg
         assert app.is_running
+
+
+def test_clean_drops_bidi_and_format_characters():
+    from console.safe_text import clean
+    assert clean("invoice\u202efdp.exe\u200b\ufeff") == "invoicefdp.exe"
+    assert clean("a\u2028b\u2029c") == "a\nb\nc"
+    assert clean("a\u2028b", keep_newlines=False) == "a b"
