@@ -123,18 +123,28 @@ def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
             pass
 
     send(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
+    if _gone_within(proc, grace_s):
         return "terminated (SIGTERM)"
-    except psutil.TimeoutExpired:
-        send(signal.SIGKILL)
-        try:
-            proc.wait(timeout=grace_s)
-        except psutil.TimeoutExpired:
-            return "SIGKILL sent, process still present"
+    send(signal.SIGKILL)
+    if _gone_within(proc, grace_s):
         return "killed (SIGKILL after grace)"
-    except psutil.NoSuchProcess:
-        return "terminated (SIGTERM)"
+    return "SIGKILL sent, process still present"
+
+
+def _gone_within(proc: psutil.Process, seconds: float) -> bool:
+    """Poll until the process is gone or a zombie. Never waits on it: psutil's wait() reaps
+    a child of ours, and in ``watchkeeper up`` the runner in this same process must reap
+    it itself to record the real exit status."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABANDON_GRACE_S) -> ActionResult:

@@ -201,7 +201,7 @@ def test_two_runners_on_one_ledger_run_each_slot_once(rig, tmp_path):
     rig.write(f'''
 name = "tick"
 command = ["{PY}", "-c", "import os; open(r'{seen}','a').write(os.environ['WATCHKEEPER_RUN_ID'] + chr(10))"]
-every = "0.5s"
+every = "1s"
 ''')
     rig.start()
     rig.start()

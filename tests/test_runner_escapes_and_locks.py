@@ -139,5 +139,7 @@ def test_abandon_kill_is_not_escalated_as_late_result(tmp_path):
             assert actions.abandon(led, run["id"], "ana").ok
         wait_for(lambda: query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result_judged'"), timeout=15)
     assert query(s.ledger, "SELECT state FROM runs WHERE id = ?", (run["id"],))[0]["state"] == "abandoned"
-    assert query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result' AND run_id = ?", (run["id"],))
+    late = query(s.ledger, "SELECT detail FROM events WHERE kind = 'late_result' AND run_id = ?", (run["id"],))
+    # the runner in this same process reaped its own child: the real status, not a lost one
+    assert json.loads(late[0]["detail"])["signal"] == 15
     assert not query(s.ledger, "SELECT 1 FROM escalations WHERE kind = 'late_result'")
