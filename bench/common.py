@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,3 +108,15 @@ class RunnerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def bench_main(prog: str, run: Callable[[bool], list[Figure]], argv: list[str] | None = None) -> int:
+    """The ``python -m bench.<module> [--quick] [--json]`` entry shared by the benchmark
+    modules: run, then print the table (or the figures as JSON)."""
+    ap = argparse.ArgumentParser(prog=prog)
+    ap.add_argument("--quick", action="store_true", help="a short version")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    a = ap.parse_args(argv)
+    figs = run(a.quick)
+    print(json.dumps([f.to_dict() for f in figs], indent=2) if a.json else table(figs))
+    return 0

@@ -7,14 +7,12 @@ Goal: wall time ≈ the slowest sub-task (2 s); counted as met within slowest + 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, RunnerThread, median, table
+from bench.common import Figure, RunnerThread, bench_main, median
 
 SLEEPS = (1.0, 1.5, 2.0)
 SLACK_S = 1.0
@@ -62,13 +60,7 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.fanout_bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    figs = run(a.quick)
-    print(json.dumps([f.to_dict() for f in figs], indent=2) if a.json else table(figs))
-    return 0
+    return bench_main("python -m bench.fanout_bench", run, argv)
 
 
 if __name__ == "__main__":

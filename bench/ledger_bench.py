@@ -11,15 +11,13 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from bench.common import Figure, table
+from bench.common import Figure, bench_main
 
 MOVES = (("queued", "spawned"), ("spawned", "running"), ("running", "verifying"), ("verifying", "succeeded"))
 
@@ -108,13 +106,7 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ledger_bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    figs = run(a.quick)
-    print(json.dumps([f.to_dict() for f in figs], indent=2) if a.json else table(figs))
-    return 0
+    return bench_main("python -m bench.ledger_bench", run, argv)
 
 
 if __name__ == "__main__":

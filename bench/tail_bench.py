@@ -8,8 +8,6 @@ from the commit returning to the line arriving on tail's stdout. Median of 10 (3
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import select
 import signal
@@ -19,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, median, table
+from bench.common import Figure, bench_main, median
 
 GOAL_S = 0.5
 
@@ -90,13 +88,7 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.tail_bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    figs = run(a.quick)
-    print(json.dumps([f.to_dict() for f in figs], indent=2) if a.json else table(figs))
-    return 0
+    return bench_main("python -m bench.tail_bench", run, argv)
 
 
 if __name__ == "__main__":
