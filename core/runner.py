@@ -318,6 +318,15 @@ class Runner:
         def tx(conn: sqlite3.Connection) -> int | None:
             if conn.execute("SELECT 1 FROM runs WHERE job = ? AND slot = ? AND task = ''", (spec.name, slot)).fetchone():
                 return None  # another runner queued this slot first
+            if trigger == "schedule" and not spec.once:
+                newer = schedule.next_fire(spec, not_before)
+                if newer is not None and newer <= time.time():
+                    # This write waited for the ledger lock so long that a newer slot is due
+                    # already: that one runs (next tick), this one is recorded, not replayed.
+                    add_event(conn, actor=self.actor, kind="skipped_late", job=spec.name,
+                              reason="a newer slot fell due while this one waited for the ledger",
+                              detail={"slots": [slot], "kept": schedule.slot_key(newer)})
+                    return None
             if trigger in ("schedule", "misfire") and not breaker.admit(conn, spec, slot, actor=self.actor, now=now):
                 return None
             if trigger != "misfire" and not spec.once:
