@@ -522,7 +522,8 @@ class Runner:
         for c in (out, err):
             c.close()
         proc.close()
-        ended = time.time()
+        # When the process ended, not when the loop got round to it (a held ledger lock).
+        ended = min(time.time(), proc.exited_at or time.time())
         rc = proc.returncode
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None

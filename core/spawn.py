@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 
 
@@ -27,6 +28,7 @@ class Child:
         self._loop = loop
         self.pid = popen.pid
         self.returncode: int | None = None
+        self.exited_at: float | None = None  # wall time (Unix s) the exit was seen
         self.stdout: asyncio.StreamReader | None = None
         self.stderr: asyncio.StreamReader | None = None
         self.stdin: asyncio.StreamWriter | None = None
@@ -58,6 +60,7 @@ class Child:
         self._finish(await asyncio.to_thread(self._popen.wait))
 
     def _finish(self, code: int) -> None:
+        self.exited_at = time.time()
         self.returncode = code
         self._popen.returncode = code  # the Popen object must not try to reap it again
         if not self._exited.done():
