@@ -14,7 +14,7 @@ Entry points (the runner and the sweep call them from worker threads, each with 
 * ``periodic(ledger, settings)`` — every heartbeat: runner-gap check, snooze expiry, outbox
   delivery (bounded time).
 
-The policy table lives in ``core.judge`` and docs/supervisor.md.
+The policy table lives in ``core.judge`` and README.md ("Supervisor").
 """
 
 from __future__ import annotations

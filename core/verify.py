@@ -13,7 +13,7 @@ A worker hands back evidence, never authority (DESIGN rule 2). ``verify_outcome`
 * every spec ``verify`` command exits 0 within its timeout (whole process group killed on
   timeout),
 * ``expect.output`` matches stdout head + tail. A mismatch is recorded but does not fail
-  verification: it is a soft anomaly the judge reports (policy table in docs/supervisor.md).
+  verification: it is a soft anomaly the judge reports (policy table in README.md, "Supervisor").
 
 Nothing here raises for bad evidence: each problem is a failed check with a one-line detail.
 """
