@@ -23,6 +23,7 @@ from textual.widgets import Footer, Input, Static
 
 from console.safe_text import clean, one_line
 from console.screens.main import confirm_run_action
+from console.screens.polling import PollingScreen
 from console.widgets.cells import RUN_STATE, clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
 from core import queries
@@ -155,7 +156,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78) -> Text:
     return out
 
 
-class DetailScreen(Screen):
+class DetailScreen(PollingScreen, Screen):
     """Detail of one run; ``escape`` returns to the list."""
 
     DEFAULT_CSS = """
@@ -213,18 +214,8 @@ class DetailScreen(Screen):
         self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False, follow=False,
                                        read_only=cfg.read_only, operator=cfg.operator)
 
-    def on_screen_resume(self) -> None:
-        self._data_version = None  # a dialog was on top: re-read
-
-    async def _tick(self) -> None:
-        try:
-            if self.is_current:
-                await self.load()
-        except Exception:  # never let a poll end the console
-            pass
-        finally:
-            if self.is_attached:
-                self.set_timer(self.wk.config.refresh, self._tick)
+    async def poll(self) -> None:
+        await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the run and the header when the ledger changed (or every few seconds, so

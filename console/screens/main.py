@@ -20,6 +20,7 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen, HelpScreen, SnoozeScreen
+from console.screens.polling import PollingScreen
 from console.widgets.cells import SEVERITY
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
@@ -83,7 +84,7 @@ class Preview(Static):
     DEFAULT_CSS = "Preview { height: 1; background: $panel; color: $foreground; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
 
-class MainScreen(Screen):
+class MainScreen(PollingScreen, Screen):
     """The console's top level; ``q`` here quits."""
 
     DEFAULT_CSS = """
@@ -124,7 +125,6 @@ class MainScreen(Screen):
         self.summary: queries.Summary | None = None
         self._data_version: int | None = None
         self._last_mono = 0.0
-        self._poll_timer = None
         self._loaded: set[str] = set()
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
         self._counting: set[str] = set()
@@ -156,18 +156,8 @@ class MainScreen(Screen):
         self.table.focus()
         self.call_later(self._tick)
 
-    def on_screen_resume(self) -> None:
-        self._data_version = None  # something may have changed while covered: re-read
-
-    async def _tick(self) -> None:
-        try:
-            if self.is_current:
-                await self.refresh_data()
-        except Exception:  # never let a poll end the console
-            pass
-        finally:
-            if self.is_attached:
-                self._poll_timer = self.set_timer(self.wk.config.refresh, self._tick)
+    async def poll(self) -> None:
+        await self.refresh_data()
 
     async def refresh_data(self, *, force: bool = False) -> None:
         """Read what changed and render it. Marks the data stale on a ledger error."""
