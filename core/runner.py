@@ -28,12 +28,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import __version__, breaker, fanout, lifecycle, outcomes, retries, schedule, spawn, supervisor
+from core import (
+    __version__,
+    breaker,
+    fanout,
+    lifecycle,
+    outcomes,
+    retries,
+    schedule,
+    spawn,
+    supervisor,
+    sweep,
+)
 from core.capture import Capture
 from core.handoff import read_handoff
+from core.jobs import sync_jobs
 from core.ledger import Ledger, add_event
-from core.lifecycle import LIVE, State
+from core.lifecycle import State
 from core.process import create_time, find_escaped, kill_escaped, signal_group
+from core.reload import watch_specs
 from core.settings import Settings
 from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
 from core.watchdog import Watchdog
@@ -183,10 +196,6 @@ class Runner:
 
     def _reconcile(self) -> None:
         try:
-            from core import sweep
-        except ImportError:
-            return
-        try:
             settled = sweep.reconcile_startup(self.ledger, self.settings, runner_id=self.id)
         except Exception:
             log.exception("startup reconciliation failed; the periodic sweep will retry")
@@ -207,44 +216,17 @@ class Runner:
             result = load_dir(self.spec_dir, prefer={n: lj.source for n, lj in self.jobs.items()})
         for err in result.errors:
             log.warning("spec error: %s", err)
-        if self.jobs and not self.spec_dir.is_dir():
+        if self.jobs and result.folder_missing:
             self.ledger.write(lambda conn: [add_event(
                 conn, actor=self.actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
                 for err in result.errors])
             return
-        try:
-            from core.jobs import sync_jobs
-        except ImportError:
-            sync_jobs = None
-        if sync_jobs is not None:
-            sync_jobs(self.ledger, result, actor=self.actor)
-        else:
-            self._sync_jobs_minimal(result)
+        sync_jobs(self.ledger, result, actor=self.actor)
         new = dict(result.jobs)
         for name, old in self.jobs.items():
             if name not in new and old.source in result.bad_files:
                 new[name] = old
         self.jobs = new
-
-    def _sync_jobs_minimal(self, result: LoadResult) -> None:
-        from core.specs import spec_json
-        now = time.time()
-
-        def tx(conn: sqlite3.Connection) -> None:
-            for name, lj in result.jobs.items():
-                s = lj.spec
-                conn.execute(
-                    "INSERT INTO jobs (name, kind, spec, spec_hash, source, source_line, schedule_text, owner,"
-                    " intent, enabled, updated_at) VALUES (?,?,?,?,?,?,?,?,?,1,?) ON CONFLICT(name) DO UPDATE SET"
-                    " kind=excluded.kind, spec=excluded.spec, spec_hash=excluded.spec_hash, source=excluded.source,"
-                    " source_line=excluded.source_line, schedule_text=excluded.schedule_text, owner=excluded.owner,"
-                    " intent=excluded.intent, enabled=1, updated_at=excluded.updated_at",
-                    (name, s.kind, spec_json(s), s.spec_hash(), lj.source, lj.line, s.schedule_text(), s.owner,
-                     s.intent, now))
-            for err in result.errors:
-                add_event(conn, actor=self.actor, kind="spec_error", job=err.job, reason=str(err),
-                          detail=err.to_dict())
-        self.ledger.write(tx)
 
     # -- scheduling ---------------------------------------------------------------------
     async def _scheduler_loop(self) -> None:
@@ -733,12 +715,10 @@ class Runner:
                       detail={"exit_code": exit_code, "signal": sig, "expected_state": expected})
             return state
         self.ledger.write(tx)
-        note = getattr(supervisor, "note_late_result", None)
-        if note is not None:
-            try:
-                note(self.ledger, run["id"], settings=self.settings)
-            except Exception:
-                log.exception("note_late_result failed for run %s", run["id"])
+        try:
+            supervisor.note_late_result(self.ledger, run["id"], settings=self.settings)
+        except Exception:
+            log.exception("note_late_result failed for run %s", run["id"])
 
     def _thread_ledger(self) -> Ledger:
         led = getattr(self._thread_local, "ledger", None)
@@ -777,13 +757,13 @@ class Runner:
             log.exception("judging run %s failed", run_id)
 
     def _finished(self, run_id: int) -> None:
-        self._record_breaker(run_id)
-        if self.on_finished is None:
-            return
         row = self.ledger.one(
             "SELECT r.id, r.job, r.task, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
             " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,))
         if row is None:
+            return
+        self._record_breaker(run_id, row)
+        if self.on_finished is None:
             return
         try:
             name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
@@ -792,9 +772,12 @@ class Runner:
         except Exception:
             log.exception("on_finished callback failed")
 
-    def _record_breaker(self, run_id: int) -> None:
-        row = self.ledger.one("SELECT job, state, task FROM runs WHERE id = ?", (run_id,))
-        if row is None or row["task"] or row["state"] not in {s.value for s in lifecycle.TERMINAL}:
+    def _record_breaker(self, run_id: int, row: Any = None) -> None:
+        """Move the job's breaker after run ``run_id`` ended (``row``: its ``runs`` row, when
+        the caller already read it)."""
+        if row is None:
+            row = self.ledger.one("SELECT job, state, task FROM runs WHERE id = ?", (run_id,))
+        if row is None or row["task"] or row["state"] not in lifecycle.TERMINAL:
             return
         lj = self.jobs.get(row["job"])
         if lj is None:
@@ -816,16 +799,15 @@ class Runner:
 
     # -- heartbeat, sweep, reload -------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
-        periodic = getattr(supervisor, "periodic", None)
         busy = False
         while True:
             try:
                 self.heartbeat()
             except Exception:
                 log.exception("heartbeat failed; retrying next beat")
-            if periodic is not None and not busy:
+            if not busy:  # one periodic pass at a time; a slow delivery never piles up
                 busy = True
-                task = asyncio.create_task(asyncio.to_thread(self._periodic, periodic))
+                task = asyncio.create_task(asyncio.to_thread(self._periodic))
                 self._bg.add(task)
 
                 def _done(t: asyncio.Task[Any]) -> None:
@@ -835,9 +817,9 @@ class Runner:
                 task.add_done_callback(_done)
             await asyncio.sleep(self.settings.heartbeat)
 
-    def _periodic(self, fn: Callable[..., Any]) -> None:
+    def _periodic(self) -> None:
         try:
-            fn(self._thread_ledger(), self.settings)
+            supervisor.periodic(self._thread_ledger(), self.settings)
         except Exception:
             log.exception("supervisor.periodic failed")
 
@@ -853,10 +835,6 @@ class Runner:
         self.ledger.write(tx)
 
     async def _sweep_loop(self) -> None:
-        try:
-            from core import sweep
-        except ImportError:
-            return
         sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
         while True:
             await asyncio.sleep(self.settings.sweep_interval)
@@ -865,7 +843,7 @@ class Runner:
             except Exception:
                 log.exception("sweep pass failed; retrying next pass")
                 continue
-            for run_id in getattr(report, "orphaned", []) or []:
+            for run_id in report.orphaned:
                 self._judge(run_id)
                 self._record_breaker(run_id)
 
@@ -873,10 +851,6 @@ class Runner:
         return sweeper.sweep_once(self._thread_ledger())
 
     async def _reload_loop(self) -> None:
-        try:
-            from core.reload import watch_specs
-        except ImportError:
-            return
         try:
             await watch_specs(self.spec_dir, self._load_specs, self._stop)
         except Exception:
@@ -909,10 +883,6 @@ class Runner:
         led = getattr(self._thread_local, "ledger", None)
         if led is not None:
             led.close()
-
-
-def live_states() -> frozenset[str]:
-    return frozenset(s.value for s in LIVE)
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:

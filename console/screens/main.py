@@ -25,7 +25,7 @@ from console.widgets.cells import SEVERITY
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
-from core import queries
+from core import escalations, queries
 from core.results import ActionResult
 
 if TYPE_CHECKING:
@@ -412,12 +412,6 @@ class MainScreen(PollingScreen, Screen):
         if self._refuse_read_only() or self._refuse_changed_row():
             return
         rows = self.table.selection()
-        try:
-            from core import escalations
-        except ImportError:
-            self.notify("escalation actions are not available (core.escalations missing)", severity="error",
-                        markup=False)
-            return
         op = self.wk.config.operator
         ids = [int(r["id"]) for r in rows]
 
