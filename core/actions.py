@@ -20,12 +20,12 @@ from core import outcomes
 from core.clock import iso
 from core.ledger import Ledger, add_event
 from core.lifecycle import NON_TERMINAL, TERMINAL, State, apply
+from core.liveness import process_alive
 from core.results import ActionResult
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
 #: pid create times are stored as floats from psutil; allow for rounding on the way.
-_CREATE_TIME_SLACK_S = 0.01
 
 
 def _actor(operator: str) -> str:
@@ -86,17 +86,13 @@ def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = Non
 
 
 def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None:
-    """The process ``pid`` if it still exists *and* is the one we started (same create time)."""
-    if not pid or create_time is None:
+    """The process ``pid`` if it still exists *and* is the one we started (same create time,
+    per ``core.liveness.process_alive``: a reused pid is someone else's process)."""
+    if create_time is None or not process_alive(pid, create_time):
         return None
     try:
-        proc = psutil.Process(pid)
-        if abs(proc.create_time() - create_time) > _CREATE_TIME_SLACK_S:
-            return None  # the pid was reused by an unrelated process
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
         return None
 
 

@@ -47,14 +47,6 @@ def hostname() -> str:
     return socket.gethostname()
 
 
-def create_time(pid: int) -> float | None:
-    """Create time of ``pid`` as Unix seconds (UTC, float), or None if it does not exist."""
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ValueError):
-        return None
-
-
 def process_alive(pid: int | None, pid_create_time: float | None) -> bool:
     """True when a non-zombie process with this pid exists and started at ``pid_create_time``
     (Unix seconds, within ``CREATE_TIME_TOLERANCE_S``).

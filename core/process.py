@@ -16,36 +16,8 @@ def create_time(pid: int) -> float | None:
     """
     try:
         return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError, ValueError):
         return None
-
-
-def is_same_process(pid: int | None, created: float | None) -> bool:
-    """True when ``pid`` exists and is the process recorded at ``created`` (a reused pid is
-    a different process). Zombies count as not alive."""
-    if not pid:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        if created is not None and abs(proc.create_time() - created) > 0.01:
-            return False
-        return True
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-        return False
-
-
-def group_members(pgid: int) -> list[int]:
-    """Pids currently in process group ``pgid`` (zombies excluded)."""
-    out = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc.pid)
-        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError, psutil.AccessDenied):
-            continue
-    return out
 
 
 def signal_group(pgid: int | None, sig: int) -> bool:
