@@ -61,6 +61,8 @@ NON_TERMINAL: frozenset[State] = frozenset({Q}) | LIVE
 #: Terminal states that count as a failed attempt (may be retried per policy).
 FAILED_STATES: frozenset[State] = frozenset({State.FAILED, State.TIMED_OUT, State.ORPHANED})
 
+_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # UPDATE … RETURNING
+
 #: Columns a transition may set alongside ``state`` (anything else is a programming error).
 SETTABLE = frozenset({
     "spawned_at", "started_at", "ended_at", "pid", "pid_create_time", "pgid", "runner_id",
@@ -113,11 +115,16 @@ def apply(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: str, 
         fields.setdefault("reason", reason)
     cols = ["state = ?", "updated_at = ?"] + [f"{k} = ?" for k in fields]
     params = [str(to_state), ts, *fields.values(), run_id, str(from_state), attempt]
-    cur = conn.execute(
-        f"UPDATE runs SET {', '.join(cols)} WHERE id = ? AND state = ? AND attempt = ?", params)
-    if cur.rowcount != 1:
-        return False
-    job = conn.execute("SELECT job FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    sql = f"UPDATE runs SET {', '.join(cols)} WHERE id = ? AND state = ? AND attempt = ?"
+    if _HAS_RETURNING:  # one statement instead of two on the busiest write path
+        won = conn.execute(sql + " RETURNING job", params).fetchone()
+        if won is None:
+            return False
+        job = won[0]
+    else:
+        if conn.execute(sql, params).rowcount != 1:
+            return False
+        job = conn.execute("SELECT job FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     add_event(conn, actor=actor, kind="transition", run_id=run_id, job=job, attempt=attempt,
               from_state=str(from_state), to_state=str(to_state), reason=reason, detail=detail, at=ts)
     return True
