@@ -39,7 +39,7 @@ def make_app(path: Path, **kw) -> WatchkeeperApp:
     return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, **kw))
 
 
-async def until(pilot, cond, timeout: float = 5.0) -> None:
+async def until(pilot, cond, timeout: float = 15.0) -> None:
     """Let the app run until ``cond()`` holds (fails the test after ``timeout`` seconds)."""
     deadline = time.monotonic() + timeout
     while not cond():

@@ -128,6 +128,7 @@ class MainScreen(PollingScreen, Screen):
         self._loaded: set[str] = set()
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
         self._counting: set[str] = set()
+        self._changes = 0  # how many polls saw the ledger change; a count begun before one is stale
         self.polls = 0  # completed polls, for tests waiting on a live update
         # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
         self._back_to_jobs: tuple[int, str] | None = None
@@ -187,6 +188,8 @@ class MainScreen(PollingScreen, Screen):
             self._render_bars()
             return
         changed = dv != seen
+        if changed:
+            self._changes += 1
         self.stale_since = None
         self._data_version = dv
         if summary is not None:
@@ -213,6 +216,7 @@ class MainScreen(PollingScreen, Screen):
 
     async def _count(self, table: PagedTable, flt: queries.Filter | None) -> None:
         now = self.wk.now()
+        changes = self._changes
         try:
             n = await self.wk.counter.call(lambda ledger: queries.count_rows(ledger, table.VIEW, now=now, flt=flt))
         except Exception:
@@ -220,9 +224,18 @@ class MainScreen(PollingScreen, Screen):
         finally:
             self._counting.discard(table.VIEW)
             self._counted[table.VIEW] = time.monotonic()
-        if table.flt is flt:
-            table.set_total(n)
+        if table.flt is not flt:
+            return
+        if changes != self._changes:
+            # Rows arrived while counting: the window already shifted the total, and this
+            # count may predate them. Keep the larger figure as an estimate and count again
+            # rather than pin a stale figure as exact.
+            table.set_total(max(n, table.total), exact=False)
             self._render_bars()
+            self._maybe_count(table, force=True, changed=True)
+            return
+        table.set_total(n)
+        self._render_bars()
 
     def _render_bars(self) -> None:
         self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=self.paused,
