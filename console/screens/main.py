@@ -354,12 +354,10 @@ class MainScreen(PollingScreen, Screen):
             table.reset()
         self._loaded.clear()
         self._counted.clear()
+        # Whichever read lands first (this switch's or the live poll's) places the cursor.
+        self.query_one("#jobs", PagedTable).restore = row
         await self.action_view("jobs")
-        jobs = self.table
-        if jobs.VIEW == "jobs" and jobs.total:
-            jobs.touched = True
-            jobs.move_cursor(row)
-            self._render_bars()
+        self._render_bars()
 
     async def action_quit(self) -> None:
         await self.app.action_quit()

@@ -121,6 +121,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.cursor_row = 0
         self.touched = False  # the operator moved the cursor since the view (re)loaded
         self.pinned: int | None = None  # hold the cursor at this row while an action re-sorts
+        self.restore: int | None = None  # put the cursor here when the next rows arrive (back navigation)
         self.marked: dict[str, dict[str, Any]] = {}
         self.now = 0.0
         self.flt: Filter | None = None
@@ -223,7 +224,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.rows_data, self.window_start, self.more = [], 0, False
         self.total, self.total_exact, self.cursor_row = 0, True, 0
         self.loaded_once = False
-        self.touched = False
+        self.touched, self.restore = False, None
         self.scroll_to(y=0, animate=False, immediate=True)
         self._update_virtual_size()
         self._invalidate()
@@ -266,7 +267,9 @@ class PagedTable(ScrollView, can_focus=True):
             self.total, self.total_exact = start + len(rows), True
         self.loaded_once = True
         self._update_virtual_size()
-        if self.pinned is not None:
+        if self.restore is not None and rows:
+            target, self.restore, self.touched = self.restore, None, True
+        elif self.pinned is not None:
             target = self.pinned  # an action re-sorted the rows: the next one takes this place
         elif not self.touched:
             target = 0  # never moved: stay on the top row while rows arrive
