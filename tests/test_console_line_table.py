@@ -131,3 +131,20 @@ async def test_marks_survive_scrolling_and_escape_clears_them(big):
         assert [str(r["id"]) for r in table.selection()] == list(marked)
         await pilot.press("escape")
         assert not table.marked
+
+
+async def test_bottom_key_before_the_count_lands_follows_the_count_to_the_last_row(big):
+    app = make_app(big)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen, table = await outcomes(pilot)
+        await until(pilot, lambda: table.total_exact)
+        table.set_total(200, exact=False)  # as just after a load, before the count thread answers
+        await pilot.press("G")
+        assert table.cursor_row == 199
+        table.set_total(RUNS)  # the count lands
+        await until(pilot, lambda: table.current() is not None and table.cursor_row == RUNS - 1)
+        assert table.current()["id"] == 1
+        table.set_total(RUNS, exact=False)
+        await pilot.press("G", "k")  # moving away cancels the pending jump
+        table.set_total(RUNS)
+        assert table.cursor_row == RUNS - 2

@@ -61,7 +61,7 @@ timeout = "1.5s"
     # siblings ran in parallel: the good one finished long before the hanging one was killed
     assert kids["good"]["ended_at"] < kids["hang"]["ended_at"]
     # the supervisor pages once, on the parent, naming what is missing; sub-tasks stay silent
-    wait_for(lambda: query(s.ledger, "SELECT 1 FROM escalations"), timeout=5)
+    wait_for(lambda: query(s.ledger, "SELECT 1 FROM escalations"), timeout=15)
     esc = query(s.ledger, "SELECT * FROM escalations")
     assert [(e["kind"], e["latest_run_id"]) for e in esc] == [("partial", parent["id"])]
     assert "crash" in esc[0]["reason"] and "hang" in esc[0]["reason"]

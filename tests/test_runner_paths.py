@@ -68,7 +68,7 @@ grace = "1s"
 ''', "forky")
     r = runs[0]
     assert r["state"] == "timed_out"
-    wait_for(lambda: len(pids.read_text().split()) >= 4 if pids.exists() else False, timeout=5)
+    wait_for(lambda: len(pids.read_text().split()) >= 4 if pids.exists() else False, timeout=15)
     children = [int(p) for p in pids.read_text().split()]
     assert len(children) == 4
     time.sleep(0.3)

@@ -122,6 +122,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.touched = False  # the operator moved the cursor since the view (re)loaded
         self.pinned: int | None = None  # hold the cursor at this row while an action re-sorts
         self.restore: int | None = None  # put the cursor here when the next rows arrive (back navigation)
+        self.want_bottom = False  # G pressed before the row count was known: go there when it is
         self.marked: dict[str, dict[str, Any]] = {}
         self.now = 0.0
         self.flt: Filter | None = None
@@ -215,7 +216,10 @@ class PagedTable(ScrollView, can_focus=True):
         self.total = max(0, total)
         self.total_exact = exact
         self._update_virtual_size()
-        if self.cursor_row >= self.total:
+        if exact and self.want_bottom:
+            self.want_bottom = False
+            self.move_cursor(self.total - 1)
+        elif self.cursor_row >= self.total:
             self.move_cursor(self.total - 1)
         self._invalidate()
 
@@ -224,7 +228,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.rows_data, self.window_start, self.more = [], 0, False
         self.total, self.total_exact, self.cursor_row = 0, True, 0
         self.loaded_once = False
-        self.touched, self.restore = False, None
+        self.touched, self.restore, self.want_bottom = False, None, False
         self.scroll_to(y=0, animate=False, immediate=True)
         self._update_virtual_size()
         self._invalidate()
@@ -269,6 +273,8 @@ class PagedTable(ScrollView, can_focus=True):
         self._update_virtual_size()
         if self.restore is not None and rows:
             target, self.restore, self.touched = self.restore, None, True
+        elif self.want_bottom and self.total_exact:
+            target, self.want_bottom = self.total - 1, False
         elif self.pinned is not None:
             target = self.pinned  # an action re-sorted the rows: the next one takes this place
         elif not self.touched:
@@ -344,22 +350,24 @@ class PagedTable(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor_row - h + 1, animate=False, immediate=True)
 
     def action_cursor(self, step: int) -> None:
-        self.touched = True
+        self.touched, self.want_bottom = True, False
         self.changed_under_cursor_at = -1e9
         self.move_cursor(self.cursor_row + step)
 
     def action_page(self, direction: int) -> None:
-        self.touched = True
+        self.touched, self.want_bottom = True, False
         h = self.page_height
         self.scroll_to(y=max(0, self.scroll_y + direction * h), animate=False, immediate=True)
         self.move_cursor(self.cursor_row + direction * h)
 
     def action_scroll_top(self) -> None:
-        self.touched = True
+        self.touched, self.want_bottom = True, False
         self.move_cursor(0)
 
     def action_scroll_bottom(self) -> None:
         self.touched = True
+        # Until the count lands the total is a lower bound; the cursor follows it there.
+        self.want_bottom = not self.total_exact
         self.move_cursor(self.total - 1)
 
     def action_select(self) -> None:
@@ -373,7 +381,7 @@ class PagedTable(ScrollView, can_focus=True):
         row = int(self.scroll_y) + offset.y - 1
         if row >= self.total:
             return
-        self.touched = True
+        self.touched, self.want_bottom = True, False
         if row == self.cursor_row or event.chain > 1:
             self.move_cursor(row, scroll=False)
             self.action_select()
