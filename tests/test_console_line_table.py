@@ -148,3 +148,21 @@ async def test_bottom_key_before_the_count_lands_follows_the_count_to_the_last_r
         await pilot.press("G", "k")  # moving away cancels the pending jump
         table.set_total(RUNS)
         assert table.cursor_row == RUNS - 2
+
+
+async def test_a_slow_count_survives_the_live_polls_that_run_meanwhile(big, monkeypatch):
+    """The count thread may take longer than several polls (1M rows); its answer must still
+    size the table, and G pressed meanwhile must land on the last row."""
+    from core import queries
+    real = queries.count_rows
+
+    def slow_count(*a, **kw):
+        time.sleep(0.5)  # ten polls at refresh=0.05
+        return real(*a, **kw)
+    monkeypatch.setattr(queries, "count_rows", slow_count)
+    app = make_app(big)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen, table = await outcomes(pilot)
+        await pilot.press("G")
+        await until(pilot, lambda: table.total_exact and table.total == RUNS)
+        await until(pilot, lambda: table.current() is not None and table.cursor_row == RUNS - 1)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 IDLE_REFRESH_S = 5.0
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
 COUNT_EVERY_S = 5.0
+RECOUNT_AFTER_S = 1.0  # a count overtaken by new rows is redone after this
 
 
 class ViewBar(Static):
@@ -165,6 +166,8 @@ class MainScreen(PollingScreen, Screen):
         now = self.wk.now()
         table = self.table
         flt = queries.parse_filter(self.filter_text)
+        if flt == table.flt:
+            flt = table.flt  # same filter, same object: reads begun under it still apply
         table.flt = flt
         seen = self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
@@ -219,20 +222,22 @@ class MainScreen(PollingScreen, Screen):
         changes = self._changes
         try:
             n = await self.wk.counter.call(lambda ledger: queries.count_rows(ledger, table.VIEW, now=now, flt=flt))
-        except Exception:
+        except Exception:  # the poll shows the ledger trouble; the count is tried again
+            self.set_timer(RECOUNT_AFTER_S, lambda: self._maybe_count(table, force=True, changed=True))
             return
         finally:
             self._counting.discard(table.VIEW)
             self._counted[table.VIEW] = time.monotonic()
         if table.flt is not flt:
+            self._maybe_count(table, force=True, changed=True)  # the filter changed meanwhile
             return
         if changes != self._changes:
             # Rows arrived while counting: the window already shifted the total, and this
             # count may predate them. Keep the larger figure as an estimate and count again
-            # rather than pin a stale figure as exact.
+            # shortly rather than pin a stale figure as exact.
             table.set_total(max(n, table.total), exact=False)
             self._render_bars()
-            self._maybe_count(table, force=True, changed=True)
+            self.set_timer(RECOUNT_AFTER_S, lambda: self._maybe_count(table, force=True, changed=True))
             return
         table.set_total(n)
         self._render_bars()
