@@ -7,6 +7,7 @@ seconds (float); sizes are bytes.
 
 from __future__ import annotations
 
+import contextvars
 import getpass
 import os
 import tomllib
@@ -14,9 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 CONFIG_NAME = "watchkeeper.toml"
+# The settings file's values while ``load_settings`` builds a Settings: a source of their own,
+# so that precedence is flags (init kwargs) > environment > file.
+_FILE_DATA: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("watchkeeper_file_settings",
+                                                                                    default=None)
 
 
 def _default_operator() -> str:
@@ -68,7 +73,9 @@ class JudgeSettings(BaseModel):
 class Settings(BaseSettings):
     """Validated runner-wide settings. See README "Settings" for the table of defaults."""
 
-    model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", env_nested_delimiter="__", extra="forbid")
+    # An empty variable (``WATCHKEEPER_LEDGER=``) means unset, not "the current folder".
+    model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", env_nested_delimiter="__", extra="forbid",
+                                      env_ignore_empty=True)
 
     ledger: Path = Field(Path("watchkeeper.db"), description="Ledger file (SQLite).")
     artifacts: Path | None = Field(None, description="Per-run output folder; default: 'artifacts' beside the ledger.")
@@ -106,8 +113,8 @@ class Settings(BaseSettings):
                                    env_settings: PydanticBaseSettingsSource,
                                    dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource):
-        # Environment beats the file (which arrives as init kwargs).
-        return (env_settings, init_settings)
+        # Flags (init kwargs) beat the environment, which beats the file.
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=_FILE_DATA.get() or {}))
 
     @property
     def artifacts_dir(self) -> Path:
@@ -116,6 +123,17 @@ class Settings(BaseSettings):
 
 class SettingsError(ValueError):
     """Settings could not be loaded; the message names the file and field."""
+
+
+def _source_of(loc: str, flags: dict[str, Any], path: Path | None) -> str:
+    """Where a bad value came from, for the error message: flag, variable or file."""
+    top = loc.split(".")[0]
+    if top in flags:
+        return f"--{top.replace('_', '-')}"
+    for var in ("WATCHKEEPER_" + loc.replace(".", "__").upper(), "WATCHKEEPER_" + top.upper()):
+        if os.environ.get(var):
+            return var
+    return str(path) if path else "settings"
 
 
 def load_settings(spec_dir: str | os.PathLike[str] | None = None,
@@ -141,18 +159,18 @@ def load_settings(spec_dir: str | os.PathLike[str] | None = None,
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{path}: {exc}") from None
     clean = {k: v for k, v in overrides.items() if v is not None}
+    token = _FILE_DATA.set(data)
     try:
-        settings = Settings(**data)
-        if clean:
-            settings = Settings.model_validate({**settings.model_dump(exclude_unset=False), **clean})
+        settings = Settings(**clean)
     except ValidationError as exc:
-        where = str(path) if path else "settings"
         parts = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
             if not loc:  # a cross-field check: name the field its message is about
                 loc = "heartbeat" if "heartbeat" in err["msg"] else "(settings)"
             msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"{where}: field '{loc}': {msg}")
+            parts.append(f"{_source_of(loc, clean, path)}: field '{loc}': {msg}")
         raise SettingsError("\n".join(parts)) from None
+    finally:
+        _FILE_DATA.reset(token)
     return settings

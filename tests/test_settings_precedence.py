@@ -1,0 +1,47 @@
+"""Settings precedence: command-line flags > WATCHKEEPER_* environment > watchkeeper.toml."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli import cli
+from core.ledger import Ledger
+from core.settings import SettingsError, load_settings
+
+
+def test_flag_beats_environment_beats_file(tmp_path, monkeypatch):
+    (tmp_path / "watchkeeper.toml").write_text('ledger = "file.db"\nconcurrency = 3\nheartbeat = 2\n')
+    s = load_settings(tmp_path)
+    assert s.ledger.name == "file.db" and s.concurrency == 3
+    monkeypatch.setenv("WATCHKEEPER_LEDGER", str(tmp_path / "env.db"))
+    monkeypatch.setenv("WATCHKEEPER_CONCURRENCY", "5")
+    s = load_settings(tmp_path)
+    assert s.ledger.name == "env.db" and s.concurrency == 5 and s.heartbeat == 2
+    s = load_settings(tmp_path, ledger=str(tmp_path / "flag.db"), concurrency=None)
+    assert s.ledger.name == "flag.db" and s.concurrency == 5
+
+
+def test_empty_variable_is_unset_not_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("WATCHKEEPER_LEDGER", "")
+    assert load_settings(tmp_path).ledger.name == "watchkeeper.db"
+    assert load_settings(tmp_path, ledger=str(tmp_path / "x.db")).ledger.name == "x.db"
+
+
+def test_errors_name_where_the_bad_value_came_from(tmp_path, monkeypatch):
+    (tmp_path / "watchkeeper.toml").write_text("concurrency = 0\n")
+    with pytest.raises(SettingsError, match=r"watchkeeper.toml: field 'concurrency'"):
+        load_settings(tmp_path)
+    monkeypatch.setenv("WATCHKEEPER_CONCURRENCY", "-1")
+    with pytest.raises(SettingsError, match=r"WATCHKEEPER_CONCURRENCY: field 'concurrency'"):
+        load_settings(tmp_path)
+    with pytest.raises(SettingsError, match=r"--concurrency: field 'concurrency'"):
+        load_settings(tmp_path, concurrency=0)
+
+
+def test_cli_ledger_flag_wins_over_the_variable(tmp_path, monkeypatch):
+    Ledger(tmp_path / "env.db").close()  # a healthy ledger the variable points at
+    monkeypatch.setenv("WATCHKEEPER_LEDGER", str(tmp_path / "env.db"))
+    assert CliRunner().invoke(cli, ["doctor"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["doctor", "--ledger", "/dev/null"])
+    assert res.exit_code == 2, res.output  # it checked the flag's ledger, not the variable's
