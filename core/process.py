@@ -43,9 +43,11 @@ def signal_name(sig: int | None) -> str:
         return f"signal {sig}"
 
 
-def find_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
-    """Live processes started for run ``run_id`` that left its process group: they carry
-    ``WATCHKEEPER_RUN_ID=<run_id>`` in their environment (inherited) but another pgid.
+def find_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
+    """Live processes started for run ``run_id`` by runner ``runner_id`` that left its process
+    group: they carry ``WATCHKEEPER_RUN_ID=<run_id>`` and ``WATCHKEEPER_RUNNER_ID=<runner_id>``
+    in their environment (inherited) but another pgid. Both must match: run ids restart at 1
+    in every ledger, so another Watchkeeper's run 7 is not ours.
     Returns ``[{pid, cmd}]``. Scans every process: call it only on the rare path."""
     me = os.getpid()
     want = str(run_id)
@@ -54,7 +56,8 @@ def find_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[s
         try:
             if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get("WATCHKEEPER_RUN_ID") != want:
+            env = proc.environ()
+            if env.get("WATCHKEEPER_RUN_ID") != want or env.get("WATCHKEEPER_RUNNER_ID") != runner_id:
                 continue
             if exclude_pgid is not None and os.getpgid(proc.pid) == exclude_pgid:
                 continue
@@ -64,9 +67,9 @@ def find_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[s
     return found
 
 
-def kill_escaped(run_id: int, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
+def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
     """SIGKILL every process ``find_escaped`` finds (and their own groups); returns them."""
-    found = find_escaped(run_id, exclude_pgid=exclude_pgid)
+    found = find_escaped(run_id, runner_id, exclude_pgid=exclude_pgid)
     for item in found:
         pid = int(item["pid"])  # type: ignore[arg-type]
         try:

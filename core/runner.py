@@ -419,6 +419,7 @@ class Runner:
         env.update(spec.env)
         env.update({
             "WATCHKEEPER_RUN_ID": str(run["id"]),
+            "WATCHKEEPER_RUNNER_ID": self.id,
             "WATCHKEEPER_ATTEMPT": str(run["attempt"]),
             "WATCHKEEPER_HANDOFF": str(handoff),
             "WATCHKEEPER_JOB": spec.name,
@@ -491,14 +492,14 @@ class Runner:
             # The leader is gone; whatever of its group ignored SIGTERM goes now, and so does
             # anything it started that left the group (setsid, setpgid) but carries its run id.
             signal_group(proc.pid, signal.SIGKILL)
-            escaped = kill_escaped(run_id, exclude_pgid=proc.pid)
+            escaped = kill_escaped(run_id, self.id, exclude_pgid=proc.pid)
         # Drain what is left; a grandchild holding the pipe must not block us.
         done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
         signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         if pending:
             done2, pending = await asyncio.wait(pending, timeout=0.5)
             if pending and not escaped:
-                escaped = find_escaped(run_id, exclude_pgid=proc.pid)  # still holding our pipe: record who
+                escaped = find_escaped(run_id, self.id, exclude_pgid=proc.pid)  # still holding our pipe: record who
             for r in pending:
                 r.cancel()
         for c in (out, err):

@@ -143,3 +143,20 @@ def test_abandon_kill_is_not_escalated_as_late_result(tmp_path):
     # the runner in this same process reaped its own child: the real status, not a lost one
     assert json.loads(late[0]["detail"])["signal"] == 15
     assert not query(s.ledger, "SELECT 1 FROM escalations WHERE kind = 'late_result'")
+
+
+def test_escape_search_matches_the_runner_too_not_just_the_run_id():
+    """Run ids restart at 1 in every ledger: another Watchkeeper's run 7 is not ours to kill."""
+    import os
+    import subprocess
+
+    from core.process import find_escaped
+    env = {**os.environ, "WATCHKEEPER_RUN_ID": "987654", "WATCHKEEPER_RUNNER_ID": "other-host-1-abc"}
+    p = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+    try:
+        from tests.harness import wait_for
+        wait_for(lambda: find_escaped(987654, "other-host-1-abc"), timeout=10)
+        assert find_escaped(987654, "mine-host-2-def") == []
+    finally:
+        p.kill()
+        p.wait()
