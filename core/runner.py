@@ -451,12 +451,14 @@ class Runner:
         wall_budget = spec.budget.wall is not None and spec.budget.wall < timeout
         if wall_budget:
             timeout = spec.budget.wall
+        # Taken before the spawn: a fast job may have exited by the time spawn returns, and
+        # its duration must not come out negative.
+        started = time.time()
         try:
             proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=self._env_for(spec, run, handoff_path))
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
-        started = time.time()
         won = lifecycle.transition(
             self.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=self.actor,
             fields={"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
@@ -506,7 +508,7 @@ class Runner:
             c.close()
         proc.close()
         # When the process ended, not when the loop got round to it (a held ledger lock).
-        ended = min(time.time(), proc.exited_at or time.time())
+        ended = max(started, min(time.time(), proc.exited_at or time.time()))
         rc = proc.returncode
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None

@@ -268,3 +268,16 @@ once = true
     codes = [f["code"] for f in json.loads(o["handoff_findings"])]
     assert "capture_degraded" in codes
     assert o["stdout_bytes"] == len("still ran\n") and o["stdout_head"] == "still ran\n"
+
+
+def test_fast_jobs_never_get_a_negative_duration(tmp_path):
+    """``true`` can exit before spawn returns; the duration is measured from before the spawn."""
+    db, runs = _run_once(tmp_path, '''
+name = "blink"
+command = ["true"]
+every = "1s"
+concurrency = 1
+''', "blink", count=6, timeout=30)
+    durations = [r["duration_s"] for r in query(db, "SELECT duration_s FROM job_outcomes")]
+    assert durations and all(d is not None and d >= 0 for d in durations), durations
+    assert all(r["started_at"] <= r["ended_at"] for r in runs)
