@@ -2,8 +2,9 @@
 
 Job output, error messages, handoffs, judge reasons, run and job names may contain Rich or
 Textual markup, ANSI/VT escape sequences (CSI, OSC such as an OSC 52 clipboard write,
-``ESC c``), 8-bit C1 controls and invalid UTF-8. ``clean`` turns any of them into plain,
-printable text; ``text`` wraps the result in ``rich.text.Text`` so no rendering path parses
+``ESC c``), 8-bit C1 controls, invalid UTF-8 and invisible Unicode (bidi overrides,
+zero-width and tag characters, fillers, variation selectors). ``clean`` turns any of them
+into plain, printable text; ``text`` wraps the result in ``rich.text.Text`` so no rendering path parses
 it as markup. Every widget that shows such a string goes through here.
 """
 
@@ -20,9 +21,26 @@ _ESC_OTHER = re.compile(r"\x1b[ -/]*[0-~]?")
 # Remaining C0 controls except tab and newline, DEL, and the C1 block.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
-# Bidi overrides/isolates, zero-width and other format characters: they can make text read
-# differently from what it is (U+202E reverses a line), so they never reach the screen.
-_FORMAT = re.compile(r"[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
+# Bidi overrides/isolates, zero-width and other format characters, and everything else
+# Unicode says renders as nothing (Default_Ignorable_Code_Point): combining grapheme joiner
+# U+034F, the Hangul fillers U+115F U+1160 U+3164 U+FFA0, Khmer U+17B4 U+17B5, Mongolian
+# U+180B-U+180F, variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF, tag characters
+# U+E0000-U+E007F (the rest of U+E0000-U+E0FFF is reserved as ignorable too), shorthand and
+# musical format controls. They can make text read differently from what it is (U+202E
+# reverses a line), pass for blank names, or smuggle hidden data after a visible character,
+# so they never reach the screen. (A lone U+FE0F after an emoji goes too: the emoji still
+# shows, in text style.)
+_FORMAT = re.compile(
+    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
+def invisible(ch: str) -> bool:
+    """True for a character ``clean`` drops as invisible (format, bidi, filler, variation
+    selector, tag, …); for callers that show such characters escaped instead."""
+    return _FORMAT.fullmatch(ch) is not None
 
 
 def clean(value: object, *, keep_newlines: bool = True) -> str:

@@ -4,12 +4,18 @@ Workers hand back evidence, never authority. The file is read after the worker e
 without following symlinks or blocking on FIFOs, capped in size, stored verbatim and then
 validated. Every problem (missing, oversized, invalid UTF-8, NUL bytes, invalid JSON, too
 deeply nested, wrong types) becomes a *finding* ``{code, message}``, never an exception.
+
+Only standard JSON is accepted: ``NaN``/``Infinity`` literals and numbers too large for a
+float (``1e999``) are ``invalid_json``, and numeric fields refuse ``"inf"``/``"nan"``
+strings, so the validated handoff always serialises back to strict JSON (SQLite's JSON
+functions and other parsers reject ``Infinity``).
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -22,7 +28,7 @@ RAW_KEEP_OVERSIZED = 64 * 1024  # bytes of an oversized handoff kept as evidence
 
 
 class CommandRecord(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     cmd: str
     exit_code: int | None = None
 
@@ -30,7 +36,7 @@ class CommandRecord(BaseModel):
 class Handoff(BaseModel):
     """Validated handoff. Unknown extra keys are kept (workers may add their own)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     status: Literal["success", "failed", "partial"]
     result: Any = None
     confidence: float | None = Field(None, ge=0, le=1)
@@ -62,6 +68,27 @@ class HandoffRead:
 
     def add(self, code: str, message: str) -> None:
         self.findings.append({"code": code, "message": message})
+
+
+class _NonFinite(ValueError):
+    """A number standard JSON cannot hold: a NaN/Infinity literal or one that overflows."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(f"non-standard constant {name} (NaN and Infinity are not JSON)")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        shown = literal if len(literal) <= 40 else literal[:37] + "..."
+        raise _NonFinite(f"number {shown} is out of range (not a finite number)")
+    return value
+
+
+def _loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses what is not standard JSON (NaN, Infinity, 1e999)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _depth(obj: Any, limit: int) -> int:
@@ -139,7 +166,7 @@ def read_handoff(path: str | os.PathLike[str], max_bytes: int = 1024 * 1024) -> 
         out.add("invalid_utf8", f"handoff is not valid UTF-8 (byte {exc.start})")
         return out
     try:
-        obj = json.loads(text)
+        obj = _loads_strict(text)
     except RecursionError:
         out.add("too_deep", f"handoff nesting exceeds {MAX_DEPTH} levels")
         return out
