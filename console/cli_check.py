@@ -16,7 +16,7 @@ from console.cli_common import EXIT_NOT_FOUND, describe_ledger_error, fail
 from core.jobs import recent_spec_errors
 from core.ledger import Ledger, LedgerError
 from core.schedule import next_fire, once_slot
-from core.settings import CONFIG_NAME, SettingsError, load_settings
+from core.settings import SettingsError, load_settings
 from core.specs import LoadedJob, load_dir
 
 
@@ -75,13 +75,13 @@ def register(group: click.Group) -> None:
             fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
         result = load_dir(spec_dir)
         errors = [e.to_dict() for e in result.errors]
-        if (spec_dir / CONFIG_NAME).exists():
-            try:
-                load_settings(spec_dir)
-            except SettingsError as exc:
-                for line in str(exc).splitlines():
-                    errors.append({"file": str(spec_dir / CONFIG_NAME), "line": None, "job": None,
-                                   "field": None, "message": line, "text": line})
+        try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
+            load_settings(spec_dir)
+        except SettingsError as exc:
+            for line in str(exc).splitlines():
+                where = line.split(": ", 1)[0]  # the file, the variable or the flag
+                errors.append({"file": where, "line": None, "job": None,
+                               "field": None, "message": line, "text": line})
         now = time.time()
         jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
                  "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from core.specs import Duration
+
 CONFIG_NAME = "watchkeeper.toml"
 # The settings file's values while ``load_settings`` builds a Settings: a source of their own,
 # so that precedence is flags (init kwargs) > environment > file.
@@ -80,18 +82,18 @@ class Settings(BaseSettings):
     ledger: Path = Field(Path("watchkeeper.db"), description="Ledger file (SQLite).")
     artifacts: Path | None = Field(None, description="Per-run output folder; default: 'artifacts' beside the ledger.")
     concurrency: int = Field(8, ge=1, description="Global limit of runs executing at once.")
-    heartbeat: float = Field(5.0, gt=0, description="Seconds between runner heartbeats (lease renewals).")
-    lease: float = Field(30.0, gt=0, description="Seconds a run's lease lasts without renewal.")
-    sweep_interval: float = Field(5.0, gt=0, description="Seconds between orphan-sweep passes in the runner.")
-    start_timeout: float = Field(30.0, gt=0, description="Seconds a run may stay 'spawned' before it is settled.")
-    shutdown_grace: float = Field(10.0, ge=0, description="Seconds running jobs get after SIGINT/SIGTERM to the runner.")
+    heartbeat: Duration = Field(5.0, gt=0, description="Seconds between runner heartbeats (lease renewals).")
+    lease: Duration = Field(30.0, gt=0, description="Seconds a run's lease lasts without renewal.")
+    sweep_interval: Duration = Field(5.0, gt=0, description="Seconds between orphan-sweep passes in the runner.")
+    start_timeout: Duration = Field(30.0, gt=0, description="Seconds a run may stay 'spawned' before it is settled.")
+    shutdown_grace: Duration = Field(10.0, ge=0, description="Seconds running jobs get after SIGINT/SIGTERM to the runner.")
     output_cap: int = Field(1024 * 1024, ge=4096, description="Bytes of output kept per stream (head + tail).")
     handoff_max: int = Field(1024 * 1024, ge=1024, description="Largest handoff file read, bytes.")
     operator: str = Field(default_factory=_default_operator, description="Name recorded on operator actions.")
     judge: JudgeSettings = Field(default_factory=JudgeSettings, description="Claude judge settings.")
     notify: list[CommandSink | WebhookSink] = Field(default_factory=list, description="Notification sinks.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
-    refresh: float = Field(0.25, gt=0, description="Console poll interval, seconds.")
+    refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
 
     @field_validator("ledger", "artifacts")
     @classmethod

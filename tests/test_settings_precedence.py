@@ -45,3 +45,18 @@ def test_cli_ledger_flag_wins_over_the_variable(tmp_path, monkeypatch):
     assert CliRunner().invoke(cli, ["doctor"]).exit_code == 0
     res = CliRunner().invoke(cli, ["doctor", "--ledger", "/dev/null"])
     assert res.exit_code == 2, res.output  # it checked the flag's ledger, not the variable's
+
+
+def test_settings_durations_take_the_same_words_as_job_specs(tmp_path):
+    (tmp_path / "watchkeeper.toml").write_text('heartbeat = "2s"\nlease = "1m"\nsweep_interval = 1.5\n')
+    s = load_settings(tmp_path)
+    assert (s.heartbeat, s.lease, s.sweep_interval) == (2.0, 60.0, 1.5)
+
+
+def test_check_judges_settings_from_the_environment_as_run_will(tmp_path, monkeypatch):
+    (tmp_path / "ok.toml").write_text('name = "ok"\ncommand = "true"\nevery = "1m"\n')
+    assert CliRunner().invoke(cli, ["check", str(tmp_path)]).exit_code == 0
+    monkeypatch.setenv("WATCHKEEPER_HEARTBEAT", "20")
+    res = CliRunner().invoke(cli, ["check", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert "WATCHKEEPER_HEARTBEAT" in res.output and "heartbeat" in res.output
