@@ -20,6 +20,7 @@ from console.cli_common import (
     DURATION,
     EXIT_CONFIG,
     EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
     ID,
     POSITIVE_DURATION,
     fail,
@@ -115,7 +116,7 @@ def register(group: click.Group) -> None:
     def _finish(res: Any) -> None:
         click.echo(res.message, err=not res.ok)
         if not res.ok:
-            raise SystemExit(EXIT_LOST)
+            raise SystemExit(EXIT_NOT_FOUND if res.missing else EXIT_LOST)
 
     @group.command("ack")
     @click.argument("esc_id", type=ID)

@@ -177,7 +177,7 @@ def _act(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str,
     def tx(conn: sqlite3.Connection) -> ActionResult:
         esc = _get(conn, esc_id)
         if esc is None:
-            return ActionResult(False, f"no escalation {esc_id}", esc_id)
+            return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)
         if esc["state"] not in allowed_from:
             if same_done(esc):
                 return ActionResult(True, f"escalation {esc_id} {_already(esc)} (you); nothing to do", esc_id)

@@ -60,3 +60,4 @@ def test_check_judges_settings_from_the_environment_as_run_will(tmp_path, monkey
     res = CliRunner().invoke(cli, ["check", str(tmp_path)])
     assert res.exit_code == 1, res.output
     assert "WATCHKEEPER_HEARTBEAT" in res.output and "heartbeat" in res.output
+
