@@ -80,7 +80,7 @@ class Settings(BaseSettings):
                                       env_ignore_empty=True)
 
     ledger: Path = Field(Path("watchkeeper.db"), description="Ledger file (SQLite).")
-    artifacts: Path | None = Field(None, description="Per-run output folder; default: 'artifacts' beside the ledger.")
+    artifacts: Path | None = Field(None, description="Per-run output folder; default: '<ledger name>-artifacts' beside the ledger.")
     concurrency: int = Field(8, ge=1, description="Global limit of runs executing at once.")
     heartbeat: Duration = Field(5.0, gt=0, description="Seconds between runner heartbeats (lease renewals).")
     lease: Duration = Field(30.0, gt=0, description="Seconds a run's lease lasts without renewal.")
@@ -120,7 +120,9 @@ class Settings(BaseSettings):
 
     @property
     def artifacts_dir(self) -> Path:
-        return self.artifacts if self.artifacts is not None else self.ledger.parent / "artifacts"
+        # Named after the ledger: two ledgers in one folder must not share run folders
+        # (run ids restart at 1 in each, and a handoff would land in the other's run).
+        return self.artifacts if self.artifacts is not None else self.ledger.parent / f"{self.ledger.stem}-artifacts"
 
 
 class SettingsError(ValueError):

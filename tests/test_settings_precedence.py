@@ -61,3 +61,10 @@ def test_check_judges_settings_from_the_environment_as_run_will(tmp_path, monkey
     assert res.exit_code == 1, res.output
     assert "WATCHKEEPER_HEARTBEAT" in res.output and "heartbeat" in res.output
 
+
+
+def test_two_ledgers_in_one_folder_get_their_own_artifacts(tmp_path):
+    a = load_settings(None, ledger=str(tmp_path / "a.db"))
+    b = load_settings(None, ledger=str(tmp_path / "b.db"))
+    assert a.artifacts_dir != b.artifacts_dir
+    assert a.artifacts_dir == tmp_path / "a-artifacts"
