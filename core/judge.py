@@ -19,6 +19,8 @@ timed_out / orphaned        same         critical    escalate (hard), or retry_p
 verification failed         verification_failed  critical  escalate (hard)
 blocked (handoff blockers)  blocked      warning     escalate (hard)
 abandoned                   abandoned    -           silent: an operator chose it
+queued run of a removed job job_removed  warning     escalate (hard): cancelled, never ran;
+                                                     a pending retry's failure would go unseen
 success, too slow / fast    slow / too_fast  warning escalate (soft)
 success, output ≠ expect    output_mismatch  warning escalate (soft)
 success, low confidence     low_confidence   warning escalate (soft)
@@ -41,7 +43,7 @@ from core.baseline import learn
 from core.specs import JobSpec
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
-                        "retries_exhausted", "late_result", "runner_gap"})
+                        "retries_exhausted", "late_result", "runner_gap", "job_removed"})
 SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"})
 NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
 SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
@@ -174,6 +176,10 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
     if case.late_result:
         return _hard("late_result", f"late result for run {case.run_id} after it was declared "
                                     f"{case.state}: {_failure_text(case)}", "warning")
+    if case.state == "abandoned" and case.reason == "job_removed":
+        earlier = f"; earlier attempts failed: {case.prior_failures}" if case.prior_failures else ""
+        return _hard("job_removed", f"attempt {case.attempt} was cancelled before it ran: job {case.job!r} is no "
+                                    f"longer defined in any spec (runs.reason=job_removed){earlier}", "warning")
     if case.state == "abandoned":
         return Verdict("abandoned", False, None, "abandoned by an operator", silent=True, anomalies=[])
 

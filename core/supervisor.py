@@ -378,6 +378,8 @@ def periodic(ledger: Ledger, settings: Any) -> None:
     and the next step still runs."""
     sinks = _sinks(settings)
     steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks)),
+             ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
+                                                              grace_s=getattr(settings, "lease", 30.0))),
              ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),
              ("deliver", lambda: notify.deliver_due(ledger, sinks, budget_s=DELIVERY_BUDGET_S)))
     for name, step in steps:
@@ -385,6 +387,32 @@ def periodic(ledger: Ledger, settings: Any) -> None:
             step()
         except Exception:
             log.exception("supervisor periodic step %s failed", name)
+
+
+def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: float = 30.0,
+                            now: float | None = None) -> list[int]:
+    """Queued runs (``runs.state = 'queued'``, top-level) of a job no spec defines any more
+    (``jobs.enabled = 0`` for at least ``grace_s`` seconds, so a runner restarting with a
+    moment-old folder does not trigger it) would wait forever — and a pending retry's failure
+    would never be reported. Each is moved queued → abandoned (reason ``job_removed``) with its
+    outcome in the same transaction, then judged: a ``job_removed`` warning escalation.
+    ``now`` is Unix seconds. Returns the run ids cancelled."""
+    now = time.time() if now is None else now
+    rows = ledger.query(
+        "SELECT r.id, r.attempt FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = 'queued'"
+        " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT 100",
+        (now - grace_s,))
+    done: list[int] = []
+    for row in rows:
+        run_id = row["id"]
+
+        def then(conn: sqlite3.Connection, run_id: int = run_id) -> None:
+            outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned", reason="job_removed")
+        if lifecycle.transition(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
+                                reason="job_removed", fields={"ended_at": now}, then=then):
+            done.append(run_id)
+            judge_run(ledger, run_id, settings=settings)
+    return done
 
 
 def report(ledger: Ledger, since: float) -> dict[str, Any]:
