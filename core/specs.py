@@ -3,11 +3,14 @@
 A file holds one job (top-level keys) or several ``[[job]]`` tables. Unknown fields are
 errors. Errors are reported as ``file:line: job 'x': field 'timeout': message``; the line
 comes from the TOML parser (syntax errors) or from a small source map of the file (field
-errors), and is omitted only when neither can tell.
+errors), and is omitted only when neither can tell. Every piece of that text (file, job
+name, field, message) is shown with control and bidi/format characters escaped
+(``safe_text``), so a hostile spec cannot drive the terminal that prints it.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -16,6 +19,7 @@ import re
 import shlex
 import stat
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import regex
 from cronsim import CronSim, CronSimError
 from pydantic import (
     BaseModel,
@@ -46,6 +51,32 @@ DURATION_LIMIT_MESSAGE = "must be a finite duration of at most 10 years"
 MIN_EVERY_S = 1.0
 #: Job files larger than this are refused before they are read.
 MAX_SPEC_FILE_BYTES = 1024 * 1024
+
+
+#: Characters never printed raw in error text: C0/C1 controls, DEL, format (bidi, zero
+#: width) and unpaired surrogates, and line/paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def safe_text(value: Any) -> str:
+    """``str(value)`` with unsafe characters escaped repr-style (``\\x1b``, ``\\u202e``).
+
+    For untrusted text going into an error message: a job name such as
+    ``"x\\u001b]0;PWNED\\u0007"`` must not retitle or recolour the operator's terminal.
+    Everything else, including backslashes, is kept as is.
+    """
+    text = str(value)
+    if text.isprintable():  # fast path; isprintable() is False for every unsafe category
+        return text
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
+                       else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def parse_duration(value: Any) -> float:
@@ -159,10 +190,11 @@ class Expect(_Strict):
     @field_validator("output")
     @classmethod
     def _regex(cls, v: str | None) -> str | None:
+        # The same engine as at match time (core.verify), so both accept the same syntax.
         if v is not None:
             try:
-                re.compile(v)
-            except re.error as exc:
+                regex.compile(v, regex.MULTILINE)
+            except (regex.error, RecursionError, OverflowError) as exc:
                 raise ValueError(f"invalid regex: {exc}") from None
         return v
 
@@ -366,13 +398,15 @@ class SpecError:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
+        # The fields keep the exact data; only the text is escaped (every part may come
+        # from the spec file, its name, or a message quoting either).
+        where = f"{safe_text(self.file)}:{self.line}" if self.line else safe_text(self.file)
         parts = [where]
         if self.job:
-            parts.append(f"job '{self.job}'")
+            parts.append(f"job '{safe_text(self.job)}'")
         if self.field:
-            parts.append(f"field '{self.field}'")
-        parts.append(self.message)
+            parts.append(f"field '{safe_text(self.field)}'")
+        parts.append(safe_text(self.message))
         return ": ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -402,12 +436,45 @@ class LoadResult:
     folder_missing: bool = False
 
 
+# One TOML key segment: bare, "basic" (with escapes) or 'literal'. The alternatives are
+# disjoint, so matching stays linear on any line.
+_KEY_SEG = r"""[A-Za-z0-9_\-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'"""
+_KEY_PATH = rf"(?:{_KEY_SEG})(?:[ \t]*\.[ \t]*(?:{_KEY_SEG}))*"  # dotted keys too
+
+
+def _key_parts(path: str) -> list[str]:
+    """A TOML key path as written (``a."b\\u0001c".'d'``) → its decoded parts."""
+    parts = []
+    for m in re.finditer(_KEY_SEG, path):
+        seg = m.group(0)
+        if seg.startswith('"'):
+            try:  # let the TOML parser decode the escapes, exactly as it did for the data
+                seg = tomllib.loads(f"k = {seg}")["k"]
+            except tomllib.TOMLDecodeError:
+                seg = seg[1:-1]
+        elif seg.startswith("'"):
+            seg = seg[1:-1]
+        parts.append(seg)
+    return parts
+
+
 class _SourceMap:
-    """Lines of ``[[job]]`` headers and ``key =`` assignments, by job index."""
+    """Lines of ``[[job]]`` headers, table headers and ``key =`` assignments, by job index.
+
+    Keys are the decoded dotted paths (``backoff.initial``, ``bad\\x01key`` for a quoted
+    ``"bad\\u0001key"``), as pydantic reports them.
+    """
 
     _HEADER = re.compile(r"^\s*\[\[\s*job\s*\]\]")
-    _SUBHEADER = re.compile(r"^\s*\[\[?\s*job\.([A-Za-z_]+)")
-    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=")  # dotted keys too
+    # Anchored at the end, so a line of a multi-line array (``  ["make", "test"],``) is no header.
+    _TABLE = re.compile(rf"^\s*\[\[?\s*({_KEY_PATH})\s*\]\]?\s*(?:#.*)?$")
+    _KEY = re.compile(rf"^\s*({_KEY_PATH})\s*=")
+
+    @classmethod
+    def key_of(cls, line: str) -> str | None:
+        """The decoded dotted key of a ``key = …`` line (None for any other line)."""
+        m = cls._KEY.match(line)
+        return ".".join(_key_parts(m.group(1))) if m else None
 
     def __init__(self, text: str, multi: bool) -> None:
         self.blocks: list[dict[str, int]] = []
@@ -424,21 +491,22 @@ class _SourceMap:
                 self.headers.append(no)
                 sub = None
                 continue
-            m = self._SUBHEADER.match(line)
-            if m and current is not None:
-                sub = m.group(1)
+            m = self._TABLE.match(line)
+            parts = _key_parts(m.group(1)) if m else []
+            if multi and len(parts) > 1 and parts[0] == "job":  # [job.backoff], [[job.tasks]]
+                parts = parts[1:]
+            elif multi:
+                parts = []
+            if parts and current is not None:
+                sub = ".".join(parts)
                 current.setdefault(sub, no)
                 continue
             if line.lstrip().startswith("[") and not multi:
-                m2 = re.match(r"^\s*\[+\s*([A-Za-z_]+)", line)
-                sub = m2.group(1) if m2 else None
-                if sub and current is not None:
-                    current.setdefault(sub, no)
+                sub = None  # a header this map cannot read: don't credit its keys to the last table
                 continue
-            m = self._KEY.match(line)
-            if m and current is not None:
-                key = f"{sub}.{m.group(1)}" if sub else m.group(1)
-                current.setdefault(key, no)
+            key = self.key_of(line)
+            if key is not None and current is not None:
+                current.setdefault(f"{sub}.{key}" if sub else key, no)
 
     def line_for(self, index: int, loc: tuple[Any, ...]) -> int | None:
         if index >= len(self.blocks):
@@ -452,17 +520,38 @@ class _SourceMap:
         return self.headers[index]
 
 
-def _friendly_errors(exc: ValidationError) -> list[tuple[str | None, tuple[Any, ...], str]]:
+def _input_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` without pydantic's union-branch tags (``list[str]``, ``function-after[…]``).
+
+    A part that is a key (or index) of the input at that point is always kept, so an
+    unknown key such as ``retry-on`` or ``"a[b]"`` is still named.
+    """
+    out: list[Any] = []
+    cur: Any = raw
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            cur = cur[part]
+        elif isinstance(part, str) and re.search(r"[\[\]-]", part):
+            continue  # a tag: not in the input, and the input stays where it was
+        else:
+            cur = None  # a missing field or a default: nothing further to walk
+        out.append(part)
+    return tuple(out)
+
+
+def _friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | None, tuple[Any, ...], str]]:
     """pydantic errors → (field path, loc for the source map, human message), deduplicated.
 
-    Field paths look like ``backoff.initial`` or ``retry_on[0]``; pydantic's union-branch
-    names and ``[type=…]`` suffixes never reach the user.
+    ``raw`` is the validated input (walked to tell its keys from pydantic's tags). Field
+    paths look like ``backoff.initial`` or ``retry_on[0]``; pydantic's union-branch names
+    and ``[type=…]`` suffixes never reach the user.
     """
     out: list[tuple[str | None, tuple[Any, ...], str]] = []
     seen: set[tuple[str | None, str]] = set()
     for err in exc.errors(include_url=False):
-        # Drop union-branch tags such as 'list[str]' or 'function-after[...]'.
-        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not re.search(r"[\[\]-]", str(p)))
+        loc = _input_loc(raw, tuple(err["loc"]))
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
@@ -496,15 +585,13 @@ def _key_on_line(text: str, line: int | None) -> str | None:
     lines = text.splitlines()
     if line is None or not 1 <= line <= len(lines):
         return None
-    m = _SourceMap._KEY.match(lines[line - 1])
-    return m.group(1) if m else None
+    return _SourceMap.key_of(lines[line - 1])
 
 
 def _first_key_line(text: str, key: str) -> int | None:
     """Line of the first ``key = …`` in a file, 1-based (None when absent)."""
     for no, line in enumerate(text.splitlines(), start=1):
-        m = _SourceMap._KEY.match(line)
-        if m and m.group(1) == key:
+        if _SourceMap.key_of(line) == key:
             return no
     return None
 
@@ -563,10 +650,14 @@ def _read_spec_text(p: Path) -> str:
         os.close(fd)
     if size > MAX_SPEC_FILE_BYTES:
         raise _too_large(size)
+    data = b"".join(chunks)
+    # Some editors (Notepad) write a BOM; TOML would call it an invalid statement. It is no
+    # line break, so dropping it keeps every line number; ``skip`` keeps byte offsets true.
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return b"".join(chunks).decode("utf-8")
+        return data[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Unreadable(f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise _Unreadable(f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start + skip})") from None
 
 
 def load_file(path: str | os.PathLike[str]) -> LoadResult:
@@ -615,7 +706,7 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
             spec = JobSpec.model_validate(raw)
         except ValidationError as exc:
             found = [SpecError(name, smap.line_for(index, loc), job_name, fld, msg)
-                     for fld, loc, msg in _friendly_errors(exc)]
+                     for fld, loc, msg in _friendly_errors(exc, raw)]
             # In the order a reader meets them in the file (stable: ties keep pydantic's order).
             found.sort(key=lambda e: (e.line is None, e.line or 0))
             res.errors.extend(found)

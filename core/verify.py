@@ -14,6 +14,9 @@ A worker hands back evidence, never authority (DESIGN rule 2). ``verify_outcome`
   timeout),
 * ``expect.output`` matches stdout head + tail. A mismatch is recorded but does not fail
   verification: it is a soft anomaly the judge reports (policy table in README.md, "Supervisor").
+  The match runs with the ``regex`` package, bounded by ``OUTPUT_MATCH_TIMEOUT_S`` and with
+  the GIL released: the pattern is the operator's, but the output is the job's, and a
+  catastrophic backtrack must not freeze the runner's other threads.
 
 Nothing here raises for bad evidence: each problem is a failed check with a one-line detail.
 """
@@ -22,13 +25,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from core.specs import JobSpec
 
@@ -41,6 +45,9 @@ MTIME_SLACK_S = 1.0
 BENIGN_FINDINGS = frozenset({"missing", "capture_degraded", "escaped_processes"})
 #: Characters of verify-command output kept in the check detail.
 VERIFY_OUTPUT_KEEP = 400
+#: Seconds one ``expect.output`` match may take on a run's output. A sane pattern takes
+#: milliseconds on the captured head + tail; a backtracking one can take hours.
+OUTPUT_MATCH_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -155,6 +162,25 @@ def run_verify_command(argv: list[str], cwd: Path, timeout: float, env: dict[str
     return True, "exit 0"
 
 
+def match_output(pattern: str, text: str, timeout: float | None = None) -> tuple[bool, str]:
+    """Search ``text`` for ``pattern`` (MULTILINE); returns ``(matched, detail)``.
+
+    ``timeout`` is seconds (default ``OUTPUT_MATCH_TIMEOUT_S``). Never raises: a match that
+    runs out of time, or a pattern that no longer compiles (a spec stored by another
+    version), is ``False`` with a detail saying so — never silently a match.
+    """
+    limit = OUTPUT_MATCH_TIMEOUT_S if timeout is None else timeout
+    try:
+        # concurrent=True releases the GIL while matching, so heartbeats and other jobs run on.
+        found = regex.search(pattern, text, regex.MULTILINE, timeout=limit, concurrent=True)
+    except TimeoutError:
+        return False, f"expect.output: pattern took longer than {limit:g} s on the output; treated as not matching"
+    except regex.error as exc:
+        return False, f"expect.output: invalid regex ({exc}); treated as not matching"
+    matched = found is not None
+    return matched, f"stdout {'matches' if matched else 'does not match'} /{pattern}/"
+
+
 def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, cwd: str | os.PathLike[str],
                    *, run_commands: bool = True) -> Verification:
     """Check one run's evidence (see module docstring).
@@ -209,9 +235,8 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
 
     if spec.expect.output is not None:
         text = (outcome.get("stdout_head") or "") + "\n" + (outcome.get("stdout_tail") or "")
-        matched = re.search(spec.expect.output, text, re.MULTILINE) is not None
-        vf.add("expect_output", matched, f"stdout {'matches' if matched else 'does not match'} "
-                                         f"/{spec.expect.output}/", soft=True)
+        matched, detail = match_output(spec.expect.output, text)
+        vf.add("expect_output", matched, detail, soft=True)
 
     if run_commands and spec.verify:
         env = {**os.environ, **spec.env, "WATCHKEEPER_RUN_ID": str(run.get("id", "")),
