@@ -17,7 +17,7 @@ from core.jobs import recent_spec_errors
 from core.ledger import Ledger, LedgerError
 from core.schedule import next_fire, once_slot
 from core.settings import SettingsError, load_settings
-from core.specs import LoadedJob, load_dir
+from core.specs import LoadedJob, load_dir, safe_text
 
 
 def _next_run(job: LoadedJob, now: float) -> float | None:
@@ -79,6 +79,7 @@ def register(group: click.Group) -> None:
             load_settings(spec_dir)
         except SettingsError as exc:
             for line in str(exc).splitlines():
+                line = safe_text(line)  # values from the file or a variable: shown, never obeyed
                 where = line.split(": ", 1)[0]  # the file, the variable or the flag
                 errors.append({"file": where, "line": None, "job": None,
                                "field": None, "message": line, "text": line})
