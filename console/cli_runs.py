@@ -1,4 +1,4 @@
-"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``."""
+"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``, ``abandon``, ``jobs``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,20 @@ from typing import Any
 import click
 import humanize
 
-from console.cli_common import EXIT_CONFIG, EXIT_NOT_FOUND, ID, fail, ledger_errors, open_ledger_at
+from console.cli_common import (
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    ID,
+    fail,
+    ledger_errors,
+    open_ledger_at,
+)
 from core.clock import iso, local_hms
 from core.ledger import Ledger
-from core.lifecycle import State
+from core.lifecycle import TERMINAL, State
 from core.process import signal_name
-from core.queries import run_detail
+from core.queries import run_detail, run_row
 from core.runs import UnknownJob, list_runs, trigger
 from core.settings import SettingsError, load_settings
 
@@ -87,6 +95,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(runs_cmd)
     cli.add_command(show_cmd)
     cli.add_command(trigger_cmd)
+    cli.add_command(abandon_cmd)
     cli.add_command(jobs_cmd)
 
 
@@ -277,6 +286,43 @@ def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None
         except UnknownJob as exc:
             fail(str(exc), EXIT_NOT_FOUND)
     click.echo(f"queued run {run_id} of {job}")
+
+
+@click.command("abandon")
+@click.argument("run_id", type=ID)
+@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@ledger_option
+@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@ledger_errors
+def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
+    """Abandon run RUN_ID: mark it abandoned and kill its live process group (SIGTERM, then
+    SIGKILL); output, handoff and artifacts are kept. Asks first unless --yes.
+
+    Exit 0 when abandoned, 1 when refused (the run already ended: says how, by whom and
+    when; or the question was answered no), 2 when there is no such run.
+
+    \b
+    Example:
+      watchkeeper abandon 42 --as ana --yes
+    """
+    from core import actions
+
+    settings = open_settings(None, None, ledger=ledger_path, operator=operator)
+    with open_ledger(ledger_path) as ledger:
+        run = run_row(ledger, run_id)
+        if run is None:
+            fail(f"no run {run_id}", EXIT_NOT_FOUND)
+        if run["state"] not in TERMINAL and not yes:
+            where = f", pid {run['pid']}" if run.get("pid") else ""
+            question = (f"Abandon {_safe(_one_line(run['job'], 60))} run {run_id} ({run['state']}{where})?"
+                        " Its live process group is killed; every artifact is kept.")
+            if not click.confirm(question, default=False):
+                click.echo("not abandoned", err=True)
+                raise SystemExit(EXIT_FINDINGS)
+        result = actions.abandon(ledger, run_id, settings.operator)
+    click.echo(_safe(result.message), err=not result.ok)
+    if not result.ok:
+        raise SystemExit(EXIT_FINDINGS)
 
 
 @click.command("jobs")

@@ -237,21 +237,26 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
     return Page(out, cursor)
 
 
-# -- orphans and at-risk runs --------------------------------------------------------------
+# -- live and orphaned runs ---------------------------------------------------------------
 
 def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
                  flt: Filter | None = None, offset: int = 0) -> Page:
-    """Runs at risk (live runs whose lease expired or whose runner stopped heartbeating),
-    then orphaned runs, newest first.
+    """Every live run (``spawned``, ``running``, ``verifying``), then orphaned runs: the
+    console's "Live & orphans" view, where an operator can see and abandon any live run.
 
-    The first page holds every at-risk run (at most ``RISKY_MAX``) followed by orphaned runs;
-    later pages hold orphaned runs only, keyset on (ended_at, id). ``offset`` counts rows of
-    that combined list (at-risk rows first).
+    Order: live runs at risk first (lease expired, or the owning runner stopped, silent for
+    two heartbeats, or gone by ``core.liveness.runner_liveness`` — its process dead on this
+    host), soonest-expired lease first; then the other live runs, newest first; then
+    orphaned runs, newest first. Live runs are few (at most ``LIVE_MAX`` are listed) and come
+    whole on the first page; later pages hold orphaned runs only, keyset on (ended_at, id).
+    ``offset`` counts rows of that combined list (live rows first).
 
-    Row keys: id, job, attempt, state, pid, runner_id, lease_until, started_at, ended_at,
-    reason, heartbeat_at (the owning runner's last heartbeat, from ``runners``, or None),
-    lease_age_s (seconds since the lease expired; negative while still valid),
-    heartbeat_age_s (seconds since that heartbeat, or None), at_risk (bool).
+    Row keys: id, job, task (fan-out sub-task name, "" otherwise), attempt, state, pid,
+    runner_id, lease_until, started_at, ended_at, reason, heartbeat_at (the owning runner's
+    last heartbeat, from ``runners``, or None), lease_age_s (seconds since the lease expired; negative while still valid),
+    heartbeat_age_s (seconds since that heartbeat, or None), at_risk (bool), live (bool),
+    risk (why a live run is at risk: "lease expired", "runner stopped", "runner silent",
+    "runner gone"; "" otherwise).
     """
     conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
     extra = (" AND " + " AND ".join(conds)) if conds else ""
@@ -259,11 +264,9 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
     out: list[dict[str, Any]] = []
     skip = offset
     if after is None:
-        risky = [dict(row_dict(r), at_risk=True) for r in ledger.query(
-            f"SELECT {_ORPHAN_COLS} FROM runs r LEFT JOIN runners w ON w.id = r.runner_id WHERE {_RISKY}"
-            f"{extra} ORDER BY r.lease_until LIMIT ?", (*_LIVE, now, now, *params, RISKY_MAX))]
-        out.extend(risky[offset:offset + limit])
-        skip = max(0, offset - len(risky))
+        live = live_runs(ledger, now=now, extra=extra, params=params)
+        out.extend(live[offset:offset + limit])
+        skip = max(0, offset - len(live))
     oconds = ["r.state = 'orphaned'"]
     oparams: list[Any] = []
     if after is not None:
@@ -276,7 +279,7 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
             f"SELECT {_ORPHAN_COLS} FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
             f" WHERE {' AND '.join(oconds)}{extra} ORDER BY r.ended_at DESC, r.id DESC LIMIT ? OFFSET ?",
             (*oparams, *params, want, skip))
-        orph = [dict(row_dict(r), at_risk=False) for r in orphaned]
+        orph = [dict(row_dict(r), at_risk=False, live=False, risk="") for r in orphaned]
     out.extend(orph)
     for r in out:
         r["lease_age_s"] = None if r["lease_until"] is None else now - r["lease_until"]
@@ -285,12 +288,50 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
     return Page(out, cursor)
 
 
-#: Most at-risk runs listed (they are live runs, so a handful in practice).
-RISKY_MAX = 1000
-_ORPHAN_COLS = ("r.id, r.job, r.attempt, r.state, r.pid, r.runner_id, r.lease_until, r.started_at,"
+def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:
+    """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
+    first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
+    from core import liveness
+
+    rows = [row_dict(r) for r in ledger.query(
+        f"SELECT {_ORPHAN_COLS}, r.created_at, w.id AS w_id, w.hostname AS w_hostname, w.pid AS w_pid,"
+        " w.pid_create_time AS w_pid_create_time, w.lease_s AS w_lease_s"
+        f" FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
+        f" WHERE r.state IN ({','.join('?' * len(_LIVE))}){extra} ORDER BY r.id DESC LIMIT ?",
+        (*_LIVE, *params, LIVE_MAX))]
+    host = liveness.hostname()
+    judged: dict[str, liveness.RunnerLiveness] = {}
+    for r in rows:
+        w = {k[2:]: r.pop(k) for k in list(r) if k.startswith("w_")}
+        risk = ""
+        if r["lease_until"] is not None and r["lease_until"] < now:
+            risk = "lease expired"
+        elif w["id"] is not None:
+            if w["id"] not in judged:
+                judged[w["id"]] = liveness.runner_liveness(
+                    {"hostname": w["hostname"], "pid": w["pid"], "pid_create_time": w["pid_create_time"],
+                     "heartbeat_at": r["heartbeat_at"], "lease_s": w["lease_s"], "stopped_at": r["stopped_at"]},
+                    now=now, this_host=host)
+            if r["stopped_at"] is not None:
+                risk = "runner stopped"
+            elif judged[w["id"]] is liveness.RunnerLiveness.GONE:
+                risk = "runner gone"
+            elif r["heartbeat_at"] + 2 * r["heartbeat_s"] < now:
+                risk = "runner silent"
+        r.update(at_risk=bool(risk), live=True, risk=risk)
+    risky = sorted((r for r in rows if r["at_risk"]),
+                   key=lambda r: (r["lease_until"] is None, r["lease_until"] or 0.0, r["id"]))
+    healthy = sorted((r for r in rows if not r["at_risk"]),
+                     key=lambda r: (-(r["started_at"] or r["created_at"] or 0.0), -r["id"]))
+    for r in risky + healthy:
+        r.pop("created_at", None)
+    return risky + healthy
+
+
+#: Most live runs listed (a handful in practice: at most the runners' concurrency).
+LIVE_MAX = 1000
+_ORPHAN_COLS = ("r.id, r.job, r.task, r.attempt, r.state, r.pid, r.runner_id, r.lease_until, r.started_at,"
                 " r.ended_at, r.reason, w.heartbeat_at, w.heartbeat_s, w.stopped_at")
-_RISKY = (f"r.state IN ({','.join('?' * len(_LIVE))}) AND (r.lease_until < ?"
-          "  OR w.stopped_at IS NOT NULL OR w.heartbeat_at + 2 * w.heartbeat_s < ?)")
 
 
 # -- jobs ----------------------------------------------------------------------------------
@@ -374,10 +415,10 @@ def count_rows(ledger: Ledger, view: str, *, now: float, flt: Filter | None = No
     if view == "orphans":
         conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
         extra = (" AND " + " AND ".join(conds)) if conds else ""
-        risky = ledger.one(f"SELECT COUNT(*) FROM (SELECT 1 FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
-                           f" WHERE {_RISKY}{extra} LIMIT ?)", (*_LIVE, now, now, *params, RISKY_MAX))[0]
+        live = ledger.one(f"SELECT COUNT(*) FROM (SELECT 1 FROM runs r WHERE r.state IN ({','.join('?' * len(_LIVE))})"
+                          f"{extra} LIMIT ?)", (*_LIVE, *params, LIVE_MAX))[0]
         orph = ledger.one(f"SELECT COUNT(*) FROM runs r WHERE r.state = 'orphaned'{extra}", params)[0]
-        return int(risky) + int(orph)
+        return int(live) + int(orph)
     if view == "jobs":
         conds, params = _where(flt, {"job": "name", "state": "breaker_state"},
                                ["name", "schedule_text", "owner", "intent"])
@@ -416,6 +457,11 @@ def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int
         return {"exists": False, "size": 0, "head": "", "tail": ""}
     return {"exists": True, "size": size, "head": first.decode("utf-8", "replace"),
             "tail": last.decode("utf-8", "replace")}
+
+
+def run_row(ledger: Ledger, run_id: int) -> dict[str, Any] | None:
+    """The ``runs`` row of ``run_id`` as a dict, or None when there is no such run."""
+    return row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
 
 
 def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any] | None:
@@ -469,8 +515,8 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
 class Summary:
     """The console header's figures.
 
-    ``runner_up``: a runner heartbeat is younger than its lease. ``runner_text``: "runner up",
-    "no runner for 7 min", "runner stopped 3 min ago" or "no runner yet".
+    ``runner_up`` and ``runner_text``: see ``runner_status`` (the same liveness judgement as
+    ``watchkeeper status``).
     ``open_by_severity``: open (not acknowledged/snoozed/resolved) escalations per severity.
     ``silent_share``: share (0..1) of the last ``SILENT_WINDOW`` judged outcomes the supervisor
     kept silent, None when nothing was judged. ``judged``: how many outcomes that share is over.
@@ -499,20 +545,35 @@ def _ago(seconds: float) -> str:
 
 
 def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
-    """(up, text) from the ``runners`` row with the latest heartbeat; see ``Summary``."""
-    row = ledger.one("SELECT heartbeat_at, lease_s, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
-    if row is None:
-        return False, "no runner yet"
-    if row["stopped_at"] is not None:
-        return False, f"runner stopped {_ago(now - row['stopped_at'])} ago"
-    age = now - row["heartbeat_at"]
-    if age <= row["lease_s"]:
+    """(up, text) for the header, judged as ``watchkeeper status`` judges it
+    (``core.status.runner_gap`` and ``core.liveness.runner_liveness``): up while a runner's
+    heartbeat is fresh *and*, on this host, its process is alive, so a runner killed with
+    SIGKILL shows as down at once rather than when its lease runs out. Texts: "runner up",
+    "runner stalled for 40 s" (heartbeat stale, process alive on this host), "runner stopped
+    3 min ago" (a clean stop), "no runner for 7 min" (since the last heartbeat of any runner),
+    "no runner yet". Cheap: the fresh ``runners`` rows, the newest few, one process check
+    each; the console calls it on every poll."""
+    from core import liveness, status
+
+    gap = status.runner_gap(ledger, now=now)
+    if gap is None:
         return True, "runner up"
-    return False, f"no runner for {_ago(age)}"
+    if gap.since is None:
+        return False, "no runner yet"
+    host = liveness.hostname()
+    recent = [row_dict(r) for r in ledger.query(
+        "SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 5")]
+    for r in recent:
+        if liveness.runner_liveness(r, now=now, this_host=host) is liveness.RunnerLiveness.STALLED:
+            return False, f"runner stalled for {_ago(now - r['heartbeat_at'])}"
+    last = ledger.one("SELECT heartbeat_at, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
+    if last is not None and last["stopped_at"] is not None:
+        return False, f"runner stopped {_ago(now - last['stopped_at'])} ago"
+    return False, f"no runner for {_ago(now - gap.since)}"
 
 
 def summary(ledger: Ledger, now: float) -> Summary:
-    """Header figures (see ``Summary``): runner status from ``runners``, open escalation
+    """Header figures (see ``Summary``): runner status (``runner_status``), open escalation
     counts from ``escalations``, silent share from ``job_outcomes.silent``.
 
     The silent share covers the most recent judged outcomes only (``silent IS NOT NULL``,

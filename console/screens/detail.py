@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -166,7 +167,9 @@ class DetailScreen(PollingScreen, Screen):
     """
     BINDINGS = [
         Binding("escape,q", "back", "Back"),
-        Binding("slash", "search", "Search"),
+        # Priority, with the focus moved at once: keys typed right after "/" go into the
+        # search box, never to r (retry) or x (abandon). See MainScreen's filter.
+        Binding("slash", "search", "Search", priority=True),
         Binding("n", "next_match", "Next match"),
         Binding("r", "retry", "Retry"),
         Binding("x", "abandon", "Abandon"),
@@ -226,14 +229,16 @@ class DetailScreen(PollingScreen, Screen):
         seen = None if force or self.detail is None else self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
 
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, queries.Summary | None, bool]:
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, queries.Summary | None, bool, tuple[bool, str]]:
             dv = ledger.data_version()
             if dv == seen and not idle:
-                return dv, None, None, False
-            return dv, queries.run_detail(ledger, self.run_id), queries.summary(ledger, now), True
+                # Nothing written, but a runner killed with SIGKILL writes nothing either.
+                return dv, None, None, False, queries.runner_status(ledger, now)
+            summary = queries.summary(ledger, now)
+            return dv, queries.run_detail(ledger, self.run_id), summary, True, (summary.runner_up, summary.runner_text)
 
         try:
-            dv, detail, summary, read = await self.wk.reader.call(fetch)
+            dv, detail, summary, read, runner = await self.wk.reader.call(fetch)
         except Exception as exc:
             if self.stale_since is None:
                 self.stale_since = now
@@ -250,6 +255,8 @@ class DetailScreen(PollingScreen, Screen):
             self.detail = detail
             if changed or self.polls == 0:
                 self._show_detail()
+        elif self.summary is not None:
+            self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
         self.polls += 1
         self._render_header()
 
@@ -279,7 +286,7 @@ class DetailScreen(PollingScreen, Screen):
         box = self.query_one("#search", Input)
         if box.has_class("-active"):
             box.remove_class("-active")
-            self.query_one("#body").focus()
+            self.set_focus(self.query_one("#body"))
             return
         self.app.pop_screen()
 
@@ -288,16 +295,25 @@ class DetailScreen(PollingScreen, Screen):
             event.stop()
             self.action_back()
 
+    def search_open(self) -> bool:
+        return self.query_one("#search", Input).has_class("-active")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.is_mounted and self.search_open():
+            return action == "back"  # the search box owns the keyboard ("/" included)
+        return True
+
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
         box.add_class("-active")
+        self.set_focus(box)  # now: the keys already on their way after "/" must reach it
         box.focus()
 
     @on(Input.Submitted, "#search")
     def _searched(self, event: Input.Submitted) -> None:
         self.term = event.value
         self.query_one("#search", Input).remove_class("-active")
-        self.query_one("#body").focus()
+        self.set_focus(self.query_one("#body"))
         self._match_i = -1
         self._show_detail()
         if self.term and not self._matches:

@@ -22,18 +22,27 @@ DIALOG_CSS = """
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Ask before a destructive action; ``y``/enter confirms, ``n``/escape cancels."""
+    """Ask before a destructive action; ``y``/enter confirms, ``n``/escape cancels.
+
+    The answer keys are read in ``on_key``, not bound: a key reaches this screen only when
+    it arrived after the dialog was up. A ``y`` typed right behind ``x`` in one burst (fast
+    typing, a paste, one SSH read) was routed before the dialog existed; as a binding it
+    would still answer the question unseen, here it is dropped."""
 
     DEFAULT_CSS = DIALOG_CSS.format(name="ConfirmScreen")
-    BINDINGS = [
-        Binding("y,enter", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
-    ]
+    ANSWERS = {"y": True, "enter": True, "n": False, "escape": False}
 
     def __init__(self, question: str, detail: str = "") -> None:
         super().__init__()
         self.question = question
         self.detail = detail
+        self._answered = False
+
+    def on_key(self, event) -> None:
+        if event.key in self.ANSWERS:
+            event.stop()
+            event.prevent_default()
+            self.action_answer(self.ANSWERS[event.key])
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -44,7 +53,9 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Text("y / enter: yes    n / esc: no", style="dim"))
 
     def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+        if not self._answered:  # a second key before the dialog is gone answers nothing
+            self._answered = True
+            self.dismiss(yes)
 
 
 SNOOZE_CHOICES: tuple[tuple[str, float], ...] = (
@@ -82,7 +93,7 @@ class SnoozeScreen(ModalScreen[float | None]):
 
 
 HELP = """\
-Views       1 escalations   2 outcomes   3 orphans   4 jobs
+Views       1 escalations   2 outcomes   3 live & orphans   4 jobs
 Move        j/k or ↓/↑   g/G or Home/End   PgUp/PgDn   mouse: click, wheel
 Open        enter  run detail (jobs: that job's outcomes; esc returns to jobs)
 Triage      a acknowledge   s snooze   R resolve   space mark (bulk)

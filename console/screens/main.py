@@ -9,6 +9,7 @@ tries again), and skip while another screen is on top.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from textual import on
@@ -98,7 +99,10 @@ class MainScreen(PollingScreen, Screen):
 
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
-        Binding("slash", "filter", "Filter"),
+        # A priority binding runs when the key arrives, before later keys are routed: with
+        # the focus moved to the box there and then, everything typed after "/" in one burst
+        # (fast typing, a paste, one SSH read) goes into the filter, never to the table.
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("a", "acknowledge", "Ack"),
         Binding("s", "snooze", "Snooze"),
         Binding("R", "resolve", "Resolve", show=False),
@@ -109,10 +113,10 @@ class MainScreen(PollingScreen, Screen):
         Binding("f", "follow", "Follow", show=False),
         Binding("escape", "back", "Back", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("colon", "app.command_palette", "Palette", show=False),
+        Binding("colon", "palette", "Palette", show=False),
         Binding("1", "view('escalations')", "Escalations", show=False),
         Binding("2", "view('outcomes')", "Outcomes", show=False),
-        Binding("3", "view('orphans')", "Orphans", show=False),
+        Binding("3", "view('orphans')", "Live & orphans", show=False),
         Binding("4", "view('jobs')", "Jobs", show=False),
     ]
 
@@ -174,17 +178,20 @@ class MainScreen(PollingScreen, Screen):
         want_rows = not self.paused and (force or table.VIEW not in self._loaded)
         start, limit = table.window_request()
 
-        def fetch(ledger) -> tuple[int, queries.Summary | None, queries.Page | None]:
+        def fetch(ledger) -> tuple[int, queries.Summary | None, tuple[bool, str], queries.Page | None]:
             dv = ledger.data_version()
             changed = dv != seen
             summary = queries.summary(ledger, now) if (changed or force or idle) else None
+            # The runner's status on every poll: a runner killed with SIGKILL writes nothing,
+            # so only its dead process tells, and the header should say so at once.
+            runner = (summary.runner_up, summary.runner_text) if summary else queries.runner_status(ledger, now)
             page = None
             if want_rows or (not self.paused and (changed or idle)):
                 page = table.fetch(ledger, now=now, offset=start, limit=limit, flt=flt)
-            return dv, summary, page
+            return dv, summary, runner, page
 
         try:
-            dv, summary, page = await self.wk.reader.call(fetch)
+            dv, summary, runner, page = await self.wk.reader.call(fetch)
         except Exception:
             if self.stale_since is None:
                 self.stale_since = now
@@ -198,6 +205,8 @@ class MainScreen(PollingScreen, Screen):
         if summary is not None:
             self.summary = summary
             self._last_mono = time.monotonic()
+        elif self.summary is not None:
+            self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
         if page is not None and table.flt is flt:
             table.show(page, now, start=start, limit=limit, follow=self.follow)
             self._loaded.add(table.VIEW)
@@ -270,11 +279,22 @@ class MainScreen(PollingScreen, Screen):
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
 
+    def filter_open(self) -> bool:
+        return self.query_one("#filter", Input).has_class("-active")
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.add_class("-active")
         box.value = self.filter_text
+        box.cursor_position = len(box.value)
+        # Now, not later (``focus()`` defers the move behind keys already queued): the keys
+        # that follow "/" are routed to the box as they arrive. ``focus()`` as well, in case
+        # a screen resuming restores the old focus after this (the palette's "Filter…").
+        self.set_focus(box)
         box.focus()
+
+    def action_palette(self) -> None:
+        self.app.action_command_palette()
 
     @on(Input.Submitted, "#filter")
     async def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -294,7 +314,7 @@ class MainScreen(PollingScreen, Screen):
     def _close_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.remove_class("-active")
-        self.table.focus()
+        self.set_focus(self.table)
 
     async def action_back(self) -> None:
         box = self.query_one("#filter", Input)
@@ -386,6 +406,11 @@ class MainScreen(PollingScreen, Screen):
 
     # -- actions ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.is_mounted and self.filter_open():
+            # The filter box owns the keyboard: "/" and every letter go into it. Only a key
+            # typed *before* "/" that was still on its way through the table can reach a
+            # binding here; it is dropped rather than acting behind the operator's back.
+            return action == "back"
         esc_only = {"acknowledge", "snooze", "resolve"}
         if action in esc_only and self.view != "escalations":
             return None  # shown disabled: there is nothing to acknowledge here

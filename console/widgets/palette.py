@@ -30,7 +30,7 @@ class WatchkeeperCommands(Provider):
         cmds: list[tuple[str, Callable, str]] = [
             ("View: escalations", partial(main.run_action, "view('escalations')"), "1"),
             ("View: outcomes", partial(main.run_action, "view('outcomes')"), "2"),
-            ("View: orphans", partial(main.run_action, "view('orphans')"), "3"),
+            ("View: live & orphans", partial(main.run_action, "view('orphans')"), "3"),
             ("View: jobs", partial(main.run_action, "view('jobs')"), "4"),
             ("Acknowledge selected escalation(s)", partial(main.run_action, "acknowledge"), "a"),
             ("Snooze selected escalation(s)", partial(main.run_action, "snooze"), "s"),

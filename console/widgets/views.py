@@ -1,4 +1,4 @@
-"""The four main views: escalations (triage queue), outcomes, orphans, jobs."""
+"""The four main views: escalations (triage queue), outcomes, live & orphaned runs, jobs."""
 
 from __future__ import annotations
 
@@ -103,11 +103,13 @@ class OutcomesTable(PagedTable):
 
 
 class OrphansTable(PagedTable):
-    """Runs at risk (lease expired, runner silent), then orphaned runs."""
+    """Live & orphans: every live run (spawned, running, verifying), those at risk first
+    (lease expired, runner stopped, silent or gone), then orphaned runs. ``x`` abandons the
+    cursor's run, a healthy running one included (it kills its process group)."""
 
     VIEW = "orphans"
-    TITLE = "Orphans"
-    EMPTY = "No orphaned or at-risk runs — the sweep checks live runs every few seconds."
+    TITLE = "Live & orphans"
+    EMPTY = "No orphaned or at-risk runs, and none running — the sweep checks live runs every few seconds."
     COLUMNS = (
         Column("job", "Job", 10, 2),
         Column("attempt", "#", 2),
@@ -126,14 +128,22 @@ class OrphansTable(PagedTable):
         state = word(RUN_STATE, row["state"])
         if row["at_risk"]:
             state = cell(f"! {row['state']}", "bold yellow")
-        return [cell(row["job"]), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
-                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)), cell(row["reason"] or "")]
+        job = f"{row['job']}/{row['task']}" if row.get("task") else row["job"]  # fan-out sub-tasks
+        return [cell(job), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
+                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)),
+                cell(row["reason"] or row.get("risk") or "")]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         out.append(f"run {row['id']} ", style="bold")
-        out.append(clean(row.get("reason") or ("at risk: lease expired or runner silent" if row["at_risk"] else "-"),
-                         keep_newlines=False))
+        if row["at_risk"]:
+            out.append(clean(f"at risk: {row.get('risk') or 'lease expired or runner silent'}", keep_newlines=False))
+        elif row.get("live"):
+            out.append(clean(f"{row['state']} since {clock(row['started_at'], self.now)}, pid {row['pid'] or '-'}"
+                             f" on runner {row['runner_id'] or '-'}", keep_newlines=False))
+            out.append("  (x: abandon, kills it)", style="dim")
+        else:
+            out.append(clean(row.get("reason") or "-", keep_newlines=False))
         return out
 
 
