@@ -21,6 +21,7 @@ from console.cli_common import (
     ledger_errors,
     open_ledger_at,
 )
+from console.safe_text import invisible
 from core.clock import iso, local_hms
 from core.ledger import Ledger
 from core.lifecycle import TERMINAL, State
@@ -71,7 +72,11 @@ def fmt_duration(seconds: float | None) -> str:
         return "-"
     if seconds < 60:
         return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
-    return humanize.precisedelta(seconds, minimum_unit="seconds", format="%0.0f")
+    # Compact past a minute too, so the column of `runs` keeps its width.
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def fmt_exit(exit_code: int | None, sig: int | None) -> str:
@@ -193,7 +198,7 @@ def _safe_char(ch: str) -> str:
         return ch
     if code < 32 or 0x7F <= code <= 0x9F:
         return f"\\x{code:02x}"
-    if code >= 0xA0 and unicodedata.category(ch) in ("Cf", "Zl", "Zp"):
+    if code >= 0xA0 and (unicodedata.category(ch) in ("Cf", "Zl", "Zp") or invisible(ch)):
         return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
     return ch
 
