@@ -12,7 +12,11 @@ Checks (each violation names the run it concerns):
 * ``terminal_twice``   – more than one transition into a terminal state for one run;
 * ``attempt_gap``      – attempts of a lineage are not exactly 1..n;
 * ``slot_duplicate``   – one (job, slot, task) has two runs for one attempt, or two lineages;
-* ``lineage_overlap``  – more than one unfinished attempt in one lineage.
+* ``lineage_overlap``  – more than one unfinished attempt in one lineage;
+* ``subtask_of_ended_parent`` – a fan-out sub-task queued or live although its parent run
+  is terminal (it may run, or be retried, for a parent that no longer waits for it); a
+  queued one is repairable (abandoned, reason ``parent_ended``), a live one is left to the
+  ordinary rules (its exit, its timeout, the sweep).
 
 ``--repair`` settles the repairable ones through the sweep (``core.lifecycle`` moves,
 audited with actor ``doctor``), then checks again. The audit trail is append-only, so the
@@ -118,6 +122,18 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
         out.append(Violation("lineage_overlap", f"lineage {r['lineage']} has {r['n']} unfinished attempts",
                              r["run_id"]))
 
+    for r in ledger.query(
+            "SELECT c.id, c.state, c.task, c.attempt, p.id AS parent_id, p.state AS parent_state FROM runs c"
+            f" JOIN runs p ON p.id = c.parent_run_id WHERE c.state IN ({_NON_TERMINAL_SQL})"
+            f" AND p.state IN ({_TERMINAL_SQL}) ORDER BY c.id LIMIT 1000"):
+        queued = r["state"] == "queued"
+        out.append(Violation(
+            "subtask_of_ended_parent",
+            f"sub-task {r['task']} attempt {r['attempt']} is {r['state']} but its parent run {r['parent_id']} is"
+            f" {r['parent_state']}" + (" (would be abandoned: parent_ended)" if queued
+                                       else " (left to its exit, its timeout or the sweep)"),
+            r["id"], repairable=queued))
+
     out.extend(_live_runs(ledger, settings, now))
     return out
 
@@ -155,6 +171,7 @@ def diagnose(ledger: Ledger, settings: Any, *, repair: bool = False, actor: str 
         swept = sweep.Sweeper(settings, actor=actor).settle(ledger)
         report.repaired = [f"run {i}: orphaned" + (" (process group killed)" if i in swept.killed else "")
                            for i in swept.orphaned]
+        report.repaired += [f"run {i}: abandoned (parent_ended)" for i in swept.settled_subtasks]
         report.errors = list(swept.errors)
     report.violations = check(ledger, settings)
     return report

@@ -10,6 +10,13 @@ fast. An optional ``synthesize`` command then receives every result as JSON on s
 Parent result: all sub-tasks succeeded → success; some failed but synthesis succeeded (and
 ``allow_partial``) → success with status ``partial``, naming what is missing; otherwise
 failed.
+
+A parent that ends (orphaned, timed out, failed, abandoned …) takes its sub-tasks with it:
+those still ``queued`` are abandoned (reason ``parent_ended``) in the transaction of the
+parent's terminal move (``settle_children``, called from ``retries.follow_up`` and the
+sweep), and no sub-task of an ended parent is retried (``retries.follow_up``). A parent's
+retry queues its own, new sub-tasks. Sub-tasks already live are settled by the ordinary
+rules (their exit, their timeout, the sweep).
 """
 
 from __future__ import annotations
@@ -20,11 +27,15 @@ import time
 import uuid
 from typing import Any
 
+from core import lifecycle, outcomes
 from core.ledger import add_event
-from core.lifecycle import TERMINAL
+from core.lifecycle import TERMINAL, State
 from core.specs import JobSpec
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
+
+#: Reason recorded on a sub-task settled because its parent run ended.
+PARENT_ENDED = "parent_ended"
 
 
 def create_children(conn: sqlite3.Connection, parent: dict[str, Any], spec: JobSpec, *, actor: str,
@@ -45,6 +56,29 @@ def create_children(conn: sqlite3.Connection, parent: dict[str, Any], spec: JobS
             add_event(conn, actor=actor, kind="run_queued", run_id=rid, job=parent["job"], attempt=1,
                       to_state="queued", reason="fanout", detail={"parent_run_id": parent["id"], "task": task.name})
     return ids
+
+
+def settle_children(conn: sqlite3.Connection, parent_id: int, *, actor: str,
+                    now: float | None = None) -> list[int]:
+    """Inside the caller's write transaction: abandon every ``queued`` sub-task of
+    ``parent_id`` when that parent run is terminal (compare-and-set through
+    ``core.lifecycle``, reason ``parent_ended``, with its ``job_outcomes`` record).
+
+    Does nothing while the parent is not terminal. Sub-tasks already spawned/running are left
+    to the ordinary rules. Returns the abandoned run ids (a lost race is simply skipped).
+    """
+    parent = conn.execute("SELECT state FROM runs WHERE id = ?", (parent_id,)).fetchone()
+    if parent is None or parent[0] not in _TERMINAL:
+        return []
+    ts = now if now is not None else time.time()
+    done = []
+    for kid in conn.execute("SELECT id, attempt, task FROM runs WHERE parent_run_id = ? AND state = ?"
+                            " ORDER BY id", (parent_id, State.QUEUED.value)).fetchall():
+        if lifecycle.apply(conn, kid[0], kid[1], State.QUEUED, State.ABANDONED, actor=actor, reason=PARENT_ENDED,
+                           detail={"parent_run_id": parent_id, "parent_state": parent[0], "task": kid[2]}, at=ts):
+            outcomes.record(conn, kid[0], state=State.ABANDONED.value, status="abandoned", reason=PARENT_ENDED)
+            done.append(int(kid[0]))
+    return done
 
 
 def task_results(conn: sqlite3.Connection, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:

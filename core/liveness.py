@@ -135,3 +135,73 @@ def kill_group(pgid: int, *, grace: float, poll: float = 0.05) -> int | None:
         while time.monotonic() < deadline and group_members(pgid):
             time.sleep(poll)
     return last
+
+
+def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
+    """Live processes left in a run's process group after its leader died: their process
+    group is ``pgid`` AND their environment carries ``WATCHKEEPER_RUN_ID=<run_id>``.
+
+    Both must hold, so a reused pid (or pgid) of an unrelated process never matches: only a
+    process the run itself started (and that stayed in its group) is returned. Never our own
+    group; zombies and processes whose environment cannot be read are skipped. Scans the
+    process table: for the rare path (a dead leader) only.
+    """
+    if not pgid or pgid <= 1:
+        return []
+    try:
+        if pgid == os.getpgid(0):
+            return []
+    except OSError:
+        return []
+    me, want = os.getpid(), str(run_id)
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me or os.getpgid(proc.pid) != pgid or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get("WATCHKEEPER_RUN_ID") != want:
+                continue
+            out.append(proc)
+        except (ProcessLookupError, PermissionError, OSError, psutil.Error):
+            continue
+    return out
+
+
+def kill_processes(procs: list[psutil.Process], *, grace: float, poll: float = 0.05) -> int | None:
+    """SIGTERM each of ``procs``, wait up to ``grace`` seconds, SIGKILL what is left and wait
+    up to 2 s more. Signals go through psutil, which refuses a process whose pid was reused
+    since it was found (create time differs).
+
+    Returns the last signal sent, or None when none of them was still alive.
+    """
+    def alive(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def send(sig: int) -> bool:
+        sent = False
+        for p in procs:
+            if alive(p):
+                try:
+                    p.send_signal(sig)
+                    sent = True
+                except psutil.Error:
+                    continue
+        return sent
+
+    if not send(signal.SIGTERM):
+        return None
+    last: int = signal.SIGTERM
+    deadline = time.monotonic() + max(0.0, grace)
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in procs):
+            return last
+        time.sleep(poll)
+    if send(signal.SIGKILL):
+        last = signal.SIGKILL
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(alive(p) for p in procs):
+            time.sleep(poll)
+    return last

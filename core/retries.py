@@ -3,6 +3,11 @@
 The next attempt is a new ``runs`` row (``attempt + 1``, same ``lineage`` and slot,
 ``queued``, ``not_before`` from the job's backoff), inserted in the same transaction as the
 terminal move of the failed attempt, so a retry schedule survives any restart.
+
+Fan-out: a sub-task is never retried once its parent run is terminal (rule
+``parent_ended``: the parent's own retry queues fresh sub-tasks), and a parent's terminal
+move settles its still-queued sub-tasks (``fanout.settle_children``) in the same
+transaction.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import sqlite3
 import time
 from typing import Any
 
+from core import fanout
 from core.ledger import add_event
-from core.lifecycle import FAILED_STATES, State
+from core.lifecycle import FAILED_STATES, TERMINAL, State
 from core.specs import Backoff, JobSpec, spec_from_json
 
 #: Handoff ``error`` values that mark a failure as transient.
@@ -81,12 +87,25 @@ def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
     """Inside the transaction that moved run ``run_id`` into ``state``: queue the next
     attempt when the policy allows. Loads the spec from the ``jobs`` table unless given.
 
+    A fan-out parent's still-queued sub-tasks are abandoned first (``fanout.settle_children``);
+    a sub-task whose parent run is terminal is not retried (rule ``parent_ended``).
+
     Returns the new run id, or None (no retry). Always records a ``retry_decision`` event.
     """
     row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         return None
     run = {k: row[k] for k in row.keys()}
+    if not run["task"] and run["state"] in TERMINAL:
+        fanout.settle_children(conn, run_id, actor=actor, now=now)
+    if run["task"] and run["parent_run_id"] is not None and state in FAILED_STATES:
+        parent = conn.execute("SELECT state FROM runs WHERE id = ?", (run["parent_run_id"],)).fetchone()
+        if parent is not None and parent[0] in TERMINAL:
+            add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
+                      attempt=run["attempt"], reason=fanout.PARENT_ENDED,
+                      detail={"retry": False, "rule": fanout.PARENT_ENDED, "parent_run_id": run["parent_run_id"],
+                              "parent_state": parent[0]})
+            return None
     if spec is None:
         jrow = conn.execute("SELECT spec FROM jobs WHERE name = ?", (run["job"],)).fetchone()
         if jrow is None:

@@ -13,12 +13,19 @@ Policy, per live run (see README.md, "Orphan sweep"):
 * owner runner ``gone`` (or no owner recorded) and the run's lease expired (or, for a
   ``spawned`` run, its start deadline passed):
 
-  - process not alive (pid + create time) → ``orphaned``;
+  - process not alive (pid + create time) → ``orphaned``; whatever the run started that is
+    still in its recorded process group is killed first — only processes whose pgid is the
+    recorded one AND whose environment carries the run's ``WATCHKEEPER_RUN_ID`` (so a reused
+    pid or pgid never matches), recorded in the orphan move's detail and as a finding;
   - process alive → its process group is killed (SIGTERM, SIGKILL after the job's grace,
     capped) and the run ``orphaned``. Re-adoption is not offered: a non-child's exit status
     cannot be collected, so watching it would only ever yield a guess;
 * at startup reconciliation the lease is not waited for: runs of ``gone`` runners are
-  settled at once.
+  settled at once;
+* a fan-out parent that is orphaned takes its still-queued sub-tasks with it (abandoned,
+  reason ``parent_ended``, in the same transaction), and no sub-task of an ended parent is
+  retried (``retries.follow_up``); sub-tasks left ``queued`` under an ended parent by a path
+  that does not settle them (an operator's abandon) are settled by every pass.
 
 Every move goes through ``core.lifecycle.apply`` (compare-and-set on state and attempt,
 audited); the outcome record and the next attempt (``retries.follow_up``) commit in the same
@@ -45,10 +52,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import lifecycle, liveness, outcomes, retries, supervisor
+from core import fanout, lifecycle, liveness, outcomes, retries, supervisor
 from core.ledger import Ledger, add_event, row_dict
-from core.lifecycle import LIVE, State
+from core.lifecycle import LIVE, TERMINAL, State
 from core.liveness import RunnerLiveness
+from core.process import signal_name
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +64,7 @@ log = logging.getLogger(__name__)
 DEFAULT_KILL_GRACE_CAP_S = 5.0
 
 _LIVE_SQL = ", ".join(f"'{s.value}'" for s in sorted(LIVE))
+_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
 
 
 @dataclass
@@ -63,35 +72,43 @@ class SweepReport:
     """What one sweep pass did.
 
     ``orphaned``: run ids moved to ``orphaned`` (includes ``killed``). ``killed``: run ids
-    whose still-alive process group was killed first. ``pending``: run ids of gone runners
-    still inside their lease. ``stalled_runners``: runner ids with a live process but a stale
-    heartbeat (their runs were left alone). ``skipped_paused``: this pass declared nothing
-    because the sweeper was paused. ``errors``: one line per failed write or kill (retried
-    next pass). ``at``: Unix seconds of the pass.
+    whose still-alive process group was killed first. ``leftovers_killed``: run ids whose
+    leader was dead but whose process group still held processes the run started (killed
+    before the move). ``pending``: run ids of gone runners still inside their lease.
+    ``stalled_runners``: runner ids with a live process but a stale heartbeat (their runs
+    were left alone). ``settled_subtasks``: queued fan-out sub-tasks of ended parents
+    abandoned by this pass. ``skipped_paused``: this pass declared nothing because the
+    sweeper was paused. ``errors``: one line per failed write or kill (retried next pass).
+    ``at``: Unix seconds of the pass.
     """
 
     at: float
     orphaned: list[int] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)
+    leftovers_killed: list[int] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)
     stalled_runners: list[str] = field(default_factory=list)
+    settled_subtasks: list[int] = field(default_factory=list)
     skipped_paused: bool = False
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "orphaned": self.orphaned, "killed": self.killed, "pending": self.pending,
-                "stalled_runners": self.stalled_runners, "skipped_paused": self.skipped_paused,
-                "errors": self.errors}
+        return {"at": self.at, "orphaned": self.orphaned, "killed": self.killed,
+                "leftovers_killed": self.leftovers_killed, "pending": self.pending,
+                "stalled_runners": self.stalled_runners, "settled_subtasks": self.settled_subtasks,
+                "skipped_paused": self.skipped_paused, "errors": self.errors}
 
 
 @dataclass(frozen=True)
 class Verdict:
     """The sweep's decision for one live run: ``action`` is one of ``skip`` (owner alive or
     own run), ``stalled`` (owner stalled), ``pending`` (lease not yet expired), ``orphan``,
-    ``kill`` (kill the process group, then orphan). ``reason`` is recorded on the run."""
+    ``kill`` (kill the process group, then orphan). ``reason`` is recorded on the run.
+    ``local``: the run's processes are on this host, so they can be probed and killed."""
 
     action: str
     reason: str | None = None
+    local: bool = True
 
 
 def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: float, settings: Any,
@@ -121,10 +138,10 @@ def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: floa
     if same_host and liveness.process_alive(run["pid"], run["pid_create_time"]):
         return Verdict("kill", "runner_gone")
     if start_missed:
-        return Verdict("orphan", "start_timeout")
+        return Verdict("orphan", "start_timeout", local=same_host)
     if lease_expired:
-        return Verdict("orphan", "lease_expired")
-    return Verdict("orphan", "runner_gone")
+        return Verdict("orphan", "lease_expired", local=same_host)
+    return Verdict("orphan", "runner_gone", local=same_host)
 
 
 class Sweeper:
@@ -224,6 +241,7 @@ class Sweeper:
                 report.pending.append(run["id"])
             elif verdict.action in ("orphan", "kill"):
                 self._settle_run(ledger, run, verdict, report)
+        self._settle_stranded_subtasks(ledger, report)
         report.stalled_runners = sorted(stalled)
         if stalled:
             log.warning("runner(s) %s stalled: process alive, heartbeat stale; their runs are left alone",
@@ -234,6 +252,7 @@ class Sweeper:
         detail: dict[str, Any] = {"pid": run["pid"], "runner_id": run["runner_id"],
                                   "lease_until": run["lease_until"]}
         fields: dict[str, Any] = {}
+        leader_dead = verdict.action == "orphan" and verdict.local
         if verdict.action == "kill":
             try:
                 pgid = os.getpgid(run["pid"])
@@ -242,6 +261,7 @@ class Sweeper:
             except ProcessLookupError:
                 sig = None  # died on its own between the probe and the kill
                 pgid = run["pgid"]
+                leader_dead = True
             except PermissionError as exc:
                 report.errors.append(f"run {run['id']}: cannot kill process group: {exc}")
                 return
@@ -249,8 +269,11 @@ class Sweeper:
             if sig is not None:
                 fields["signal"] = int(sig)
                 report.killed.append(run["id"])
+        findings: list[dict[str, str]] = []
+        if leader_dead and run["pgid"]:
+            findings = self._kill_leftovers(ledger, run, detail, report)
         try:
-            won = ledger.write(lambda conn: self._orphan_tx(conn, run, verdict.reason, fields, detail),
+            won = ledger.write(lambda conn: self._orphan_tx(conn, run, verdict.reason, fields, detail, findings),
                                max_wait_s=self.write_wait_s)
         except sqlite3.Error as exc:
             report.errors.append(f"run {run['id']}: orphan write failed, retried next pass: {exc}")
@@ -265,14 +288,65 @@ class Sweeper:
             log.exception("judge_run failed for run %s", run["id"])
             report.errors.append(f"run {run['id']}: judge_run failed: {exc}")
 
+    def _kill_leftovers(self, ledger: Ledger, run: dict[str, Any], detail: dict[str, Any],
+                        report: SweepReport) -> list[dict[str, str]]:
+        """The leader is dead: kill what the run started that is still in its recorded
+        process group (pgid AND ``WATCHKEEPER_RUN_ID`` must both match, so a reused pid is
+        never touched). Adds them to ``detail``; returns the outcome finding (or none)."""
+        procs = liveness.run_group_leftovers(run["pgid"], run["id"])
+        if not procs:
+            return []
+        found = []
+        for p in procs:
+            try:
+                cmd = " ".join(p.cmdline())[:120] or p.name()
+            except Exception:  # gone meanwhile, or unreadable: the pid is what matters
+                cmd = "?"
+            found.append({"pid": p.pid, "cmd": cmd})
+        sig = liveness.kill_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
+        detail.update(pgid=run["pgid"], leftovers=found, leftover_signal=sig)
+        if sig is None:
+            return []  # all ended on their own between the scan and the kill
+        report.leftovers_killed.append(run["id"])
+        log.warning("run %s: killed %d process(es) left in its process group %s after its leader died: %s",
+                    run["id"], len(found), run["pgid"], ", ".join(str(f["pid"]) for f in found))
+        return [{"code": "leftover_processes", "message": (
+            f"killed ({signal_name(sig)}) after the leader died, still in the run's process group"
+            f" {run['pgid']}: " + ", ".join(f"pid {f['pid']} ({f['cmd']})" for f in found[:10]))}]
+
+    def _settle_stranded_subtasks(self, ledger: Ledger, report: SweepReport) -> None:
+        """Abandon queued fan-out sub-tasks whose parent run already ended (a parent ended by
+        a path that did not settle them, e.g. an operator's abandon, or an older ledger)."""
+        try:
+            parents = [r[0] for r in ledger.query(
+                "SELECT DISTINCT c.parent_run_id FROM runs c JOIN runs p ON p.id = c.parent_run_id"
+                f" WHERE c.state = 'queued' AND p.state IN ({_TERMINAL_SQL}) ORDER BY 1 LIMIT 1000")]
+        except sqlite3.Error as exc:
+            report.errors.append(f"read sub-tasks: {exc}")
+            return
+        for parent_id in parents:
+            try:
+                done = ledger.write(lambda conn, pid=parent_id: fanout.settle_children(conn, pid, actor=self.actor),
+                                    max_wait_s=self.write_wait_s)
+            except sqlite3.Error as exc:
+                report.errors.append(f"run {parent_id}: settling its queued sub-tasks failed, retried next pass: {exc}")
+                continue
+            if done:
+                log.warning("run %s ended: abandoned its queued sub-task run(s) %s", parent_id, done)
+            report.settled_subtasks.extend(done)
+
     def _orphan_tx(self, conn: sqlite3.Connection, run: dict[str, Any], reason: str | None,
-                   fields: dict[str, Any], detail: dict[str, Any]) -> bool:
+                   fields: dict[str, Any], detail: dict[str, Any],
+                   findings: list[dict[str, str]] | None = None) -> bool:
         won = lifecycle.apply(conn, run["id"], run["attempt"], run["state"], State.ORPHANED,
                               actor=self.actor, reason=reason, fields=fields, detail=detail)
         if not won:
             return False
+        extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
         outcomes.record(conn, run["id"], state=State.ORPHANED.value, status="orphaned", reason=reason,
-                        signal=fields.get("signal"))
+                        signal=fields.get("signal"), **extra)
+        # A fan-out parent takes its queued sub-tasks with it, whatever the retry policy says.
+        fanout.settle_children(conn, run["id"], actor=self.actor)
         # A broken stored spec must not block the orphan move forever: undo only the retry.
         conn.execute("SAVEPOINT follow_up")
         try:
