@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from core import outcomes
+from core import fanout, outcomes
 from core.clock import iso
 from core.ledger import Ledger, add_event
 from core.lifecycle import NON_TERMINAL, TERMINAL, State, apply
@@ -59,7 +59,7 @@ def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = Non
     def tx(conn: sqlite3.Connection) -> ActionResult:
         run = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if run is None:
-            return ActionResult(False, f"no run {run_id}", run_id)
+            return ActionResult(False, f"no run {run_id}", run_id, missing=True)
         latest = conn.execute("SELECT id, attempt, state, trigger FROM runs WHERE lineage = ? ORDER BY attempt DESC"
                               " LIMIT 1", (run["lineage"],)).fetchone()
         if latest["state"] not in TERMINAL:
@@ -157,7 +157,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     for _ in range(5):  # the run may move under us (queued → spawned …); re-read and retry
         row = ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,))
         if row is None:
-            return ActionResult(False, f"no run {run_id}", run_id)
+            return ActionResult(False, f"no run {run_id}", run_id, missing=True)
         if row["state"] not in NON_TERMINAL:
             move = _last_move(ledger.conn, run_id)
             return ActionResult(False, f"{row['job']} run {run_id} is already {row['state']}{_who(move)}", run_id)
@@ -169,6 +169,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
             if won:
                 outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned",
                                 reason=f"abandoned by {operator}")
+                fanout.settle_children(conn, run_id, actor=actor)  # a fan-out's queued sub-tasks go too
             return won
 
         if ledger.write(tx):

@@ -13,10 +13,10 @@ Checks (each violation names the run it concerns):
 * ``attempt_gap``      – attempts of a lineage are not exactly 1..n;
 * ``slot_duplicate``   – one (job, slot, task) has two runs for one attempt, or two lineages;
 * ``lineage_overlap``  – more than one unfinished attempt in one lineage;
-* ``subtask_of_ended_parent`` – a fan-out sub-task queued or live although its parent run
-  is terminal (it may run, or be retried, for a parent that no longer waits for it); a
-  queued one is repairable (abandoned, reason ``parent_ended``), a live one is left to the
-  ordinary rules (its exit, its timeout, the sweep).
+* ``subtask_of_ended_parent`` – a fan-out sub-task still queued although its parent run is
+  terminal (it would run for a parent that no longer waits for it); repairable (abandoned,
+  reason ``parent_ended``). A live one is not a violation: a parent that timed out leaves
+  its running sub-tasks to their own exit, timeout or the sweep.
 
 ``--repair`` settles the repairable ones through the sweep (``core.lifecycle`` moves,
 audited with actor ``doctor``), then checks again. The audit trail is append-only, so the
@@ -124,7 +124,7 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
 
     for r in ledger.query(
             "SELECT c.id, c.state, c.task, c.attempt, p.id AS parent_id, p.state AS parent_state FROM runs c"
-            f" JOIN runs p ON p.id = c.parent_run_id WHERE c.state IN ({_NON_TERMINAL_SQL})"
+            " JOIN runs p ON p.id = c.parent_run_id WHERE c.state = 'queued'"
             f" AND p.state IN ({_TERMINAL_SQL}) ORDER BY c.id LIMIT 1000"):
         queued = r["state"] == "queued"
         out.append(Violation(

@@ -44,7 +44,7 @@ from core.capture import Capture
 from core.handoff import read_handoff
 from core.jobs import sync_jobs
 from core.ledger import Ledger, add_event
-from core.lifecycle import State
+from core.lifecycle import TERMINAL, State
 from core.process import create_time, find_escaped, kill_escaped, signal_group
 from core.reload import watch_specs
 from core.settings import Settings
@@ -52,6 +52,7 @@ from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
 from core.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
@@ -115,6 +116,10 @@ class Runner:
         self.on_finished = on_finished
         self.jobs: dict[str, LoadedJob] = {}
         self.live: dict[int, asyncio.Task[None]] = {}
+        # Runs whose task died of an error in the runner itself (a ledger write that failed
+        # with disk full, say): no longer watched, so their leases are not renewed and the
+        # sweep loop settles them (``runner_error``) until a write succeeds.
+        self.lost: set[int] = set()
         self._last_slot: dict[str, float | None] = {}
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -368,6 +373,9 @@ class Runner:
             spec = lj.spec
             if run["task"] and spec.kind == "fanout" and run["parent_run_id"] is not None:
                 key = f"{run['job']}#{run['parent_run_id']}"  # sub-tasks: bounded per parent
+                parent = self.ledger.one("SELECT state FROM runs WHERE id = ?", (run["parent_run_id"],))
+                if parent is None or parent["state"] in TERMINAL_VALUES:
+                    continue  # nobody waits for it any more: the sweep abandons it (parent_ended)
                 if key not in per_job:
                     per_job[key] = self.ledger.one(
                         "SELECT COUNT(*) FROM runs WHERE parent_run_id = ? AND state IN"
@@ -397,7 +405,8 @@ class Runner:
     def _run_done(self, run_id: int) -> None:
         task = self.live.pop(run_id, None)
         if task is not None and not task.cancelled() and task.exception() is not None:
-            log.error("run %s crashed in the runner: %r", run_id, task.exception())
+            log.error("run %s crashed in the runner: %r; the sweep loop settles it", run_id, task.exception())
+            self.lost.add(run_id)
         if self._wake is not None:
             self._wake.set()
 
@@ -827,14 +836,18 @@ class Runner:
             log.exception("supervisor.periodic failed")
 
     def heartbeat(self) -> None:
-        """Renew this runner's heartbeat and the lease of every live run it owns."""
+        """Renew this runner's heartbeat (``runners.heartbeat_at``) and the lease
+        (``runs.lease_until``, Unix seconds) of every run it still watches — not of runs in
+        ``lost``, nor of any run of this runner whose task is gone."""
         now = time.time()
+        watched = json.dumps(sorted(self.live))
 
         def tx(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE runners SET heartbeat_at = ? WHERE id = ?", (now, self.id))
             conn.execute(
-                "UPDATE runs SET lease_until = ? WHERE runner_id = ? AND state IN ('spawned','running','verifying')",
-                (now + self.settings.lease, self.id))
+                "UPDATE runs SET lease_until = ? WHERE runner_id = ? AND state IN ('spawned','running','verifying')"
+                " AND id IN (SELECT value FROM json_each(?))",
+                (now + self.settings.lease, self.id, watched))
         self.ledger.write(tx)
 
     async def _sweep_loop(self) -> None:
@@ -846,12 +859,26 @@ class Runner:
             except Exception:
                 log.exception("sweep pass failed; retrying next pass")
                 continue
+            if self.lost:
+                try:
+                    lost = await asyncio.to_thread(self._settle_lost, sweeper, set(self.lost))
+                    self.lost.difference_update(lost.finished)
+                    report.orphaned.extend(lost.orphaned)
+                except Exception:
+                    log.exception("settling lost runs failed; retrying next pass")
             for run_id in report.orphaned:
                 self._judge(run_id)
                 self._record_breaker(run_id)
 
     def _sweep_once(self, sweeper: Any) -> Any:
         return sweeper.sweep_once(self._thread_ledger())
+
+    def _settle_lost(self, sweeper: Any, run_ids: set[int]) -> Any:
+        """Settle runs in ``lost`` (their task died): kill a still-running process group,
+        then ``orphaned`` with reason ``runner_error`` (an attempt; retried per policy).
+        Returns ``sweep.LostReport``: ``finished`` (ids to drop from ``lost``: settled, or
+        already terminal or not ours) and ``orphaned``; a failed write is retried next pass."""
+        return sweeper.settle_lost(self._thread_ledger(), run_ids, runner_id=self.id, reason="runner_error")
 
     async def _reload_loop(self) -> None:
         try:

@@ -99,6 +99,17 @@ class SweepReport:
                 "skipped_paused": self.skipped_paused, "errors": self.errors}
 
 
+@dataclass
+class LostReport:
+    """What ``Sweeper.settle_lost`` did: ``orphaned`` run ids moved to ``orphaned``;
+    ``finished`` run ids the caller can stop tracking (orphaned now, or already terminal,
+    moved by someone else, or not owned by the caller). Ids in neither had a failed write
+    (retried on the next call)."""
+
+    orphaned: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The sweep's decision for one live run: ``action`` is one of ``skip`` (owner alive or
@@ -247,6 +258,34 @@ class Sweeper:
             log.warning("runner(s) %s stalled: process alive, heartbeat stale; their runs are left alone",
                         ", ".join(report.stalled_runners))
         return report
+
+    def settle_lost(self, ledger: Ledger, run_ids: set[int], *, runner_id: str, reason: str) -> LostReport:
+        """Settle runs a live runner (``runner_id``) stopped watching because their task died
+        of an error in the runner: the sweep never touches a live runner's runs, so the runner
+        hands them over here. A still-alive process group is killed first; then the run is
+        ``orphaned`` with ``reason`` (an attempt, retried per policy). Never raises for ledger
+        or process errors: such a run is left out of ``finished`` and tried again next call."""
+        out = LostReport()
+        for run_id in sorted(run_ids):
+            try:
+                row = ledger.one(
+                    "SELECT id, job, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
+                    " spawned_at, updated_at FROM runs WHERE id = ?", (run_id,))
+            except sqlite3.Error:
+                continue
+            run = row_dict(row)
+            if run is None or run["state"] not in {s.value for s in LIVE} or run["runner_id"] != runner_id:
+                out.finished.append(run_id)
+                continue
+            alive = bool(run["pid"]) and liveness.process_alive(run["pid"], run["pid_create_time"])
+            report = SweepReport(at=time.time())
+            self._settle_run(ledger, run, Verdict("kill" if alive else "orphan", reason), report)
+            if run_id in report.orphaned:
+                out.orphaned.append(run_id)
+                out.finished.append(run_id)
+            elif not report.errors:
+                out.finished.append(run_id)  # someone else moved it first
+        return out
 
     def _settle_run(self, ledger: Ledger, run: dict[str, Any], verdict: Verdict, report: SweepReport) -> None:
         detail: dict[str, Any] = {"pid": run["pid"], "runner_id": run["runner_id"],
