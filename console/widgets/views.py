@@ -177,12 +177,19 @@ class JobsTable(PagedTable):
         sched = row["schedule_text"] or "manual"
         if not row["enabled"]:
             sched = "(off) " + sched
-        return [cell(row["name"]), cell(sched), cell(next_txt), word(RUN_STATE, row["last_state"]),
+        name = cell(row["name"])
+        if row.get("last_error"):
+            name = Text("! ", style="bold red") + name  # its last edit is invalid; the kept spec runs
+        return [name, cell(sched), cell(next_txt), word(RUN_STATE, row["last_state"]),
                 cell(rate_txt), word(BREAKER, row["breaker_state"])]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         out.append(clean(row["name"], keep_newlines=False), style="bold")
+        if row.get("last_error"):
+            out.append("  spec error (last good spec still runs): ", style="bold red")
+            out.append(clean(str(row["last_error"]), keep_newlines=False))
+            return out
         out.append(clean(f"  owner {row.get('owner') or '-'} · {row.get('intent') or ''}", keep_newlines=False))
         out.append("  (enter: its outcomes)", style="dim")
         return out
