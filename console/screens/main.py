@@ -412,10 +412,11 @@ class MainScreen(PollingScreen, Screen):
             # binding here; it is dropped rather than acting behind the operator's back.
             return action == "back"
         esc_only = {"acknowledge", "snooze", "resolve"}
+        # Hidden, not merely dimmed: the footer lists only what this view can do.
         if action in esc_only and self.view != "escalations":
-            return None  # shown disabled: there is nothing to acknowledge here
+            return False
         if action in {"retry", "abandon"} and self.view == "jobs":
-            return None
+            return False
         return True
 
     def _refuse_read_only(self) -> bool:
