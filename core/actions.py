@@ -184,4 +184,12 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
         ledger.write(lambda conn: add_event(conn, actor=actor, kind="abandon_kill", run_id=run_id, job=row["job"],
                                             attempt=attempt, reason=note,
                                             detail={"pid": row["pid"], "pgid": row["pgid"]}))
+    # A fan-out parent's queued sub-tasks went with it in the transaction above; its running
+    # ones are abandoned (and killed) too, or they would work on for nobody.
+    subtasks = [r["id"] for r in ledger.query(
+        "SELECT id FROM runs WHERE parent_run_id = ? AND state IN ('spawned','running','verifying') ORDER BY id",
+        (run_id,))]
+    done = [sub for sub in subtasks if abandon(ledger, sub, operator, grace_s=grace_s).ok]
+    if done:
+        note += f"; {len(done)} running sub-task(s) abandoned: runs {', '.join(map(str, done))}"
     return ActionResult(True, f"{row['job']} run {run_id} abandoned ({note}); artifacts kept", run_id)

@@ -815,6 +815,8 @@ class Runner:
         while True:
             try:
                 self.heartbeat()
+            except sqlite3.Error as exc:  # disk full, locked: one line a beat, not a traceback
+                log.warning("heartbeat failed (%s); retrying next beat", exc)
             except Exception:
                 log.exception("heartbeat failed; retrying next beat")
             if not busy:  # one periodic pass at a time; a slow delivery never piles up
@@ -868,7 +870,7 @@ class Runner:
                     log.exception("settling lost runs failed; retrying next pass")
             for run_id in report.orphaned:
                 self._judge(run_id)
-                self._record_breaker(run_id)
+                self._finished(run_id)  # breaker, and the run's line like any other finish
 
     def _sweep_once(self, sweeper: Any) -> Any:
         return sweeper.sweep_once(self._thread_ledger())

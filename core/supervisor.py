@@ -385,6 +385,8 @@ def periodic(ledger: Ledger, settings: Any) -> None:
     for name, step in steps:
         try:
             step()
+        except sqlite3.Error as exc:  # the ledger is unwritable for now: one line, retried next beat
+            log.warning("supervisor periodic step %s failed (%s); retrying next beat", name, exc)
         except Exception:
             log.exception("supervisor periodic step %s failed", name)
 

@@ -233,7 +233,7 @@ class Sweeper:
         report = SweepReport(at=now)
         try:
             runs = [row_dict(r) for r in ledger.query(
-                "SELECT id, job, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
+                "SELECT id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
                 f" spawned_at, updated_at FROM runs WHERE state IN ({_LIVE_SQL}) ORDER BY id")]
             owners = {r["id"]: row_dict(r) for r in ledger.query(
                 "SELECT * FROM runners WHERE id IN"
@@ -269,7 +269,7 @@ class Sweeper:
         for run_id in sorted(run_ids):
             try:
                 row = ledger.one(
-                    "SELECT id, job, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
+                    "SELECT id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
                     " spawned_at, updated_at FROM runs WHERE id = ?", (run_id,))
             except sqlite3.Error:
                 continue
@@ -320,7 +320,8 @@ class Sweeper:
         if not won:
             return  # someone else moved it first (the owner, an operator, another sweep)
         report.orphaned.append(run["id"])
-        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], run["job"], run["attempt"], verdict.reason)
+        name = f"{run['job']}/{run['task']}" if run.get("task") else run["job"]
+        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], name, run["attempt"], verdict.reason)
         try:
             supervisor.judge_run(ledger, run["id"], settings=self.settings)
         except Exception as exc:  # the terminal move stands; judging is the supervisor's to retry

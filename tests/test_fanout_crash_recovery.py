@@ -246,3 +246,27 @@ def test_operator_abandoning_a_parent_takes_its_queued_subtasks_in_the_same_tran
     t1 = add_child(ledger, parent, "t1", state="queued")
     assert actions.abandon(ledger, parent, operator="ana").ok
     assert (run_row(ledger, t1)["state"], run_row(ledger, t1)["reason"]) == ("abandoned", "parent_ended")
+
+
+def test_operator_abandoning_a_parent_abandons_and_kills_its_running_subtasks(ledger, settings):
+    import subprocess
+
+    import psutil
+
+    from core import actions
+    fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    t1 = add_child(ledger, parent, "t1", state="running")
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        ctime = psutil.Process(proc.pid).create_time()
+        ledger.write(lambda c: c.execute("UPDATE runs SET pid = ?, pgid = ?, pid_create_time = ? WHERE id = ?",
+                                         (proc.pid, proc.pid, ctime, t1)))
+        res = actions.abandon(ledger, parent, operator="ana", grace_s=1.0)
+        assert res.ok and f"runs {t1}" in res.message
+        assert run_row(ledger, t1)["state"] == "abandoned"
+        assert proc.wait(timeout=10) < 0  # killed by a signal
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
