@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import sys
-import unicodedata
 from typing import Any
 
 import click
@@ -29,6 +28,7 @@ from core.process import signal_name
 from core.queries import run_detail, run_row
 from core.runs import UnknownJob, list_runs, trigger
 from core.settings import SettingsError, load_settings
+from core.specs import safe_text
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -185,22 +185,11 @@ def _one_line(text: str, width: int = 60) -> str:
 
 
 def _safe(text: Any) -> str:
-    """Untrusted text for a terminal: control characters (ESC, C1, …) shown as ``\\xNN``;
-    Unicode format characters (bidi overrides such as U+202E, zero-width characters, …)
-    and line/paragraph separators shown as ``\\uNNNN``, so output cannot reorder or hide
-    what surrounds it."""
-    return "".join(_safe_char(ch) for ch in str(text))
-
-
-def _safe_char(ch: str) -> str:
-    code = ord(ch)
-    if ch in "\n\t":
-        return ch
-    if code < 32 or 0x7F <= code <= 0x9F:
-        return f"\\x{code:02x}"
-    if code >= 0xA0 and (unicodedata.category(ch) in ("Cf", "Zl", "Zp") or invisible(ch)):
-        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-    return ch
+    """Untrusted text for a terminal: control characters (ESC, C1, …), Unicode format
+    characters (bidi overrides such as U+202E, zero-width characters, …), line/paragraph
+    separators and invisible fillers shown escaped (``core.specs.safe_text``), so output
+    cannot reorder or hide what surrounds it. Newlines and tabs stay."""
+    return safe_text(text, keep="\n\t", also=invisible)
 
 
 @click.command("show")

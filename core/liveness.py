@@ -30,6 +30,8 @@ from typing import Any
 
 import psutil
 
+from core.process import run_processes
+
 #: Seconds two create-time readings of the same process may differ by. psutil derives the
 #: create time from boot time plus clock ticks (1/100 s); pids are handed out sequentially,
 #: so a reused pid within half a second of the original's start is practically impossible.
@@ -139,12 +141,12 @@ def kill_group(pgid: int, *, grace: float, poll: float = 0.05) -> int | None:
 
 def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
     """Live processes left in a run's process group after its leader died: their process
-    group is ``pgid`` AND their environment carries ``WATCHKEEPER_RUN_ID=<run_id>``.
+    group is ``pgid`` AND their environment carries ``WATCHKEEPER_RUN_ID=<run_id>``
+    (``core.process.run_processes``).
 
     Both must hold, so a reused pid (or pgid) of an unrelated process never matches: only a
     process the run itself started (and that stayed in its group) is returned. Never our own
-    group; zombies and processes whose environment cannot be read are skipped. Scans the
-    process table: for the rare path (a dead leader) only.
+    group. For the rare path (a dead leader) only.
     """
     if not pgid or pgid <= 1:
         return []
@@ -153,18 +155,7 @@ def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
             return []
     except OSError:
         return []
-    me, want = os.getpid(), str(run_id)
-    out = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid == me or os.getpgid(proc.pid) != pgid or proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get("WATCHKEEPER_RUN_ID") != want:
-                continue
-            out.append(proc)
-        except (ProcessLookupError, PermissionError, OSError, psutil.Error):
-            continue
-    return out
+    return run_processes(run_id, pgid=pgid)
 
 
 def kill_processes(procs: list[psutil.Process], *, grace: float, poll: float = 0.05) -> int | None:

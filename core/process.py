@@ -43,28 +43,50 @@ def signal_name(sig: int | None) -> str:
         return f"signal {sig}"
 
 
+def run_processes(run_id: int, *, runner_id: str | None = None, pgid: int | None = None,
+                  exclude_pgid: int | None = None) -> list[psutil.Process]:
+    """Live processes (not zombies, not this one) started for run ``run_id``: their
+    environment carries ``WATCHKEEPER_RUN_ID=<run_id>`` (inherited), and
+    ``WATCHKEEPER_RUNNER_ID=<runner_id>`` too when ``runner_id`` is given. ``pgid`` keeps only
+    members of that process group; ``exclude_pgid`` drops them. Scans every process: call it
+    only on rare paths (a timeout, a dead leader)."""
+    me, want = os.getpid(), str(run_id)
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if pgid is not None or exclude_pgid is not None:
+                group = os.getpgid(proc.pid)
+                if (pgid is not None and group != pgid) or group == exclude_pgid:
+                    continue
+            env = proc.environ()
+            if env.get("WATCHKEEPER_RUN_ID") != want:
+                continue
+            if runner_id is not None and env.get("WATCHKEEPER_RUNNER_ID") != runner_id:
+                continue
+            found.append(proc)
+        except (psutil.Error, ProcessLookupError, OSError):
+            continue
+    return found
+
+
+def describe(proc: psutil.Process) -> dict[str, object]:
+    """``{pid, cmd}`` for a report: the command line cut to 120 characters, else its name."""
+    try:
+        cmd = " ".join(proc.cmdline())[:120] or proc.name()
+    except psutil.Error:  # gone meanwhile, or unreadable: the pid is what matters
+        cmd = "?"
+    return {"pid": proc.pid, "cmd": cmd}
+
+
 def find_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
     """Live processes started for run ``run_id`` by runner ``runner_id`` that left its process
     group: they carry ``WATCHKEEPER_RUN_ID=<run_id>`` and ``WATCHKEEPER_RUNNER_ID=<runner_id>``
     in their environment (inherited) but another pgid. Both must match: run ids restart at 1
     in every ledger, so another Watchkeeper's run 7 is not ours.
     Returns ``[{pid, cmd}]``. Scans every process: call it only on the rare path."""
-    me = os.getpid()
-    want = str(run_id)
-    found: list[dict[str, object]] = []
-    for proc in psutil.process_iter(["pid", "name"]):
-        try:
-            if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            env = proc.environ()
-            if env.get("WATCHKEEPER_RUN_ID") != want or env.get("WATCHKEEPER_RUNNER_ID") != runner_id:
-                continue
-            if exclude_pgid is not None and os.getpgid(proc.pid) == exclude_pgid:
-                continue
-            found.append({"pid": proc.pid, "cmd": " ".join(proc.cmdline())[:120] or proc.info["name"]})
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError, OSError):
-            continue
-    return found
+    return [describe(p) for p in run_processes(run_id, runner_id=runner_id, exclude_pgid=exclude_pgid)]
 
 
 def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core import liveness, status
 from core.ledger import Ledger, row_dict
 from core.lifecycle import LIVE, TERMINAL
 
@@ -291,8 +292,6 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
 def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:
     """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
     first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
-    from core import liveness
-
     rows = [row_dict(r) for r in ledger.query(
         f"SELECT {_ORPHAN_COLS}, r.created_at, w.id AS w_id, w.hostname AS w_hostname, w.pid AS w_pid,"
         " w.pid_create_time AS w_pid_create_time, w.lease_s AS w_lease_s"
@@ -553,8 +552,6 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     3 min ago" (a clean stop), "no runner for 7 min" (since the last heartbeat of any runner),
     "no runner yet". Cheap: the fresh ``runners`` rows, the newest few, one process check
     each; the console calls it on every poll."""
-    from core import liveness, status
-
     gap = status.runner_gap(ledger, now=now)
     if gap is None:
         return True, "runner up"

@@ -52,7 +52,6 @@ from core.specs import JobSpec, LoadedJob, LoadResult, load_dir, resolve_cwd
 from core.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
-TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
@@ -360,7 +359,8 @@ class Runner:
         if room <= 0:
             return
         rows = self.ledger.query(
-            "SELECT * FROM runs WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?",
+            "SELECT r.*, p.state AS parent_state FROM runs r LEFT JOIN runs p ON p.id = r.parent_run_id"
+            " WHERE r.state = 'queued' AND r.not_before <= ? ORDER BY r.not_before, r.id LIMIT ?",
             (now, max(room * 4, 16)))
         per_job: dict[str, int] = {}
         for row in rows:
@@ -373,8 +373,7 @@ class Runner:
             spec = lj.spec
             if run["task"] and spec.kind == "fanout" and run["parent_run_id"] is not None:
                 key = f"{run['job']}#{run['parent_run_id']}"  # sub-tasks: bounded per parent
-                parent = self.ledger.one("SELECT state FROM runs WHERE id = ?", (run["parent_run_id"],))
-                if parent is None or parent["state"] in TERMINAL_VALUES:
+                if run["parent_state"] is None or run["parent_state"] in TERMINAL:
                     continue  # nobody waits for it any more: the sweep abandons it (parent_ended)
                 if key not in per_job:
                     per_job[key] = self.ledger.one(

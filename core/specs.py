@@ -20,7 +20,7 @@ import shlex
 import stat
 import tomllib
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -58,19 +58,21 @@ MAX_SPEC_FILE_BYTES = 1024 * 1024
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
-def safe_text(value: Any) -> str:
+def safe_text(value: Any, *, keep: str = "", also: Callable[[str], bool] | None = None) -> str:
     """``str(value)`` with unsafe characters escaped repr-style (``\\x1b``, ``\\u202e``).
 
-    For untrusted text going into an error message: a job name such as
+    For untrusted text going into an error message or a terminal: a job name such as
     ``"x\\u001b]0;PWNED\\u0007"`` must not retitle or recolour the operator's terminal.
+    ``keep``: characters left as they are (``"\\n\\t"`` for multi-line output); ``also``:
+    a test for further characters to escape (the console's invisible characters).
     Everything else, including backslashes, is kept as is.
     """
     text = str(value)
-    if text.isprintable():  # fast path; isprintable() is False for every unsafe category
+    if also is None and text.isprintable():  # fast path; False for every unsafe category
         return text
     out = []
     for ch in text:
-        if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
+        if ch not in keep and (unicodedata.category(ch) in _UNSAFE_CATEGORIES or (also is not None and also(ch))):
             code = ord(ch)
             out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
                        else f"\\U{code:08x}")

@@ -56,7 +56,7 @@ from core import fanout, lifecycle, liveness, outcomes, retries, supervisor
 from core.ledger import Ledger, add_event, row_dict
 from core.lifecycle import LIVE, TERMINAL, State
 from core.liveness import RunnerLiveness
-from core.process import signal_name
+from core.process import describe, signal_name
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,9 @@ DEFAULT_KILL_GRACE_CAP_S = 5.0
 
 _LIVE_SQL = ", ".join(f"'{s.value}'" for s in sorted(LIVE))
 _TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
+#: What ``assess`` and ``_settle_run`` read of a run.
+_RUN_COLUMNS = ("id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
+                " spawned_at, updated_at")
 
 
 @dataclass
@@ -233,8 +236,7 @@ class Sweeper:
         report = SweepReport(at=now)
         try:
             runs = [row_dict(r) for r in ledger.query(
-                "SELECT id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
-                f" spawned_at, updated_at FROM runs WHERE state IN ({_LIVE_SQL}) ORDER BY id")]
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN ({_LIVE_SQL}) ORDER BY id")]
             owners = {r["id"]: row_dict(r) for r in ledger.query(
                 "SELECT * FROM runners WHERE id IN"
                 f" (SELECT DISTINCT runner_id FROM runs WHERE state IN ({_LIVE_SQL}))")}
@@ -268,13 +270,11 @@ class Sweeper:
         out = LostReport()
         for run_id in sorted(run_ids):
             try:
-                row = ledger.one(
-                    "SELECT id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
-                    " spawned_at, updated_at FROM runs WHERE id = ?", (run_id,))
+                row = ledger.one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
             except sqlite3.Error:
                 continue
             run = row_dict(row)
-            if run is None or run["state"] not in {s.value for s in LIVE} or run["runner_id"] != runner_id:
+            if run is None or run["state"] not in LIVE or run["runner_id"] != runner_id:
                 out.finished.append(run_id)
                 continue
             alive = bool(run["pid"]) and liveness.process_alive(run["pid"], run["pid_create_time"])
@@ -336,13 +336,7 @@ class Sweeper:
         procs = liveness.run_group_leftovers(run["pgid"], run["id"])
         if not procs:
             return []
-        found = []
-        for p in procs:
-            try:
-                cmd = " ".join(p.cmdline())[:120] or p.name()
-            except Exception:  # gone meanwhile, or unreadable: the pid is what matters
-                cmd = "?"
-            found.append({"pid": p.pid, "cmd": cmd})
+        found = [describe(p) for p in procs]
         sig = liveness.kill_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
         detail.update(pgid=run["pgid"], leftovers=found, leftover_signal=sig)
         if sig is None:
