@@ -23,6 +23,7 @@ from tests.test_sweep_support import (
     dead_pid,
     events,
     fast_settings,
+    gone_runner,
     run_row,
     wait_for,
 )
@@ -128,10 +129,6 @@ def fan_job(ledger):
                    tasks=[{"name": "t1", "command": "true", "max_attempts": 2},
                           {"name": "t2", "command": "true"}, {"name": "t3", "command": "true"}])
 
-
-def gone_runner(ledger):
-    pid, ctime = dead_pid()
-    return add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=5.0)
 
 
 def add_child(ledger, parent_id: int, task: str, *, state: str = "queued", runner_id: str | None = None) -> int:

@@ -22,6 +22,7 @@ from tests.test_sweep_support import (
     dead_pid,
     events,
     fast_settings,
+    gone_runner,
     kill_tree,
     pid_alive,
     run_row,
@@ -112,10 +113,6 @@ def procs():
     for p in started:
         kill_tree(p)
 
-
-def gone_runner(ledger):
-    pid, ctime = dead_pid()
-    return add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=5.0)
 
 
 def dead_leader_group(run_id: int) -> tuple[subprocess.Popen, float, dict[str, int]]:

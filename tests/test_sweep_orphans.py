@@ -17,6 +17,7 @@ from tests.test_sweep_support import (
     dead_pid,
     events,
     fast_settings,
+    gone_runner,
     kill_tree,
     pid_alive,
     run_row,
@@ -44,10 +45,6 @@ def procs():
     for p in started:
         kill_tree(p)
 
-
-def gone_runner(ledger):
-    pid, ctime = dead_pid()
-    return add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=5.0)
 
 
 def test_dead_process_of_gone_runner_is_orphaned_and_retried(ledger, settings):

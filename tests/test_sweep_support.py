@@ -160,3 +160,9 @@ def wait_for(pred, timeout: float = 10.0, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return pred()
+
+
+def gone_runner(ledger: Ledger) -> str:
+    """A runner row whose process is dead and whose heartbeat is stale."""
+    pid, ctime = dead_pid()
+    return add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=5.0)
