@@ -187,7 +187,7 @@ command = ["{PY}", "-c", "import sys; sys.exit(1)"]
 once = true
 max_attempts = 3
 [backoff]
-initial = "2s"
+initial = "5s"  # room for a slow machine to stop the first runner before the retry is due
 factor = 1
 jitter = false
 ''')
@@ -199,10 +199,10 @@ jitter = false
     assert len(queued) == 1
     q = queued[0]
     assert (q["attempt"], q["lineage"], q["trigger"]) == (2, first["lineage"], "retry")
-    assert abs(q["not_before"] - (first["ended_at"] + 2.0)) < 0.5
+    assert abs(q["not_before"] - (first["ended_at"] + 5.0)) < 0.5
     # A new runner instance picks the schedule up from the ledger.
     with RunnerThread(specs, s):
-        wait_for(lambda: len(terminal_runs(s.ledger, "always-fails")) >= 3, timeout=20)
+        wait_for(lambda: len(terminal_runs(s.ledger, "always-fails")) >= 3, timeout=40)
         time.sleep(0.5)
     runs = terminal_runs(s.ledger, "always-fails")
     assert [r["attempt"] for r in runs] == [1, 2, 3]
