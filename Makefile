@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench torture lint clean
+.PHONY: demo test test-fast bench torture lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
@@ -22,8 +22,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check core console tests bench
 	$(BIN)/lint-imports
 
+# The suite runs on every core (pytest-xdist); test-fast skips the real-process tests (slow).
 test: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

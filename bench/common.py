@@ -74,13 +74,13 @@ def table(figures: list[Figure]) -> str:
 
 
 class RunnerThread:
-    """An embedded ``core.runner.Runner`` in its own thread and event loop (for benchmarks)."""
+    """An embedded ``core.runner.runner.Runner`` in its own thread and event loop (for benchmarks)."""
 
     def __init__(self, spec_dir, settings) -> None:
         import asyncio
         import threading
 
-        from core.runner import Runner
+        from core.runner.runner import Runner
         self.runner = Runner(spec_dir, settings, install_signal_handlers=False)
         self.errors: list[BaseException] = []
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 
 GOAL_PAINT_S = 1.0
 GOAL_RSS_MB = 150.0
@@ -85,7 +85,7 @@ T_START = time.time()  # wall clock: the parent compares it with its own spawn t
 import asyncio, json, sys, threading
 import psutil
 from console.app import ConsoleConfig, WatchkeeperApp
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 T_IMPORTED = time.time()
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

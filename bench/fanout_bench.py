@@ -19,9 +19,9 @@ SLACK_S = 1.0
 
 
 def one_trial(tmp: Path) -> float:
-    from core.ledger import Ledger
-    from core.runs import trigger
-    from core.settings import load_settings
+    from core.ledger.connection import Ledger
+    from core.ledger.runs import trigger
+    from core.spec.settings import load_settings
 
     spec_dir = tmp / "specs"
     spec_dir.mkdir()

@@ -1,11 +1,11 @@
 """Ledger transition rate and judge cost per outcome.
 
-* Transitions/s through ``core.lifecycle.transition`` (``BEGIN IMMEDIATE``, compare-and-set
+* Transitions/s through ``core.ledger.lifecycle.transition`` (``BEGIN IMMEDIATE``, compare-and-set
   ``UPDATE … WHERE id=? AND state=? AND attempt=?``, audit event, ``COMMIT``), each run moved
   queued → spawned → running → verifying → succeeded, vs a raw ``UPDATE runs SET state=?``
   per move in its own transaction without CAS or audit (baseline). No goal: the ratio is the
   price of the audit trail and the compare-and-set.
-* µs per ``core.judge.evaluate`` (the rules judge, pure) on realistic facts: a routine success
+* µs per ``core.supervisor.rules.evaluate`` (the rules judge, pure) on realistic facts: a routine success
   with 60 outcomes of history (what ``judge_run`` reads), a failure, a soft anomaly.
 """
 
@@ -41,8 +41,8 @@ def _seed(led, n: int) -> list[int]:
 
 def bench_transitions(n_runs: int, tmp: Path) -> tuple[float, float]:
     """(lifecycle transitions/s, raw UPDATE transitions/s)."""
-    from core import lifecycle
-    from core.ledger import Ledger
+    from core.ledger import lifecycle
+    from core.ledger.connection import Ledger
 
     with Ledger(tmp / "lc.db") as led:
         ids = _seed(led, n_runs)
@@ -67,8 +67,8 @@ def bench_transitions(n_runs: int, tmp: Path) -> tuple[float, float]:
 
 def bench_judge(iterations: int) -> dict[str, float]:
     """µs per ``judge.evaluate`` for three realistic cases."""
-    from core.judge import OutcomeFacts, evaluate
-    from core.specs import JobSpec
+    from core.spec.model import JobSpec
+    from core.supervisor.rules import OutcomeFacts, evaluate
 
     spec = JobSpec(name="nightly-report", command=["python3", "report.py"], timeout=600,
                    intent="Write the nightly report.", owner="ops@example.org")
@@ -98,7 +98,7 @@ def run(quick: bool = False) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="wk-bench-ledger-") as d:
         lc, raw = bench_transitions(n_runs, Path(d))
     figs = [Figure("ledger transition rate", lc, "transitions/s", raw, "raw UPDATE, no CAS/audit", lc / raw,
-                   "", None, f"{n_runs * len(MOVES)} moves through core.lifecycle.transition, one transaction each")]
+                   "", None, f"{n_runs * len(MOVES)} moves through core.ledger.lifecycle.transition, one transaction each")]
     for name, us in bench_judge(500 if quick else 3000).items():
         figs.append(Figure(f"judge cost per outcome ({name})", us, "µs", None, "rules judge, 60 outcomes history",
                            None, "", None))

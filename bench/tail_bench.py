@@ -1,7 +1,7 @@
 """``watchkeeper tail`` commit-to-line latency.
 
 Starts ``watchkeeper tail --ledger X`` as a subprocess (its own process group), commits an
-escalation with ``core.escalations.raise_escalation`` inside a ``Ledger.write``, and measures
+escalation with ``core.ledger.escalations.raise_escalation`` inside a ``Ledger.write``, and measures
 from the commit returning to the line arriving on tail's stdout. Median of 10 (3 with
 --quick). Goal: ≤ 0.5 s (the same live-update goal as the console).
 """
@@ -42,8 +42,8 @@ def _read_line(proc: subprocess.Popen, buf: bytearray, timeout: float) -> tuple[
 
 
 def measure(trials: int, tmp: Path) -> list[float]:
-    from core.escalations import raise_escalation
-    from core.ledger import Ledger
+    from core.ledger.connection import Ledger
+    from core.ledger.escalations import raise_escalation
 
     db = tmp / "wk.db"
     Ledger(db).close()

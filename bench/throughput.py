@@ -3,7 +3,7 @@
 Three contenders, same work, same concurrency, measured in one process run:
 
 * **watchkeeper** – an embedded ``Runner`` (own thread, own event loop) on a fresh ledger;
-  1,000 manual runs are queued through ``core.runs.trigger`` and each goes queued → spawned
+  1,000 manual runs are queued through ``core.ledger.runs.trigger`` and each goes queued → spawned
   → running → verifying → succeeded with its outcome row, audit events and the supervisor's
   judgement. Timed from the first queue insert (all queued, then the runner started) to
   the last run judged.
@@ -83,12 +83,12 @@ def bench_huey(n: int, concurrency: int, tmp: Path) -> float:
 
 def bench_watchkeeper(n: int, concurrency: int, tmp: Path) -> tuple[float, dict[str, int]]:
     """Seconds for ``n`` runs of /bin/true through the full lifecycle, and a check summary."""
-    from core.jobs import sync_jobs
-    from core.ledger import Ledger
-    from core.runner import Runner
-    from core.runs import trigger
-    from core.settings import load_settings
-    from core.specs import load_dir
+    from core.ledger.connection import Ledger
+    from core.ledger.jobs import sync_jobs
+    from core.ledger.runs import trigger
+    from core.runner.runner import Runner
+    from core.spec.model import load_dir
+    from core.spec.settings import load_settings
 
     spec_dir = tmp / "specs"
     spec_dir.mkdir()

@@ -200,7 +200,7 @@ class Torture:
 
     # -- workload ----------------------------------------------------------------------------
     def _wait_for_jobs(self) -> None:
-        from core.ledger import Ledger
+        from core.ledger.connection import Ledger
         while time.monotonic() < self.deadline:
             if self.ledger.exists():
                 with Ledger(self.ledger) as led:
@@ -211,8 +211,8 @@ class Torture:
 
     def feed(self, stop: threading.Event) -> None:
         """Queue ``runs`` manual runs of the mix, in bursts, while the runner is being killed."""
-        from core.ledger import Ledger
-        from core.runs import trigger
+        from core.ledger.connection import Ledger
+        from core.ledger.runs import trigger
         names = [n for n, w in MIX for _ in range(w)]
         with Ledger(self.ledger) as led:
             while len(self.triggered) < self.runs and not stop.is_set() and time.monotonic() < self.deadline:
@@ -227,7 +227,7 @@ class Torture:
                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
     def pending(self) -> int:
-        from core.ledger import Ledger
+        from core.ledger.connection import Ledger
         with Ledger(self.ledger) as led:
             return led.one(f"SELECT COUNT(*) FROM runs WHERE state NOT IN {TERMINAL!r}")[0]
 
@@ -261,7 +261,7 @@ class Torture:
 
     # -- checks ------------------------------------------------------------------------------
     def job_processes(self) -> list[tuple[int, float | None, int | None]]:
-        from core.ledger import Ledger
+        from core.ledger.connection import Ledger
         with Ledger(self.ledger) as led:
             return [(r[0], r[1], r[2]) for r in led.query("SELECT pid, pid_create_time, pgid FROM runs"
                                                           " WHERE pid IS NOT NULL")]
@@ -287,7 +287,7 @@ class Torture:
         return list(found.values())
 
     def check(self) -> dict[str, Any]:
-        from core.ledger import Ledger
+        from core.ledger.connection import Ledger
         time.sleep(1.0)  # let the last group kills land before looking for survivors
         leaked = self.leaked()
         doc = self.wk("doctor", "--json", "--ledger", str(self.ledger), "--config", str(self.spec / "watchkeeper.toml"))

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@
 Both are attributed ``operator:<name>``, audited in ``events`` and conditional on what the
 ledger holds at the moment of the write, so two consoles acting at once get one winner and
 one clear "already …" message. Escalation actions (acknowledge, snooze, resolve) live in
-``core.escalations``.
+``core.ledger.escalations``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import psutil
 
-from core import fanout, outcomes
-from core.clock import iso
-from core.ledger import Ledger, add_event
-from core.lifecycle import NON_TERMINAL, TERMINAL, State, apply
+from core.ledger import fanout, outcomes
+from core.ledger.connection import Ledger, add_event
+from core.ledger.lifecycle import NON_TERMINAL, TERMINAL, State, apply
 from core.liveness import process_alive
-from core.results import ActionResult
+from core.text import iso
+from core.vocabulary import ActionResult
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -144,7 +144,7 @@ def _gone_within(proc: psutil.Process, seconds: float) -> bool:
 
 
 def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABANDON_GRACE_S) -> ActionResult:
-    """Move ``run_id`` to ``abandoned`` (compare-and-set via ``core.lifecycle``), then kill
+    """Move ``run_id`` to ``abandoned`` (compare-and-set via ``core.ledger.lifecycle``), then kill
     its live process group if the recorded pid still runs with the recorded create time.
 
     The state change comes first so the runner, seeing its process die, loses the race and

@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from core.process import run_processes
+from core.processes import run_processes
 
 #: Seconds two create-time readings of the same process may differ by. psutil derives the
 #: create time from boot time plus clock ticks (1/100 s); pids are handed out sequentially,
@@ -142,7 +142,7 @@ def kill_group(pgid: int, *, grace: float, poll: float = 0.05) -> int | None:
 def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
     """Live processes left in a run's process group after its leader died: their process
     group is ``pgid`` AND their environment carries ``WATCHKEEPER_RUN_ID=<run_id>``
-    (``core.process.run_processes``).
+    (``core.processes.run_processes``).
 
     Both must hold, so a reused pid (or pgid) of an unrelated process never matches: only a
     process the run itself started (and that stayed in its group) is returned. Never our own

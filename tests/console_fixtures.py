@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 
 NOW = 1_767_268_800.0  # 2026-01-01T12:00:00Z, frozen "now" for deterministic screens
 

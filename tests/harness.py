@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.ledger import Ledger
-from core.runner import Finished, Runner
-from core.settings import Settings, load_settings
+from core.ledger.connection import Ledger
+from core.runner.runner import Finished, Runner
+from core.spec.settings import Settings, load_settings
 
 FAST = {"heartbeat": 0.2, "lease": 1.0, "sweep_interval": 0.2, "start_timeout": 5.0, "shutdown_grace": 1.0}
 

@@ -1,4 +1,4 @@
-"""Helpers for supervisor tests: a job row and runs driven through core.lifecycle.
+"""Helpers for supervisor tests: a job row and runs driven through core.ledger.lifecycle.
 
 Runs are inserted ``queued`` and moved with ``lifecycle.transition`` exactly as the runner
 would, so the tests never write a run state by hand.
@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from core import lifecycle, outcomes
-from core.ledger import Ledger
-from core.lifecycle import State
-from core.specs import JobSpec, spec_json
+from core.ledger import lifecycle, outcomes
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import State
+from core.spec.model import JobSpec, spec_json
 
 
 def add_job(ledger: Ledger, folder: Path, name: str = "job", **spec_fields: Any) -> JobSpec:
@@ -71,7 +71,7 @@ def to_verifying(ledger: Ledger, run_id: int, *, exit_code: int | None = 0, sign
 
 def end_as(ledger: Ledger, run_id: int, to_state: str, *, retry: bool = False) -> None:
     """Move a running run to a terminal state directly (timed_out / orphaned)."""
-    from core import retries
+    from core.ledger import retries
     att = ledger.one("SELECT attempt FROM runs WHERE id = ?", (run_id,))["attempt"]
 
     def then(c):

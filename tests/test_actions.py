@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from core import actions
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from core.capture import Capture
-from core.handoff import read_handoff
+from core.runner.capture import Capture
+from core.runner.handoff import read_handoff
 
 
 def test_capture_keeps_everything_under_cap(tmp_path):

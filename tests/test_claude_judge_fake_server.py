@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from core import outcomes, supervisor
-from core.claude_judge import ClaudeJudge
-from core.judge import OutcomeFacts, evaluate, merge
-from core.ledger import Ledger
-from core.settings import JudgeSettings, Settings
-from core.specs import JobSpec
+from core.ledger import outcomes
+from core.ledger.connection import Ledger
+from core.spec.model import JobSpec
+from core.spec.settings import JudgeSettings, Settings
+from core.supervisor import supervisor
+from core.supervisor.claude import ClaudeJudge
+from core.supervisor.rules import OutcomeFacts, evaluate, merge
 from tests.fake_anthropic import FakeAnthropic
 from tests.supervisor_kit import add_job, escalations_of, new_run, to_verifying
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.ledger import Ledger
+from console.cli.main import cli
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.harness import RunnerThread, fast_settings, query, wait_for, write_specs
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from console import cli_check
-from core.jobs import sync_jobs
-from core.ledger import Ledger
-from core.specs import load_dir
+from console.cli import check as cli_check
+from core.ledger.connection import Ledger
+from core.ledger.jobs import sync_jobs
+from core.spec.model import load_dir
 
 
 def _cli() -> click.Group:

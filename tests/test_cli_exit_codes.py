@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.ledger import Ledger
+from console.cli.main import cli
+from core.ledger.connection import Ledger
 
 
 def test_acting_on_an_escalation_that_does_not_exist_exits_2(tmp_path):
@@ -17,7 +17,7 @@ def test_acting_on_an_escalation_that_does_not_exist_exits_2(tmp_path):
 
 
 def test_durations_stay_compact_so_the_runs_column_keeps_its_width():
-    from console.cli_runs import _safe, fmt_duration
+    from console.cli.runs import _safe, fmt_duration
     assert [fmt_duration(x) for x in (0.004, 18.84, 95.2, 3725)] == ["0.00s", "18.8s", "1m35s", "1h02m"]
     assert all(len(fmt_duration(x)) <= 8 for x in (0.0, 59.9, 60, 3599.6, 86400 * 3))
     assert _safe("a\u3164b\U000e0041") == "a\\u3164b\\U000e0041"  # invisible fillers and tags show

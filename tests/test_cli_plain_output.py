@@ -3,8 +3,8 @@ dotted keys point at their own line."""
 
 from __future__ import annotations
 
-from console.cli_escalations import escalation_line
-from core.specs import load_file
+from console.cli.escalations import escalation_line
+from core.spec.model import load_file
 
 
 def test_tail_line_is_plain_and_greppable():

@@ -11,7 +11,7 @@ import time
 
 from click.testing import CliRunner
 
-from console.cli import cli
+from console.cli.main import cli
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import console.cli_common as cli_common
-from console.cli import cli
-from console.cli_runs import _safe
-from core.ledger import Ledger
+import console.cli.common as cli_common
+from console.cli.main import cli
+from console.cli.runs import _safe
+from core.ledger.connection import Ledger
 
 # Every command that opens the ledger; none of them may loop on a bad ledger.
 COMMANDS = [["runs"], ["show", "1"], ["jobs"], ["trigger", "x"], ["escalations"], ["tail"], ["report"],
@@ -76,7 +76,7 @@ def test_read_only_commands_open_the_ledger_read_only(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(cli_common, "Ledger", Spy)
     if args[0] == "console":
-        monkeypatch.setattr("console.cli_console._app", lambda *a: type("A", (), {"run": lambda self, **k: None})())
+        monkeypatch.setattr("console.cli.console._app", lambda *a: type("A", (), {"run": lambda self, **k: None})())
     _invoke([*args, "--ledger", str(db)])
     assert modes and all(modes), modes
 

@@ -15,7 +15,7 @@ from console.app import ConsoleConfig, WatchkeeperApp
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import ConfirmScreen, HelpScreen
 from console.screens.main import MainScreen
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -237,7 +237,7 @@ async def test_live_update_from_another_process_keeps_cursor(db):
         await pilot.press("j", "j")
         before = screen.table.current()["id"]
         code = ("import sys; sys.path.insert(0, sys.argv[2]); from tests import console_fixtures as cf;"
-                "from core.ledger import Ledger; db = Ledger(sys.argv[1]);"
+                "from core.ledger.connection import Ledger; db = Ledger(sys.argv[1]);"
                 "db.write(lambda c: cf.add_run(db, 'sync-mail', state='failed', ended_at=cf.NOW - 1,"
                 " exit_code=3, lineage='live-x'))")
         subprocess.run([sys.executable, "-c", code, str(path), str(ROOT)], check=True, timeout=30)

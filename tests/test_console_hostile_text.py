@@ -12,7 +12,7 @@ from rich.text import Text
 from console.safe_text import clean, text
 from console.screens.detail import DetailScreen
 from console.screens.main import MainScreen
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.test_console_app import loaded, make_app, notes, until
 

@@ -12,7 +12,7 @@ from textual import events
 from bench.console_bench import generate
 from console.screens.detail import DetailScreen
 from console.widgets.paged_table import MARGIN
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests.test_console_app import loaded, make_app, until
 
 RUNS = 3000
@@ -153,7 +153,7 @@ async def test_bottom_key_before_the_count_lands_follows_the_count_to_the_last_r
 async def test_a_slow_count_survives_the_live_polls_that_run_meanwhile(big, monkeypatch):
     """The count thread may take longer than several polls (1M rows); its answer must still
     size the table, and G pressed meanwhile must land on the last row."""
-    from core import queries
+    from core.ledger import reads as queries
     real = queries.count_rows
 
     def slow_count(*a, **kw):

@@ -21,8 +21,10 @@ import pytest
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import ConfirmScreen
 from console.widgets.header_bar import HeaderBar
-from core import liveness, queries, status
-from core.ledger import Ledger
+from core import liveness
+from core.ledger import reads as queries
+from core.ledger import runners as status
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.test_console_app import loaded, make_app, notes, until
 from tests.test_console_user_report import line_of

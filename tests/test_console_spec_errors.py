@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests.test_console_app import loaded, make_app, until
 
 

@@ -20,7 +20,7 @@ from textual.widgets import Input
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import ConfirmScreen, SnoozeScreen
 from console.screens.main import MainScreen
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.test_console_app import esc_row, loaded, make_app, until
 

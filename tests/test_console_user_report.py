@@ -18,7 +18,7 @@ from console.screens.detail import DetailScreen
 from console.screens.dialogs import SnoozeScreen
 from console.screens.main import MainScreen
 from console.widgets.header_bar import HeaderBar
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.test_console_app import esc_row, loaded, make_app, until
 

@@ -8,9 +8,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from console.cli import cli
-from core import doctor
-from core.ledger import Ledger, add_event
+from console.cli.main import cli
+from core.ledger.connection import Ledger, add_event
+from core.sweep import doctor
 from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, events, fast_settings, run_row
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from console.cli import cli
-from core import supervisor
-from core.ledger import Ledger
+from console.cli.main import cli
+from core.ledger.connection import Ledger
+from core.supervisor import supervisor
 from tests.supervisor_kit import add_job, new_run, to_verifying
 
 ROOT = Path(__file__).resolve().parent.parent

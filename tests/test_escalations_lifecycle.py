@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from core import escalations, supervisor
-from core.ledger import Ledger
-from core.settings import Settings
+from core.ledger import escalations
+from core.ledger.connection import Ledger
+from core.spec.settings import Settings
+from core.supervisor import supervisor
 from tests.supervisor_kit import add_job, end_as, escalations_of, new_run, to_verifying
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.judge import EvalCase, OutcomeFacts, Verdict, load_corpus, run_eval, score
+from console.cli.main import cli
+from core.supervisor.rules import EvalCase, OutcomeFacts, Verdict, load_corpus, run_eval, score
 from tests.fake_anthropic import FakeAnthropic
 
 CORPUS = Path(__file__).parent / "eval_corpus.jsonl"

@@ -12,9 +12,10 @@ import uuid
 
 import pytest
 
-from core import doctor, lifecycle, retries
-from core.ledger import Ledger
-from core.sweep import Sweeper
+from core.ledger import lifecycle, retries
+from core.ledger.connection import Ledger
+from core.sweep import doctor
+from core.sweep.sweep import Sweeper
 from tests.test_runner_crash import QUICK_RETRY, Runners
 from tests.test_sweep_support import (
     add_job,

@@ -15,10 +15,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.handoff import read_handoff
-from core.runner import budget_findings
-from core.specs import JobSpec
+from console.cli.main import cli
+from core.runner.handoff import read_handoff
+from core.runner.runner import budget_findings
+from core.spec.model import JobSpec
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable

@@ -42,8 +42,8 @@ def _job(name: str, code: str, **extra: str) -> str:
 
 
 def _trigger_all(db: Path, jobs: list[str]) -> dict[str, int]:
-    from core.ledger import Ledger
-    from core.runs import trigger
+    from core.ledger.connection import Ledger
+    from core.ledger.runs import trigger
     with Ledger(db) as led:
         return {j: trigger(led, j, actor="operator:test") for j in jobs}
 

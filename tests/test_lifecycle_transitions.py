@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from core import lifecycle
-from core.ledger import Ledger
-from core.lifecycle import TRANSITIONS, IllegalTransition, State
+from core.ledger import lifecycle
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import TRANSITIONS, IllegalTransition, State
 
 
 def _queued_run(led: Ledger, attempt: int = 1) -> int:

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from core import notify, supervisor
-from core.ledger import Ledger
-from core.settings import CommandSink, Settings, WebhookSink
+from core.ledger.connection import Ledger
+from core.spec.settings import CommandSink, Settings, WebhookSink
+from core.supervisor import notify, supervisor
 from tests.supervisor_kit import add_job, escalations_of, new_run, to_verifying
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sys
 
-from core import breaker
-from core.jobs import sync_jobs
-from core.ledger import Ledger
-from core.specs import load_dir
+from core.ledger import breaker
+from core.ledger.connection import Ledger
+from core.ledger.jobs import sync_jobs
+from core.spec.model import load_dir
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable

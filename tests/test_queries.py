@@ -1,4 +1,4 @@
-"""core.queries: bounded keyset pages, filters, header summary, run detail."""
+"""core.ledger.reads: bounded keyset pages, filters, header summary, run detail."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core import queries
-from core.ledger import Ledger
+from core.ledger import reads as queries
+from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from core import verify
-from core.specs import JobSpec, load_file
-from core.verify import verify_outcome
+from core.spec.model import JobSpec, load_file
+from core.supervisor import verify
+from core.supervisor.verify import verify_outcome
 
 EVIL = "^(a|aa)+$"
 EVIL_OUTPUT = "a" * 40 + "!"  # ~24 s of backtracking with the stdlib re

@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from core.reload import reload_dir, watch_specs
-from core.specs import LoadResult
+from core.runner.reload import reload_dir, watch_specs
+from core.spec.model import LoadResult
 
 
 async def _wait_for(results: list[LoadResult], pred, timeout: float = 15.0) -> LoadResult:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.jobs import load_jobs, recent_spec_errors, sync_jobs
-from core.ledger import Ledger
-from core.reload import reload_dir, watch_specs
-from core.specs import LoadResult, load_dir
+from core.ledger.connection import Ledger
+from core.ledger.jobs import load_jobs, recent_spec_errors, sync_jobs
+from core.runner.reload import reload_dir, watch_specs
+from core.spec.model import LoadResult, load_dir
 
 
 async def _wait_for(results: list[LoadResult], pred, timeout: float = 10.0) -> LoadResult:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from core import supervisor
-from core.jobs import sync_jobs
-from core.ledger import Ledger
-from core.runs import trigger
-from core.specs import load_dir
+from core.ledger.connection import Ledger
+from core.ledger.jobs import sync_jobs
+from core.ledger.runs import trigger
+from core.spec.model import load_dir
+from core.supervisor import supervisor
 
 
 def test_queued_retry_of_a_removed_job_is_abandoned_and_escalated(tmp_path: Path):

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core import lifecycle
-from core.doctor import check
-from core.ledger import Ledger
-from core.settings import load_settings
-from core.sweep import Sweeper
+from core.ledger import lifecycle
+from core.ledger.connection import Ledger
+from core.spec.settings import load_settings
+from core.sweep.doctor import check
+from core.sweep.sweep import Sweeper
 from tests.test_sweep_support import events, pid_alive, wait_for
 
 PY = sys.executable

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable
@@ -113,7 +113,7 @@ time.sleep(300)
 def test_watchdog_unit():
     import subprocess
 
-    from core.watchdog import Watchdog
+    from core.runner.watchdog import Watchdog
     wd = Watchdog()
     try:
         p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"], start_new_session=True)
@@ -150,7 +150,7 @@ def test_escape_search_matches_the_runner_too_not_just_the_run_id():
     import os
     import subprocess
 
-    from core.process import find_escaped
+    from core.processes import find_escaped
     env = {**os.environ, "WATCHKEEPER_RUN_ID": "987654", "WATCHKEEPER_RUNNER_ID": "other-host-1-abc"}
     p = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
     try:

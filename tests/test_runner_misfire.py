@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from core.ledger import Ledger
+from core.ledger.connection import Ledger
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable
@@ -74,7 +74,7 @@ def test_slow_runner_drops_no_slot(tmp_path):
         wait_for(lambda: len(_slots(s.ledger, "tick")) >= n + 2, timeout=15)
     # every 1-second slot is accounted for: run once, or recorded as skipped (late/overlap) — none silently
     # lost, and no burst: a stall queues only its newest slot
-    from core.schedule import slot_key
+    from core.spec.schedule import slot_key
     slots = _slots(s.ledger, "tick")
     ran = {slot_key(x) for x in slots}
     skipped = {json.loads(e["detail"])["slot"] for e in query(

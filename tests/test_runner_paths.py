@@ -245,7 +245,7 @@ command = ["{PY}", "-c", "import json, os; json.dump({{'status': 'success'}}, op
 cwd = "/"
 once = true
 ''')
-    from core.settings import load_settings
+    from core.spec.settings import load_settings
     from tests.harness import FAST
     s = load_settings(None, ledger="rel/wk.db", **FAST)
     assert s.ledger.is_absolute() and s.artifacts_dir.is_absolute()

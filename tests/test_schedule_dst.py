@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.schedule import due_slots, next_fire
-from core.specs import JobSpec
+from core.spec.model import JobSpec
+from core.spec.schedule import due_slots, next_fire
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

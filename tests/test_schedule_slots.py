@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.schedule import due_slots, local_zone, next_fire, once_slot, slot_key, zone_for
-from core.specs import JobSpec
+from core.spec.model import JobSpec
+from core.spec.schedule import due_slots, local_zone, next_fire, once_slot, slot_key, zone_for
 
 
 def test_every_30s_slots_are_anchored_to_the_epoch():

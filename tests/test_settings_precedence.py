@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.ledger import Ledger
-from core.settings import SettingsError, load_settings
+from console.cli.main import cli
+from core.ledger.connection import Ledger
+from core.spec.settings import SettingsError, load_settings
 
 
 def test_flag_beats_environment_beats_file(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from core import spawn
+from core.runner import spawn
 
 
 async def _run(argv, stdin: bytes | None = None):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import SettingsError, load_settings
-from core.specs import load_dir, load_file
+from core.spec.model import load_dir, load_file
+from core.spec.settings import SettingsError, load_settings
 
 CORPUS = Path(__file__).parent / "spec_corpus"
 BAD = sorted((CORPUS / "bad").glob("*.toml"))

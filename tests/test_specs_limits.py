@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.specs import JobSpec, load_dir, load_file, parse_duration
+from core.spec.model import JobSpec, load_dir, load_file, parse_duration
 
 LIMIT = "must be a finite duration of at most 10 years"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.specs import (
+from core.spec.model import (
     JobSpec,
     command_text,
     load_file,

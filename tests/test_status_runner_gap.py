@@ -10,9 +10,9 @@ from datetime import datetime
 import pytest
 from click.testing import CliRunner
 
-from console.cli import cli
-from core import status
-from core.ledger import Ledger
+from console.cli.main import cli
+from core.ledger import runners as status
+from core.ledger.connection import Ledger
 from tests.test_sweep_support import add_runner, dead_pid
 
 

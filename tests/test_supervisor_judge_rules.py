@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core.baseline import learn
-from core.judge import OutcomeFacts, evaluate
-from core.specs import JobSpec
+from core.spec.model import JobSpec
+from core.supervisor.baseline import learn
+from core.supervisor.rules import OutcomeFacts, evaluate
 
 SPEC = JobSpec(name="job", command="true")
 

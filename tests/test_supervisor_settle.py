@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from core import outcomes, supervisor
-from core.ledger import Ledger
+from core.ledger import outcomes
+from core.ledger.connection import Ledger
+from core.supervisor import supervisor
 from tests.supervisor_kit import add_job, escalations_of, new_run, to_verifying
 
 

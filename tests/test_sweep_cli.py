@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from console.cli import cli
-from core.ledger import Ledger
+from console.cli.main import cli
+from core.ledger.connection import Ledger
 from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, run_row
 
 

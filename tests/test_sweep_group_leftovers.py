@@ -12,8 +12,8 @@ import time
 import psutil
 import pytest
 
-from core.ledger import Ledger
-from core.sweep import Sweeper
+from core.ledger.connection import Ledger
+from core.sweep.sweep import Sweeper
 from tests.test_runner_crash import Runners
 from tests.test_sweep_support import (
     add_job,

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from core import outcomes
-from core.ledger import Ledger
-from core.sweep import Sweeper, reconcile_startup
+from core.ledger import outcomes
+from core.ledger.connection import Ledger
+from core.sweep.sweep import Sweeper, reconcile_startup
 from tests.test_sweep_support import (
     add_job,
     add_run,
@@ -230,7 +230,7 @@ def test_crash_loop_stops_at_max_attempts(ledger, settings):
 
 
 def test_stale_attempt_cannot_change_the_next_attempt(ledger, settings):
-    from core import lifecycle
+    from core.ledger import lifecycle
 
     add_job(ledger, max_attempts=2)
     pid, ctime = dead_pid()

@@ -1,7 +1,7 @@
 """Shared helpers for the sweep, doctor, status and crash tests (no tests here).
 
 Rows are inserted the way the runner would leave them: a ``runs`` row created ``queued``
-and moved through ``core.lifecycle`` so the audit trail agrees with the state.
+and moved through ``core.ledger.lifecycle`` so the audit trail agrees with the state.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import psutil
 
-from core import lifecycle
-from core.ledger import Ledger
+from core.ledger import lifecycle
+from core.ledger.connection import Ledger
 from core.liveness import hostname
-from core.settings import Settings
-from core.specs import JobSpec, spec_json
+from core.spec.model import JobSpec, spec_json
+from core.spec.settings import Settings
 
 FAST = {"heartbeat": 0.2, "lease": 1.0, "sweep_interval": 0.2, "start_timeout": 1.0}
 

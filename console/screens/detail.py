@@ -27,7 +27,7 @@ from console.screens.main import confirm_run_action
 from console.screens.polling import PollingScreen
 from console.widgets.cells import RUN_STATE, clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
-from core import queries
+from core.ledger import reads as queries
 
 if TYPE_CHECKING:
     from console.app import WatchkeeperApp

@@ -26,8 +26,9 @@ from console.widgets.cells import SEVERITY
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
-from core import escalations, queries
-from core.results import ActionResult
+from core.ledger import escalations
+from core.ledger import reads as queries
+from core.vocabulary import ActionResult
 
 if TYPE_CHECKING:
     from console.app import WatchkeeperApp

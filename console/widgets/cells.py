@@ -9,7 +9,7 @@ from datetime import datetime
 from rich.text import Text
 
 from console.safe_text import one_line
-from core.queries import KIND_SHORT
+from core.ledger.reads import KIND_SHORT
 
 SEVERITY = {"critical": ("▲ CRIT", "bold red"), "warning": ("◆ WARN", "yellow"), "info": ("· info", "")}
 ESC_STATE = {"open": ("● open", "bold"), "acknowledged": ("✓ acked", "dim"), "snoozed": ("z snoozed", "dim"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from core.queries import Summary
+from core.ledger.reads import Summary
 
 
 def _clock(ts: float) -> str:

@@ -1,11 +1,11 @@
 """A Line-API table (Toolong's approach): draws only the visible lines and holds only the
-rows around them — the visible page plus a margin — read by offset from ``core.queries``.
+rows around them — the visible page plus a margin — read by offset from ``core.ledger.reads``.
 
-Subclasses name their columns, the ``core.queries`` function that reads a page, how a row
+Subclasses name their columns, the ``core.ledger.reads`` function that reads a page, how a row
 becomes cells and its key. The table keeps a cursor row (absolute index), selection marks
 (by row key, so they survive scrolling), and a total row count that sizes the scrollbar:
 known exactly when a page comes back short, otherwise an estimate that the screen corrects
-now and then with ``core.queries.count_rows`` on its own thread (never on every poll).
+now and then with ``core.ledger.reads.count_rows`` on its own thread (never on every poll).
 
 Live refreshes replace the loaded window while keeping the cursor on the same row key and
 the scroll offset where it was; ``follow`` keeps the selected row where it is on screen.
@@ -34,7 +34,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.safe_text import one_line
-from core.queries import Filter, Page
+from core.ledger.reads import Filter, Page
 
 #: Rows read beyond the visible ones, above and below.
 MARGIN = 40
@@ -60,7 +60,7 @@ class PagedTable(ScrollView, can_focus=True):
     VIEW: ClassVar[str] = ""
     TITLE: ClassVar[str] = ""
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
-    #: ``core.queries`` page reader: fn(ledger, *, now, offset, limit, flt) -> Page
+    #: ``core.ledger.reads`` page reader: fn(ledger, *, now, offset, limit, flt) -> Page
     FETCH: ClassVar[Callable[..., Page]]
     #: The one line shown when the view has no rows (and no filter is set).
     EMPTY: ClassVar[str] = "Nothing here yet."

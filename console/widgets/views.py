@@ -21,7 +21,7 @@ from console.widgets.cells import (
     word,
 )
 from console.widgets.paged_table import Column, PagedTable
-from core import queries
+from core.ledger import reads as queries
 
 
 class EscalationsTable(PagedTable):

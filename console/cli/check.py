@@ -1,0 +1,131 @@
+"""``watchkeeper check DIR``: validate a folder of job specs (and its watchkeeper.toml)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail
+from core.ledger.connection import Ledger, LedgerError
+from core.ledger.jobs import recent_spec_errors
+from core.spec.model import LoadedJob, load_dir, safe_text
+from core.spec.schedule import next_fire, once_slot
+from core.spec.settings import SettingsError, load_settings
+
+
+def _next_run(job: LoadedJob, now: float) -> float | None:
+    spec = job.spec
+    if spec.once:
+        slot = once_slot(spec, now)
+        return slot[1] if slot else None
+    return next_fire(spec, now)
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _runtime_errors(ledger_path: Path, limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    if not ledger_path.exists():
+        return [], f"{ledger_path}: no ledger yet"
+    try:
+        with Ledger(ledger_path, read_only=True) as ledger:
+            return recent_spec_errors(ledger, limit=limit), None
+    except (LedgerError, sqlite3.Error, OSError) as exc:  # a damaged ledger must not hide the folder's result
+        return [], f"{ledger_path}: {describe_ledger_error(exc, read_only=True)}"
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the folder's result still counts
+        return [], f"{ledger_path}: cannot read ledger: {exc}"
+
+
+def register(group: click.Group) -> None:
+    """Add ``check`` to the ``watchkeeper`` command group."""
+
+    @group.command("check")
+    @click.argument("spec_dir", metavar="DIR", type=click.Path(path_type=Path))
+    @click.option("--json", "as_json", is_flag=True, help="One JSON document: ok, errors, jobs, recorded errors.")
+    @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
+                  help="Also show spec errors a running runner recorded on hot reload.")
+    @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000),
+                  help="How many recorded errors to show.")
+    def check(spec_dir: Path, as_json: bool, ledger_path: Path | None, limit: int) -> None:
+        """Validate the job specs in DIR (and DIR/watchkeeper.toml).
+
+        Every error is printed on its own line as
+        FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. Without errors, the valid jobs are
+        listed with their schedule and next run. Exit status: 0 all valid, 1 errors found,
+        2 DIR does not exist. Errors recorded in the ledger (--ledger) are shown but do
+        not change the exit status: they may already be fixed.
+
+        \b
+        Example:
+          watchkeeper check sample_jobs
+          watchkeeper check sample_jobs --json | jq '.errors[].text'
+          watchkeeper check sample_jobs --ledger watchkeeper.db
+        """
+        if not spec_dir.exists():
+            fail(f"{spec_dir}: no such folder", EXIT_NOT_FOUND)
+        if not spec_dir.is_dir():
+            fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
+        result = load_dir(spec_dir)
+        errors = [e.to_dict() for e in result.errors]
+        try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
+            load_settings(spec_dir)
+        except SettingsError as exc:
+            for line in str(exc).splitlines():
+                line = safe_text(line)  # values from the file or a variable: shown, never obeyed
+                where = line.split(": ", 1)[0]  # the file, the variable or the flag
+                errors.append({"file": where, "line": None, "job": None,
+                               "field": None, "message": line, "text": line})
+        now = time.time()
+        jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
+                 "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}
+                for name, j in sorted(result.jobs.items())]
+        recorded: list[dict[str, Any]] = []
+        ledger_note = None
+        if ledger_path is not None:
+            recorded, ledger_note = _runtime_errors(ledger_path, limit)
+        if as_json:
+            click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "errors": errors, "jobs": jobs,
+                                   "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
+        else:
+            for err in errors:
+                click.echo(err["text"])
+            if errors:
+                click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
+                           err=True)
+            else:
+                _print_table(jobs)
+            if ledger_path is not None:
+                _print_recorded(recorded, ledger_note)
+        sys.exit(1 if errors else 0)
+
+
+def _print_table(jobs: list[dict[str, Any]]) -> None:
+    if not jobs:
+        click.echo("no jobs found")
+        return
+    rows = [("JOB", "SCHEDULE", "NEXT RUN")] + [(j["name"], j["schedule"], _when(j["next_run"])) for j in jobs]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for r in rows:
+        click.echo(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}")
+    click.echo(f"{len(jobs)} job(s) ok")
+
+
+def _print_recorded(recorded: list[dict[str, Any]], note: str | None) -> None:
+    click.echo("")
+    if note:
+        click.echo(note)
+        return
+    if not recorded:
+        click.echo("no spec errors recorded in the ledger")
+        return
+    click.echo("spec errors recorded by the runner (newest first):")
+    for item in recorded:
+        click.echo(f"  {_when(item['at'])}  {item['text']}")

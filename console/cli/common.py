@@ -1,0 +1,152 @@
+"""Helpers shared by the CLI areas: exit codes, one-line errors, opening the ledger with a
+clear message instead of a traceback, and bounded parameter types.
+
+Error style everywhere: ``error: …`` on stderr, then exit with
+
+- 0 ok, 1 findings / a lost race, 2 not found or unusable (or a usage error, as click
+  does), 3 bad settings.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from core.ledger.connection import SCHEMA_VERSION, Ledger, LedgerError, SchemaTooNew
+from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_NOT_FOUND = 2
+EXIT_CONFIG = 3
+#: Largest id SQLite can store (an INTEGER PRIMARY KEY is a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The ledger the current command opened, for messages about errors that surface later.
+_current_ledger: Path | None = None
+
+
+def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(code)
+
+
+def describe_ledger_error(exc: BaseException, *, read_only: bool = False) -> str:
+    """A short, human explanation of why a ledger cannot be used."""
+    if isinstance(exc, SchemaTooNew):
+        m = re.search(r"schema (\d+) is newer than (\d+)", str(exc))
+        found, ours = (m.group(1), m.group(2)) if m else ("?", str(SCHEMA_VERSION))
+        return f"written by a newer Watchkeeper (schema {found} > {ours})"
+    msg = str(exc) or type(exc).__name__
+    low = msg.lower()
+    if isinstance(exc, sqlite3.DatabaseError):
+        if "not a database" in low or "malformed" in low or "encrypted" in low:
+            return f"not a Watchkeeper ledger ({msg})"
+        if "unable to open database file" in low or "readonly" in low or "read-only" in low:
+            if read_only:
+                return (f"cannot read the ledger ({msg}); a WAL ledger needs its -shm file, or write "
+                        "access to its folder to create it")
+            return f"cannot open the ledger for writing ({msg}); is the file or its folder read-only?"
+        if "no such table" in low:
+            return f"not a Watchkeeper ledger ({msg})"
+        return f"cannot use the ledger ({msg})"
+    if isinstance(exc, OSError):
+        return f"cannot open the ledger ({exc.strerror or msg})"
+    return f"cannot use the ledger ({msg})"
+
+
+def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: bool = True) -> Ledger:
+    """Open the ledger at ``path`` or exit 2 with one clear line.
+
+    Read-only opens (``read_only=True``) never create, migrate or write; a database without
+    Watchkeeper's schema is refused rather than shown as empty.
+    """
+    global _current_ledger
+    p = Path(path)
+    _current_ledger = p
+    if must_exist and not p.exists():
+        fail(f"no ledger at {p} (start a runner, or pass --ledger)")
+    if must_exist and not p.is_file():
+        fail(f"{p}: not a Watchkeeper ledger (not a regular file)")
+    try:
+        ledger = Ledger(p, read_only=read_only)
+    except (sqlite3.Error, LedgerError, OSError) as exc:
+        fail(f"{p}: {describe_ledger_error(exc, read_only=read_only)}")
+    if read_only:
+        try:
+            version = ledger.schema_version
+        except (sqlite3.Error, OSError) as exc:
+            ledger.close()
+            fail(f"{p}: {describe_ledger_error(exc, read_only=True)}")
+        if version < SCHEMA_VERSION:
+            ledger.close()
+            if version == 0:
+                fail(f"{p}: not a Watchkeeper ledger (no Watchkeeper schema)")
+            fail(f"{p}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
+                 "start `watchkeeper run` on it once to migrate")
+    return ledger
+
+
+def open_ledger_prefer_write(path: str | Path) -> Ledger:
+    """Writable when possible (so side duties like the runner-gap check can record), else
+    read-only when the ledger is on read-only media; exits 2 with one line otherwise."""
+    p = Path(path)
+    if not p.exists():
+        fail(f"no ledger at {p} (start a runner, or pass --ledger)")
+    try:
+        return Ledger(p)
+    except SchemaTooNew as exc:
+        fail(f"{p}: {describe_ledger_error(exc)}")
+    except (sqlite3.OperationalError, PermissionError):
+        return open_ledger_at(p, read_only=True)
+    except (sqlite3.Error, LedgerError, OSError) as exc:
+        fail(f"{p}: {describe_ledger_error(exc)}")
+
+
+def ledger_errors(fn: F) -> F:
+    """Decorate a command so a ledger error raised while it works becomes one line, exit 2."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (sqlite3.DatabaseError, LedgerError) as exc:
+            where = f"{_current_ledger}: " if _current_ledger is not None else ""
+            fail(f"{where}{describe_ledger_error(exc)}")
+    return wrapper  # type: ignore[return-value]
+
+
+class DurationType(click.ParamType):
+    """A duration such as ``30m``, ``2h``, ``7d`` or seconds; finite, at most 10 years."""
+
+    name = "duration"
+
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            text = str(exc)
+            if DURATION_LIMIT_MESSAGE in text:
+                text = f"{value!r}: {DURATION_LIMIT_MESSAGE}"
+            self.fail(text, param, ctx)
+        if seconds < 0 or (self.positive and seconds == 0):
+            self.fail(f"{value!r}: must be {'more than' if self.positive else 'at least'} 0 seconds", param, ctx)
+        return seconds
+
+
+DURATION = DurationType()
+POSITIVE_DURATION = DurationType(positive=True)
+ID = click.IntRange(1, MAX_ID)

@@ -1,0 +1,296 @@
+"""CLI: ``escalations``, ``ack``, ``snooze``, ``resolve``, ``tail``, ``report``, ``eval``.
+
+No SQL here: everything goes through ``core.ledger.escalations``, ``core.supervisor.supervisor`` and
+``core.supervisor.rules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import click
+import humanize
+
+from console.cli.common import (
+    DURATION,
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    ID,
+    POSITIVE_DURATION,
+    fail,
+    ledger_errors,
+    open_ledger_at,
+    open_ledger_prefer_write,
+)
+from console.safe_text import one_line
+from core.ledger import escalations as esc_api
+from core.ledger.connection import Ledger
+from core.spec.settings import JudgeSettings, SettingsError, load_settings
+from core.supervisor import supervisor
+from core.supervisor.rules import load_corpus, run_eval
+from core.text import iso
+
+EXIT_LOST = EXIT_FINDINGS
+TAIL_POLL_S = 0.2
+#: tail also checks for a runner gap this often, so a dead runner shows up over ssh.
+TAIL_GAP_CHECK_S = 5.0
+SEV_COLOURS = {"critical": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _ledger_option(f: Any) -> Any:
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def _as_option(f: Any) -> Any:
+    return click.option("--as", "operator", default=None, help="Operator name [default: $USER].")(f)
+
+
+def _settings(ledger_path: str | None):
+    try:
+        return load_settings(None, None, ledger=ledger_path)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def _open(ledger_path: str | None, *, read_only: bool = False) -> tuple[Ledger, Any]:
+    """The ledger (exit 2 with one line when missing or unusable) and the settings."""
+    settings = _settings(ledger_path)
+    return open_ledger_at(settings.ledger, read_only=read_only), settings
+
+
+def _colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def escalation_line(e: dict[str, Any], *, colour: bool = False) -> str:
+    """One line: time, severity, job, kind, count, owner, state, reason."""
+    # Lower-case severity words, so `tail | grep critical` works as the README shows.
+    sev = e.get("severity") or "-"
+    sev_txt = f"{sev:<8}"
+    if colour:
+        sev_txt = click.style(sev_txt, fg=SEV_COLOURS.get(e.get("severity") or ""))
+    reason = one_line(e.get("reason"), 160)  # untrusted: escapes and controls never reach the terminal
+    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {one_line(e['job'], 20):<20} "
+            f"{one_line(e['kind']):<19} x{e['count']:<4} {one_line(e.get('owner') or '-'):<24} {e['state']:<12} "
+            f"{reason}")
+
+
+def _json_row(e: dict[str, Any]) -> str:
+    return json.dumps({**e, "updated_iso": iso(e.get("updated_at")), "first_seen_iso": iso(e.get("first_seen")),
+                       "last_seen_iso": iso(e.get("last_seen"))}, default=str)
+
+
+def register(group: click.Group) -> None:
+    """Add the escalation commands to the ``watchkeeper`` group."""
+
+    @group.command("escalations")
+    @click.option("--state", type=click.Choice(["open", "acknowledged", "snoozed", "resolved", "active", "all"]),
+                  default="active", show_default=True, help="Which escalations to list.")
+    @click.option("--job", default=None, help="Only this job.")
+    @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+    @_ledger_option
+    @ledger_errors
+    def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
+        """List escalations (active ones by default), newest activity first.
+
+        \b
+        Example:
+          watchkeeper escalations --state open --json
+        """
+        ledger, _ = _open(ledger_path, read_only=True)
+        with ledger:
+            rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
+        for e in rows:
+            click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour()))
+        if not rows and not as_json:
+            click.echo(f"no {state} escalations", err=True)
+
+    def _finish(res: Any) -> None:
+        click.echo(res.message, err=not res.ok)
+        if not res.ok:
+            raise SystemExit(EXIT_NOT_FOUND if res.missing else EXIT_LOST)
+
+    @group.command("ack")
+    @click.argument("esc_id", type=ID)
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
+        """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
+
+        \b
+        Example:
+          watchkeeper ack 7 --as ana
+        """
+        ledger, settings = _open(ledger_path)
+        with ledger:
+            _finish(esc_api.acknowledge(ledger, esc_id, operator or settings.operator))
+
+    @group.command("snooze")
+    @click.argument("esc_id", type=ID)
+    @click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
+                  help="How long, e.g. 30m, 2h (at most 10 years).")
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str | None) -> None:
+        """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
+
+        \b
+        Example:
+          watchkeeper snooze 7 --for 2h
+        """
+        seconds = for_
+        ledger, settings = _open(ledger_path)
+        with ledger:
+            _finish(esc_api.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
+
+    @group.command("resolve")
+    @click.argument("esc_id", type=ID)
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
+        """Resolve escalation ESC_ID by hand.
+
+        \b
+        Example:
+          watchkeeper resolve 7 --as ana
+        """
+        ledger, settings = _open(ledger_path)
+        with ledger:
+            _finish(esc_api.resolve(ledger, esc_id, operator or settings.operator))
+
+    @group.command("tail")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+    @click.option("--since", default=None, type=DURATION,
+                  help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
+    @_ledger_option
+    @ledger_errors
+    def tail_cmd(as_json: bool, since: float | None, ledger_path: str | None) -> None:
+        """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
+
+        \b
+        Example:
+          ssh host watchkeeper tail | grep critical
+        """
+        start = time.time() - (since or 0.0)
+        settings = _settings(ledger_path)
+        # Writable when it can be, so the runner-gap check below can record; read-only media
+        # still get a tail of what exists.
+        ledger = open_ledger_prefer_write(settings.ledger)
+        # A closed pipe ends us quietly instead of a traceback (ssh host watchkeeper tail | head).
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        colour = _colour() and not as_json
+        cursor = (start, 0)
+        next_gap = 0.0
+        try:
+            with ledger:
+                while True:
+                    if time.monotonic() >= next_gap:
+                        next_gap = time.monotonic() + TAIL_GAP_CHECK_S
+                        try:
+                            supervisor.check_runner_gap(ledger, sinks=settings.notify)
+                        except Exception:  # read-only media etc.: tail keeps showing what exists
+                            pass
+                    rows = esc_api.changed_since(ledger, cursor[0], cursor[1])
+                    for e in rows:
+                        click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour))
+                        cursor = (e["updated_at"], e["id"])
+                    sys.stdout.flush()
+                    if not rows:
+                        time.sleep(TAIL_POLL_S)
+        except (KeyboardInterrupt, BrokenPipeError):
+            try:
+                sys.stdout.close()
+            except BrokenPipeError:
+                pass
+
+    @group.command("report")
+    @click.option("--since", default="24h", show_default=True, type=DURATION,
+                  help="Window, e.g. 1h, 7d (at most 10 years).")
+    @click.option("--json", "as_json", is_flag=True)
+    @_ledger_option
+    @ledger_errors
+    def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
+        """Runs judged, share silent, escalations by kind, notifications sent and failed.
+
+        \b
+        Example:
+          watchkeeper report --since 24h
+        """
+        start = time.time() - since
+        ledger, _ = _open(ledger_path, read_only=True)
+        with ledger:
+            rep = supervisor.report(ledger, start)
+        if as_json:
+            click.echo(json.dumps(rep, default=str))
+            return
+        share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
+        click.echo(f"since {iso(start)} ({humanize.naturaldelta(time.time() - start)})")
+        click.echo(f"runs judged     {rep['runs']}")
+        click.echo(f"silent          {rep['silent']} ({share})")
+        click.echo(f"notes           {rep['notes']}")
+        click.echo(f"escalated       {rep['escalated']}")
+        click.echo("escalations by kind:")
+        for r in rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]:
+            click.echo(f"  {r['kind']:<20} {r['escalations']:>4} escalation(s), {r['occurrences'] or 0:>5} occurrence(s)")
+        n = rep["notifications"]
+        click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}")
+
+    @group.command("eval")
+    @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
+    @click.option("--claude-base-url", default=None,
+                  help="Also judge through the Claude path at this Messages API URL (e.g. a local fake).")
+    @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
+    @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
+    @click.option("--json", "as_json", is_flag=True)
+    def eval_cmd(corpus: str, claude_base_url: str | None, model: str, show_misses: bool, as_json: bool) -> None:
+        """Measure the judge on a labeled CORPUS (JSONL): hard-class recall, soft-anomaly
+        recall, routine silence and precision. Exit 1 when a goal is missed.
+
+        \b
+        Example:
+          watchkeeper eval tests/eval_corpus.jsonl
+        """
+        try:
+            cases = load_corpus(corpus)
+        except (OSError, ValueError) as exc:
+            fail(str(exc), EXIT_CONFIG)
+        passes: list[tuple[str, Any, dict[str, int]]] = []
+        rep, calls = run_eval(cases)
+        passes.append(("rules alone", rep, calls))
+        if claude_base_url:
+            js = JudgeSettings(enabled=True, api_key=os.environ.get("ANTHROPIC_API_KEY") or "eval-fake",
+                               base_url=claude_base_url, model=model, timeout=10.0, max_retries=1,
+                               max_calls_per_hour=100_000)
+            rep2, calls2 = run_eval(cases, claude=js)
+            passes.append((f"rules + claude ({claude_base_url})", rep2, calls2))
+        ok = all(r.meets_goals() for _, r, _ in passes)
+        if as_json:
+            click.echo(json.dumps([{"label": lbl, "hard_recall": r.hard_recall, "soft_recall": r.soft_recall,
+                                    "routine_silence": r.routine_silence, "precision": r.precision,
+                                    "counts": r.counts, "claude_calls": c, "misses": r.misses,
+                                    "meets_goals": r.meets_goals()} for lbl, r, c in passes]))
+        else:
+            click.echo(f"{len(cases)} cases from {corpus}")
+            for lbl, r, c in passes:
+                for line in r.lines(lbl):
+                    click.echo(line)
+                if any(c.values()):
+                    click.echo(f"  claude calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
+                               f" (rules verdict kept), {c['budget']} over budget")
+                if show_misses:
+                    for m in r.misses:
+                        click.echo(f"  miss: {m}")
+            click.echo("goals met" if ok else "GOALS MISSED")
+        if not ok:
+            raise SystemExit(EXIT_LOST)

@@ -1,0 +1,44 @@
+"""The ``watchkeeper`` command. Subcommands live in small modules, one per area, each
+exposing ``register(group)``."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import click
+
+# Areas, each a module with register(group). Kept as names so one broken area cannot hide
+# the others' --help.
+AREAS = ("console.cli.runs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
+         "console.cli.console")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Watchkeeper: know, without watching, that unattended work really happened.
+
+    \b
+    Example:
+      watchkeeper check sample_jobs      # validate job specs
+      watchkeeper run sample_jobs        # headless runner
+      watchkeeper runs --limit 20        # what happened
+    """
+    level = logging.WARNING - 10 * verbose
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+for _area in AREAS:
+    importlib.import_module(_area).register(cli)
+
+
+def main() -> None:
+    if os.environ.get("NO_COLOR"):
+        os.environ.setdefault("TERM_NO_COLOR", "1")
+    cli(prog_name="watchkeeper")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``, ``abandon``, ``jobs``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+import click
+import humanize
+
+from console.cli.common import (
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    ID,
+    fail,
+    ledger_errors,
+    open_ledger_at,
+)
+from console.safe_text import invisible
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.reads import run_detail, run_row
+from core.ledger.runs import UnknownJob, list_runs, trigger
+from core.processes import signal_name
+from core.spec.model import safe_text
+from core.spec.settings import SettingsError, load_settings
+from core.text import iso, local_hms
+
+STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
+                 "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
+
+
+def use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def styled_state(state: str) -> str:
+    text = f"{state:<10}"
+    return click.style(text, fg=STATE_COLOURS.get(state)) if use_colour() else text
+
+
+def ledger_option(f: Any) -> Any:
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def config_option(f: Any) -> Any:
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+                        help="Settings file [default: watchkeeper.toml in the spec folder].")(f)
+
+
+def open_settings(spec_dir: str | None = None, config: str | None = None, **overrides: Any):
+    try:
+        return load_settings(spec_dir, config, **overrides)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def open_ledger(ledger_path: str | None, *, must_exist: bool = True, read_only: bool = False) -> Ledger:
+    """Open the ledger named by --ledger / WATCHKEEPER_LEDGER / default, or exit 2 with one
+    clear line (missing, not a ledger, newer schema, unreadable); exit 3 on bad settings."""
+    settings = open_settings(None, None, ledger=ledger_path)
+    return open_ledger_at(settings.ledger, read_only=read_only, must_exist=must_exist)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    # Compact past a minute too, so the column of `runs` keeps its width.
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def fmt_exit(exit_code: int | None, sig: int | None) -> str:
+    if sig:
+        return signal_name(sig)
+    return "-" if exit_code is None else str(exit_code)
+
+
+def finished_line(ended_at: float, job: str, attempt: int, state: str, duration: float | None,
+                  exit_code: int | None, sig: int | None, reason: str | None) -> str:
+    """One line per finished run: time, job, attempt, state, duration, exit."""
+    line = (f"{local_hms(ended_at)}  {job:<22.22} #{attempt:<2} {styled_state(state)} "
+            f"{fmt_duration(duration):>8}  exit {fmt_exit(exit_code, sig)}")
+    if reason and state != "succeeded":
+        line += f"  ({reason})"
+    return line
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(run_cmd)
+    cli.add_command(runs_cmd)
+    cli.add_command(show_cmd)
+    cli.add_command(trigger_cmd)
+    cli.add_command(abandon_cmd)
+    cli.add_command(jobs_cmd)
+
+
+@click.command("run")
+@click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
+@ledger_option
+@config_option
+@click.option("--concurrency", type=int, default=None, help="Global limit of runs at once [default 8].")
+@click.option("--quiet", is_flag=True, help="Do not print a line per finished run.")
+def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, concurrency: int | None,
+            quiet: bool) -> None:
+    """Run the jobs of SPEC_DIR headless, printing one line per finished run.
+
+    Ctrl-C (or SIGTERM) stops spawning and gives running jobs `shutdown_grace` seconds;
+    whatever is still running is recorded for the next runner to settle.
+
+    \b
+    Example:
+      watchkeeper run sample_jobs --ledger /var/lib/watchkeeper/ledger.db
+    """
+    from core.runner.runner import Finished, Runner
+    from core.spec.model import load_dir
+
+    settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
+    result = load_dir(spec_dir)
+    for err in result.errors:
+        click.echo(f"spec error: {err}", err=True)
+    if not result.jobs:
+        click.echo(f"warning: no valid jobs in {spec_dir}; waiting for specs to appear", err=True)
+
+    def on_finished(f: Finished) -> None:
+        if not quiet:
+            click.echo(finished_line(f.ended_at, f.job, f.attempt, f.state, f.duration_s, f.exit_code, f.signal,
+                                     f.reason))
+
+    runner = Runner(spec_dir, settings, on_finished=on_finished)
+    click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {settings.ledger}"
+               " (Ctrl-C to stop)", err=True)
+    try:
+        asyncio.run(runner.run())
+    except KeyboardInterrupt:
+        pass
+    click.echo("watchkeeper: runner stopped", err=True)
+
+
+@click.command("runs")
+@ledger_option
+@click.option("--job", default=None, help="Only this job.")
+@click.option("--state", default=None, type=click.Choice([s.value for s in State]),
+              help="Only runs in this state (e.g. failed, orphaned).")
+@click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one run each.")
+@ledger_errors
+def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit: int, as_json: bool) -> None:
+    """List recent runs, newest first.
+
+    \b
+    Example:
+      watchkeeper runs --state failed --limit 10
+    """
+    with open_ledger(ledger_path, read_only=True) as ledger:
+        rows = list_runs(ledger, job=job, state=state, limit=limit)
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, default=str))
+        return
+    if not rows:
+        click.echo("no runs")
+        return
+    click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
+    for r in rows:
+        t = r["ended_at"] or r["started_at"] or r["created_at"]
+        name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
+        click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
+                   f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
+                   f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _safe(text: Any) -> str:
+    """Untrusted text for a terminal: control characters (ESC, C1, …), Unicode format
+    characters (bidi overrides such as U+202E, zero-width characters, …), line/paragraph
+    separators and invisible fillers shown escaped (``core.spec.model.safe_text``), so output
+    cannot reorder or hide what surrounds it. Newlines and tabs stay."""
+    return safe_text(text, keep="\n\t", also=invisible)
+
+
+@click.command("show")
+@click.argument("run_id", type=ID)
+@ledger_option
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON document.")
+@ledger_errors
+def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
+    """Show one run: its attempts, outcome, handoff, audit trail and output head/tail.
+
+    \b
+    Example:
+      watchkeeper show 42
+    """
+    with open_ledger(ledger_path, read_only=True) as ledger:
+        d = run_detail(ledger, run_id)
+        if d is None:
+            fail(f"no run {run_id}", EXIT_NOT_FOUND)
+    if as_json:
+        click.echo(json.dumps(d, default=str, indent=2))
+        return
+    r, o = d["run"], d["outcome"] or {}
+    click.echo(f"run {r['id']}  job {r['job']}  attempt {r['attempt']}  state {r['state']}")
+    click.echo(f"  slot {r['slot']}  trigger {r['trigger']}  worker {r['worker']}  runner {r['runner_id'] or '-'}")
+    click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
+               f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
+               f"pid {r['pid'] or '-'}")
+    if r.get("reason"):
+        click.echo(f"  reason: {_safe(r['reason'])}")
+    click.echo("attempts:")
+    for a in d["attempts"]:
+        mark = "*" if a["id"] == r["id"] else " "
+        click.echo(f" {mark} #{a['attempt']} run {a['id']} {a['state']:<10} exit {fmt_exit(a['exit_code'], a['signal'])}"
+                   f"  {_safe(a.get('reason') or '')}")
+    if d["children"]:
+        click.echo("sub-tasks:")
+        for c in d["children"]:
+            click.echo(f"   {c['task']:<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
+                       f"exit {fmt_exit(c['exit_code'], c['signal'])}")
+    if o:
+        click.echo(f"outcome: status {o.get('status')}  stdout {o.get('stdout_bytes')} bytes, stderr "
+                   f"{o.get('stderr_bytes')} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
+        if o.get("verdict_reason") or o.get("severity"):
+            click.echo(f"verdict: escalate={bool(o.get('escalate'))} severity={o.get('severity')} "
+                       f"kind={o.get('verdict_kind')}  {_safe(o.get('verdict_reason') or '')}")
+        ver = o.get("verification")
+        if isinstance(ver, dict) and not ver.get("checks") and r["state"] != "succeeded":
+            click.echo("verification: skipped (the run failed before verification)")
+        elif ver:
+            click.echo(f"verification: {_safe(json.dumps(ver, default=str))[:2000]}")
+        for f in o.get("handoff_findings") or []:
+            click.echo(f"handoff finding: {f.get('code')}: {_safe(f.get('message'))}")
+        if o.get("handoff") is not None:
+            click.echo(f"handoff: {_safe(json.dumps(o['handoff'], default=str))[:2000]}")
+    click.echo("audit trail (every attempt of the lineage):")
+    for e in d["events"]:
+        move = f"{e['from_state'] or ''} → {e['to_state'] or ''}" if e["to_state"] or e["from_state"] else ""
+        click.echo(f"  {iso(e['at'])}  run {e['run_id'] or '-':<5} {e['kind']:<16} {move:<24} {e['actor']}  "
+                   f"{_safe(e.get('reason') or '')}")
+    for name in ("stdout", "stderr"):
+        sl = d[name]
+        if not sl.get("size"):
+            continue
+        kept = "bytes kept" if sl.get("exists") else "bytes; file gone, slices from the ledger"
+        click.echo(f"--- {name} ({sl['size']} {kept}) head ---")
+        click.echo(_safe(sl["head"]).rstrip("\n"))
+        if sl.get("tail"):
+            click.echo(f"--- {name} tail ---")
+            click.echo(_safe(sl["tail"]).rstrip("\n"))
+
+
+@click.command("trigger")
+@click.argument("job")
+@ledger_option
+@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@ledger_errors
+def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
+    """Queue a run of JOB now (a running runner picks it up).
+
+    \b
+    Example:
+      watchkeeper trigger disk-report
+    """
+    settings = open_settings(None, None, ledger=ledger_path, operator=operator)
+    with open_ledger(ledger_path) as ledger:
+        try:
+            run_id = trigger(ledger, job, actor=f"operator:{settings.operator}")
+        except UnknownJob as exc:
+            fail(str(exc), EXIT_NOT_FOUND)
+    click.echo(f"queued run {run_id} of {job}")
+
+
+@click.command("abandon")
+@click.argument("run_id", type=ID)
+@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@ledger_option
+@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@ledger_errors
+def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
+    """Abandon run RUN_ID: mark it abandoned and kill its live process group (SIGTERM, then
+    SIGKILL); output, handoff and artifacts are kept. Asks first unless --yes.
+
+    Exit 0 when abandoned, 1 when refused (the run already ended: says how, by whom and
+    when; or the question was answered no), 2 when there is no such run.
+
+    \b
+    Example:
+      watchkeeper abandon 42 --as ana --yes
+    """
+    from core import actions
+
+    settings = open_settings(None, None, ledger=ledger_path, operator=operator)
+    with open_ledger(ledger_path) as ledger:
+        run = run_row(ledger, run_id)
+        if run is None:
+            fail(f"no run {run_id}", EXIT_NOT_FOUND)
+        if run["state"] not in TERMINAL and not yes:
+            where = f", pid {run['pid']}" if run.get("pid") else ""
+            question = (f"Abandon {_safe(_one_line(run['job'], 60))} run {run_id} ({run['state']}{where})?"
+                        " Its live process group is killed; every artifact is kept.")
+            if not click.confirm(question, default=False):
+                click.echo("not abandoned", err=True)
+                raise SystemExit(EXIT_FINDINGS)
+        result = actions.abandon(ledger, run_id, settings.operator)
+    click.echo(_safe(result.message), err=not result.ok)
+    if not result.ok:
+        raise SystemExit(EXIT_FINDINGS)
+
+
+@click.command("jobs")
+@ledger_option
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one job each.")
+@ledger_errors
+def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
+    """List jobs: schedule, next run, last outcome, breaker state, success rate.
+
+    \b
+    Example:
+      watchkeeper jobs --ledger demo/watchkeeper.db
+    """
+    import time as _time
+
+    from core.ledger.reads import jobs_page
+
+    now = _time.time()
+    rows: list[dict[str, Any]] = []
+    with open_ledger(ledger_path, read_only=True) as ledger:
+        cursor = None
+        while True:
+            page = jobs_page(ledger, now=now, after=cursor, limit=500)
+            rows.extend(page.rows)
+            cursor = page.cursor
+            if cursor is None:
+                break
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, default=str))
+        return
+    if not rows:
+        click.echo("no jobs (a runner records jobs when it loads their specs)")
+        return
+    click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
+    for r in rows:
+        nxt = "-" if r["next_run"] is None else (
+            "now" if r["next_run"] <= now else humanize.naturaldelta(r["next_run"] - now))
+        if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
+            nxt = "skipped"  # slots are skipped while the breaker cools down
+        rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
+        brk = r["breaker_state"] or "closed"
+        if brk == "open" and r.get("breaker_until"):
+            brk += f" {max(0, int(r['breaker_until'] - now))}s"
+        name = r["name"] + ("" if r["enabled"] else " (removed)")
+        click.echo(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
+                   f" {str(r['last_state'] or '-'):<10} {brk:<10} {rate:>7}"
+                   + ("  spec error: see `watchkeeper check`" if r.get("last_error") else ""))

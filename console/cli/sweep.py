@@ -1,0 +1,170 @@
+"""``watchkeeper sweep``, ``status`` and ``doctor``: the orphan sweep and ledger health."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from console.cli.common import EXIT_CONFIG, fail, ledger_errors, open_ledger_at
+from core.ledger import runners as core_status
+from core.ledger.connection import Ledger
+from core.spec.settings import Settings, SettingsError, load_settings
+from core.sweep import doctor as core_doctor
+from core.sweep import sweep as core_sweep
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(sweep_cmd)
+    cli.add_command(status_cmd)
+    cli.add_command(doctor_cmd)
+
+
+def _ledger_option(f: Any) -> Any:
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file (default: $WATCHKEEPER_LEDGER or ./watchkeeper.db).")(f)
+
+
+def _config_option(f: Any) -> Any:
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+                        help="watchkeeper.toml to read settings (lease, heartbeat, …) from.")(f)
+
+
+def _settings(ledger_path: str | None, config_path: str | None) -> Settings:
+    try:
+        return load_settings(None, config=config_path, ledger=ledger_path)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def _open(settings: Settings, *, read_only: bool = False) -> Ledger:
+    """The ledger, or exit 2 with one clear line (missing, not a ledger, unusable)."""
+    return open_ledger_at(settings.ledger, read_only=read_only)
+
+
+def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    if report.skipped_paused:
+        click.echo("sweep: paused detected; nothing declared dead this pass")
+    for run_id in report.orphaned:
+        how = " (process group killed)" if run_id in report.killed else ""
+        click.echo(f"orphaned run {run_id}{how}")
+    for rid in report.stalled_runners:
+        click.echo(f"runner {rid} stalled: process alive, heartbeat stale; its runs were left alone")
+    for err in report.errors:
+        click.echo(f"error: {err}", err=True)
+
+
+@click.command("sweep")
+@_ledger_option
+@_config_option
+@click.option("--loop", is_flag=True, help="Keep sweeping every --interval seconds until interrupted.")
+@click.option("--interval", type=click.FloatRange(min=0.1, max=86400), default=None,
+              help="Seconds between passes (default: sweep_interval).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON report per pass.")
+@ledger_errors
+def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, interval: float | None,
+              as_json: bool) -> None:
+    """Declare dead the runs nothing is running any more (the orphan sweep).
+
+    A run is orphaned when its lease expired and its process is gone; a live process whose
+    runner is gone is killed (whole process group) and orphaned. Runs of live runners are
+    never touched. Exit code 1 when a pass could not write (it is retried next pass).
+
+    \b
+    Example:
+      watchkeeper sweep --ledger demo/watchkeeper.db           # one pass, e.g. from cron
+      watchkeeper sweep --ledger demo/watchkeeper.db --loop    # a second watcher
+    """
+    settings = _settings(ledger_path, config_path)
+    led = _open(settings)
+    failed = False
+
+    def on_report(report: core_sweep.SweepReport) -> None:
+        nonlocal failed
+        failed = bool(report.errors)
+        _print_report(report, as_json)
+
+    try:
+        if loop:
+            stop = threading.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+            core_sweep.loop(led, settings, actor="sweep", interval=interval, stop=stop, on_report=on_report)
+        else:
+            on_report(core_sweep.Sweeper(settings, actor="sweep").sweep_once(led))
+    finally:
+        led.close()
+    sys.exit(1 if failed else 0)
+
+
+@click.command("status")
+@_ledger_option
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@ledger_errors
+def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) -> None:
+    """Show each runner's last heartbeat, and say plainly when no runner is alive.
+
+    Exit code 2 when there is a runner gap (no runner alive), else 0.
+
+    \b
+    Example:
+      watchkeeper status --ledger demo/watchkeeper.db
+      no runner since 04:12, 7 minutes ago
+    """
+    settings = _settings(ledger_path, config_path)
+    led = _open(settings, read_only=True)
+    try:
+        st = core_status.status(led)
+    finally:
+        led.close()
+    if as_json:
+        click.echo(json.dumps(st))
+    else:
+        for line in core_status.format_status(st):
+            click.echo(line)
+    sys.exit(2 if st["gap"] else 0)
+
+
+@click.command("doctor")
+@_ledger_option
+@_config_option
+@click.option("--repair", is_flag=True, help="Settle what can be settled safely (audited), then check again.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@ledger_errors
+def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, as_json: bool) -> None:
+    """Check the ledger's invariants; print each violation with the run it concerns.
+
+    Checks: SQLite integrity, run state vs audit trail, live runs without a live owner or
+    lease, one terminal transition per run, contiguous attempts, one run per slot and
+    attempt. Exit code 1 when violations remain.
+
+    \b
+    Example:
+      watchkeeper doctor --ledger demo/watchkeeper.db
+      watchkeeper doctor --ledger demo/watchkeeper.db --repair --json
+    """
+    settings = _settings(ledger_path, config_path)
+    led = _open(settings, read_only=not repair)
+    try:
+        report = core_doctor.diagnose(led, settings, repair=repair)
+    finally:
+        led.close()
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        for line in report.repaired:
+            click.echo(f"repaired: {line}")
+        for err in report.errors:
+            click.echo(f"error: {err}", err=True)
+        for v in report.violations:
+            click.echo(str(v) + ("  (repairable: --repair)" if v.repairable and not repair else ""))
+        click.echo("ledger ok" if report.ok else f"{len(report.violations)} violation(s)")
+    sys.exit(0 if report.ok else 1)

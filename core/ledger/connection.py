@@ -1,0 +1,379 @@
+"""The SQLite ledger: the single source of truth about jobs, runs, outcomes and escalations.
+
+Opened through sqlite-utils on a plain ``sqlite3`` connection (same-thread only: open a
+``Ledger`` in the thread that uses it). WAL journal, ``synchronous=NORMAL``,
+``busy_timeout``, foreign keys on, schema version in ``PRAGMA user_version`` with forward
+migrations. The database file is created with mode 0600.
+
+All timestamps are Unix seconds (UTC) stored as REAL. All state changes of runs go through
+``core.ledger.lifecycle``; this module only provides connections, transactions and the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlite_utils
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+
+# Forward migrations: index i upgrades user_version i → i+1. Never edit a released entry.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE jobs (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL DEFAULT 'command',
+        spec TEXT NOT NULL,              -- validated spec as JSON
+        spec_hash TEXT NOT NULL,
+        source TEXT,                     -- file the spec came from
+        source_line INTEGER,
+        schedule_text TEXT,              -- cron expression / "every 30s" / "once"
+        owner TEXT,
+        intent TEXT,
+        enabled INTEGER NOT NULL DEFAULT 1,
+        breaker_state TEXT NOT NULL DEFAULT 'closed',  -- closed | open | half_open
+        breaker_until REAL,
+        breaker_opened_at REAL,
+        last_error TEXT,                 -- last spec error for this job (kept spec still applies)
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE runners (
+        id TEXT PRIMARY KEY,
+        hostname TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_create_time REAL,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL,
+        heartbeat_s REAL NOT NULL,
+        lease_s REAL NOT NULL,
+        stopped_at REAL,
+        stop_reason TEXT,
+        version TEXT
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        job TEXT NOT NULL,
+        lineage TEXT NOT NULL,           -- all attempts of one slot share it
+        attempt INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        slot TEXT NOT NULL,              -- dedup key: scheduled slot ISO time, 'once', or 'manual:<id>'
+        task TEXT NOT NULL DEFAULT '',   -- fan-out sub-task name ('' for ordinary runs)
+        trigger TEXT NOT NULL,           -- schedule | manual | retry | misfire | fanout
+        worker TEXT NOT NULL DEFAULT 'primary',  -- primary | fallback
+        parent_run_id INTEGER REFERENCES runs(id),
+        spec_hash TEXT,
+        not_before REAL NOT NULL,
+        created_at REAL NOT NULL,
+        spawned_at REAL,
+        started_at REAL,
+        ended_at REAL,
+        updated_at REAL NOT NULL,
+        pid INTEGER,
+        pid_create_time REAL,
+        pgid INTEGER,
+        runner_id TEXT REFERENCES runners(id),
+        lease_until REAL,
+        exit_code INTEGER,
+        signal INTEGER,
+        reason TEXT,
+        artifacts_dir TEXT,
+        UNIQUE (job, slot, task, attempt)
+    );
+    CREATE INDEX runs_state ON runs(state, not_before);
+    CREATE INDEX runs_job ON runs(job, id);
+    CREATE INDEX runs_lineage ON runs(lineage, attempt);
+    CREATE INDEX runs_ended ON runs(ended_at, id);
+    CREATE INDEX runs_parent ON runs(parent_run_id);
+    CREATE TABLE job_outcomes (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+        job TEXT NOT NULL,
+        lineage TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        state TEXT NOT NULL,             -- terminal run state
+        status TEXT NOT NULL,            -- success | failed | partial | blocked | timed_out | orphaned | abandoned
+        reason TEXT,
+        duration_s REAL,
+        exit_code INTEGER,
+        signal INTEGER,
+        stdout_bytes INTEGER NOT NULL DEFAULT 0,
+        stderr_bytes INTEGER NOT NULL DEFAULT 0,
+        output_truncated INTEGER NOT NULL DEFAULT 0,
+        stdout_head TEXT, stdout_tail TEXT, stderr_head TEXT, stderr_tail TEXT,
+        handoff_raw TEXT,                -- verbatim (decoded with replacement), capped
+        handoff TEXT,                    -- validated handoff as JSON, NULL when absent/invalid
+        handoff_findings TEXT,           -- JSON list of {code, message}
+        verification TEXT,               -- JSON {ok, checks: [...]}
+        verdict TEXT,                    -- JSON supervisor verdict
+        escalate INTEGER,
+        severity TEXT,
+        verdict_kind TEXT,
+        verdict_reason TEXT,
+        silent INTEGER,
+        judged_by TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX outcomes_job ON job_outcomes(job, run_id);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        run_id INTEGER,
+        job TEXT,
+        attempt INTEGER,
+        actor TEXT NOT NULL,             -- runner:<id> | sweep | supervisor | operator:<name> | reload | cli
+        kind TEXT NOT NULL,              -- transition | late_result | spec_error | retry_scheduled | ...
+        from_state TEXT,
+        to_state TEXT,
+        reason TEXT,
+        detail TEXT                      -- JSON
+    );
+    CREATE INDEX events_run ON events(run_id, id);
+    CREATE INDEX events_kind ON events(kind, id);
+    CREATE TABLE escalations (
+        id INTEGER PRIMARY KEY,
+        dedup_key TEXT NOT NULL,         -- "<job>:<kind>"
+        job TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        severity TEXT NOT NULL,          -- critical | warning | info
+        state TEXT NOT NULL,             -- open | acknowledged | snoozed | resolved
+        count INTEGER NOT NULL DEFAULT 1,
+        first_seen REAL NOT NULL,
+        last_seen REAL NOT NULL,
+        latest_run_id INTEGER,
+        owner TEXT,
+        reason TEXT,
+        acked_by TEXT, acked_at REAL,
+        snoozed_by TEXT, snoozed_until REAL,
+        resolved_by TEXT, resolved_at REAL,
+        notified INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX escalations_open ON escalations(dedup_key) WHERE state != 'resolved';
+    CREATE INDEX escalations_state ON escalations(state, severity, last_seen);
+    CREATE INDEX escalations_updated ON escalations(updated_at, id);
+    CREATE TABLE notifications (
+        id INTEGER PRIMARY KEY,
+        escalation_id INTEGER REFERENCES escalations(id),
+        event TEXT NOT NULL,             -- opened | reopened | recovered
+        sink TEXT NOT NULL,              -- sink name from settings
+        payload TEXT NOT NULL,           -- JSON
+        state TEXT NOT NULL,             -- pending | sent | failed
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        sent_at REAL
+    );
+    CREATE INDEX notifications_due ON notifications(state, next_attempt_at);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class LedgerError(Exception):
+    """A ledger problem the caller should surface (never swallow)."""
+
+
+class SchemaTooNew(LedgerError):
+    """The ledger was written by a newer Watchkeeper (``user_version`` > ``SCHEMA_VERSION``)."""
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    """True for SQLite's transient 'database is locked' / 'busy' errors."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    msg = str(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file with mode 0600 if it does not exist yet.
+
+    O_EXCL matters: opening and closing an fd of a file this process already has open in
+    SQLite would drop SQLite's POSIX locks on it (close releases all of a process's fcntl
+    locks on the file), which shows up later as 'disk I/O error'.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+class Ledger:
+    """One connection to the ledger.
+
+    Args:
+        path: database file; created (mode 0600) and migrated unless ``read_only``.
+        busy_timeout_ms: SQLite busy timeout per statement, milliseconds.
+        read_only: open with ``mode=ro`` (no migrations, no writes).
+
+    Raises:
+        SchemaTooNew: the file's schema is newer than this code.
+        sqlite3.DatabaseError: the file is not a SQLite database.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+                 read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            uri = f"file:{self.path}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            _create_private(self.path)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if not read_only:
+            self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self.migrate()
+        else:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
+
+    # -- schema -------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Apply pending forward migrations; returns the resulting schema version."""
+        def step() -> int:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise SchemaTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
+                for i in range(version, SCHEMA_VERSION):
+                    for stmt in _split_sql(MIGRATIONS[i]):
+                        self.conn.execute(stmt)
+                    self.conn.execute(f"PRAGMA user_version={i + 1}")
+                self.conn.execute("COMMIT")
+                return SCHEMA_VERSION
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        return self._retry(step)
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- transactions -------------------------------------------------------------------
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, max_wait_s: float | None = None) -> T:
+        """Run ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT``; retried whole on 'locked'.
+
+        The whole function is re-run after a rollback, so ``fn`` must only touch the
+        database (no side effects outside it). Retries back off exponentially (10 ms → 1 s,
+        with jitter) and never give up unless ``max_wait_s`` (seconds) is given, in which
+        case ``sqlite3.OperationalError`` is raised after that long.
+        """
+        def once() -> T:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self.conn)
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+            return result
+        return self._retry(once, max_wait_s=max_wait_s)
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot (``BEGIN DEFERRED``) for several queries."""
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            self.conn.execute("COMMIT")
+
+    def _retry(self, fn: Callable[[], T], *, max_wait_s: float | None = None) -> T:
+        delay = 0.01
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not is_locked_error(exc):
+                    raise
+                attempt += 1
+                if max_wait_s is not None and time.monotonic() - started > max_wait_s:
+                    raise
+                if attempt in (1, 10, 100) or attempt % 1000 == 0:
+                    log.warning("ledger %s locked (attempt %d), retrying: %s", self.path, attempt, exc)
+                time.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 1.0)
+
+    # -- small conveniences -------------------------------------------------------------
+    def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        """Run a read query and return all rows (callers must bound it with LIMIT)."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
+        """Run a read query and return the first row or None."""
+        return self.conn.execute(sql, params).fetchone()
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes whenever another connection commits."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (no semicolons inside our literals)."""
+    out = []
+    for raw in script.split(";"):
+        lines = [ln.split("--", 1)[0] for ln in raw.splitlines()]
+        stmt = "\n".join(lines).strip()
+        if stmt:
+            out.append(stmt)
+    return out
+
+
+def add_event(conn: sqlite3.Connection, *, actor: str, kind: str, run_id: int | None = None,
+              job: str | None = None, attempt: int | None = None, from_state: str | None = None,
+              to_state: str | None = None, reason: str | None = None,
+              detail: dict[str, Any] | None = None, at: float | None = None) -> int:
+    """Append one row to the ``events`` audit trail; call inside the writing transaction.
+
+    Returns the new event id. ``at`` is Unix seconds (UTC), default now.
+    """
+    cur = conn.execute(
+        "INSERT INTO events (at, run_id, job, attempt, actor, kind, from_state, to_state, reason, detail)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (at if at is not None else time.time(), run_id, job, attempt, actor, kind, from_state, to_state,
+         reason, json.dumps(detail, default=str) if detail is not None else None),
+    )
+    return int(cur.lastrowid)
+
+
+def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    """sqlite3.Row → plain dict (None stays None)."""
+    return None if row is None else {k: row[k] for k in row.keys()}

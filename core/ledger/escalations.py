@@ -1,0 +1,295 @@
+"""Escalations: the items a person must look at, deduplicated per (job, kind).
+
+States::
+
+    open ─▶ acknowledged ─▶ resolved
+      │  ╲        │            ▲
+      │   ▶ snoozed (until T) ─┘   (at T, still unresolved → reopened: open again)
+      └────────────────────────┘   (auto-resolved when the job recovers)
+
+One row per open (job, kind) (``escalations_open`` unique index on ``dedup_key`` for
+non-resolved rows): a repeat increments ``count`` and moves ``last_seen`` and
+``latest_run_id``. Every state change is ``UPDATE … WHERE id=? AND state=?`` with an
+``events`` row in the same transaction, so of two operators acting at once exactly one wins
+and the other is told who was first. Opening and reopening enqueue one ``notifications`` row
+per configured sink (``core.supervisor.notify``); an auto-resolve enqueues a recovery notice only when
+the opening was notified.
+
+Timestamps are Unix seconds (UTC). Operator names are plain strings; the audit actor is
+``operator:<name>``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from core.ledger import outbox as notify
+from core.ledger.connection import Ledger, add_event, row_dict
+from core.vocabulary import SEVERITY_RANK, ActionResult, max_severity
+
+STATES = ("open", "acknowledged", "snoozed", "resolved")
+ACTIVE = ("open", "acknowledged", "snoozed")
+
+
+def dedup_key(job: str, kind: str) -> str:
+    """The deduplication key of an escalation: ``"<job>:<kind>"``."""
+    return f"{job}:{kind}"
+
+
+def utc_hms(ts: float | None) -> str:
+    """Unix seconds → ``"04:12:03 UTC"`` (``"?"`` for None)."""
+    if ts is None:
+        return "?"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M:%S UTC")
+
+
+def _get(conn: sqlite3.Connection, esc_id: int) -> dict[str, Any] | None:
+    return row_dict(conn.execute("SELECT * FROM escalations WHERE id = ?", (esc_id,)).fetchone())
+
+
+def _event(conn: sqlite3.Connection, esc: dict[str, Any], kind: str, actor: str, *, to_state: str | None,
+           from_state: str | None = None, run_id: int | None = None, reason: str | None = None,
+           extra: dict[str, Any] | None = None, at: float | None = None) -> None:
+    detail = {"escalation_id": esc["id"], "kind": esc["kind"], "count": esc.get("count"), **(extra or {})}
+    add_event(conn, actor=actor, kind=kind, run_id=run_id, job=esc["job"], from_state=from_state,
+              to_state=to_state, reason=reason, detail=detail, at=at)
+
+
+# -- supervisor side (inside the judging transaction) --------------------------------------
+
+def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity: str, reason: str,
+                     run_id: int | None, owner: str | None, sinks: Sequence[Any] = (),
+                     now: float | None = None, actor: str = "supervisor") -> tuple[int, str]:
+    """Open a new escalation for (job, kind) or count a repeat on the active one.
+
+    Call inside the writing transaction. A repeat keeps the state (an acknowledged or snoozed
+    item stays so), raises severity to the higher of the two and refreshes reason/latest run.
+
+    Returns:
+        ``(escalation id, "opened" | "updated")``.
+    """
+    ts = now if now is not None else time.time()
+    key = dedup_key(job, kind)
+    row = row_dict(conn.execute("SELECT * FROM escalations WHERE dedup_key = ? AND state != 'resolved'",
+                                (key,)).fetchone())
+    if row is not None:
+        sev = max_severity(row["severity"], severity) or severity
+        conn.execute("UPDATE escalations SET count = count + 1, last_seen = ?, latest_run_id = ?, reason = ?,"
+                     " severity = ?, owner = COALESCE(?, owner), updated_at = ? WHERE id = ? AND state = ?",
+                     (ts, run_id, reason, sev, owner, ts, row["id"], row["state"]))
+        row.update(count=row["count"] + 1)
+        _event(conn, row, "escalation_updated", actor, to_state=row["state"], run_id=run_id, reason=reason, at=ts)
+        return int(row["id"]), "updated"
+    cur = conn.execute(
+        "INSERT INTO escalations (dedup_key, job, kind, severity, state, count, first_seen, last_seen,"
+        " latest_run_id, owner, reason, notified, updated_at) VALUES (?,?,?,?,'open',1,?,?,?,?,?,?,?)",
+        (key, job, kind, severity, ts, ts, run_id, owner, reason, 1 if sinks else 0, ts))
+    esc = _get(conn, int(cur.lastrowid))
+    assert esc is not None
+    _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
+    notify.enqueue(conn, esc, "opened", sinks, now=ts)
+    return int(esc["id"]), "opened"
+
+
+def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, run_id: int | None,
+                 reason: str, sinks: Sequence[Any] = (), now: float | None = None,
+                 actor: str = "supervisor") -> list[int]:
+    """Resolve the active escalations of ``job`` whose kind is in ``kinds`` (the job recovered).
+
+    Call inside the writing transaction. A recovery notice is enqueued only for escalations
+    whose opening was notified. Returns the resolved ids.
+    """
+    ts = now if now is not None else time.time()
+    kinds = list(kinds)
+    if not kinds:
+        return []
+    rows = conn.execute(
+        f"SELECT * FROM escalations WHERE job = ? AND state != 'resolved' AND kind IN ({','.join('?' * len(kinds))})",
+        (job, *kinds)).fetchall()
+    done = []
+    for r in rows:
+        esc = row_dict(r)
+        assert esc is not None
+        cur = conn.execute("UPDATE escalations SET state = 'resolved', resolved_by = ?, resolved_at = ?,"
+                           " updated_at = ? WHERE id = ? AND state = ?",
+                           (actor, ts, ts, esc["id"], esc["state"]))
+        if cur.rowcount != 1:
+            continue
+        _event(conn, esc, "escalation_resolved", actor, from_state=esc["state"], to_state="resolved",
+               run_id=run_id, reason=reason, extra={"auto": True}, at=ts)
+        if esc["notified"]:
+            esc.update(state="resolved", resolved_by=actor, resolved_at=ts)
+            notify.enqueue(conn, esc, "recovered", sinks, now=ts)
+        done.append(int(esc["id"]))
+    return done
+
+
+def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | None = None) -> list[int]:
+    """Reopen snoozed escalations whose ``snoozed_until`` has passed (their anomaly persisted:
+    a recovery would have auto-resolved them). Enqueues ``reopened`` notifications.
+
+    Returns the reopened ids.
+    """
+    ts = now if now is not None else time.time()
+
+    def tx(conn: sqlite3.Connection) -> list[int]:
+        out = []
+        for r in conn.execute("SELECT * FROM escalations WHERE state = 'snoozed' AND snoozed_until <= ?"
+                              " LIMIT 100", (ts,)).fetchall():
+            esc = row_dict(r)
+            assert esc is not None
+            cur = conn.execute("UPDATE escalations SET state = 'open', notified = MAX(notified, ?), updated_at = ?"
+                               " WHERE id = ? AND state = 'snoozed'", (1 if sinks else 0, ts, esc["id"]))
+            if cur.rowcount != 1:
+                continue
+            _event(conn, esc, "escalation_reopened", "supervisor", from_state="snoozed", to_state="open",
+                   reason=f"snooze by {esc['snoozed_by']} ended at {utc_hms(esc['snoozed_until'])}; still unresolved",
+                   at=ts)
+            esc.update(state="open")
+            notify.enqueue(conn, esc, "reopened", sinks, now=ts)
+            out.append(int(esc["id"]))
+        return out
+
+    return ledger.write(tx)
+
+
+# -- operator actions ----------------------------------------------------------------------
+
+def _already(esc: dict[str, Any]) -> str:
+    state = esc["state"]
+    if state == "acknowledged":
+        return f"already acknowledged by {esc['acked_by']} at {utc_hms(esc['acked_at'])}"
+    if state == "resolved":
+        return f"already resolved by {esc['resolved_by']} at {utc_hms(esc['resolved_at'])}"
+    if state == "snoozed":
+        return f"already snoozed by {esc['snoozed_by']} until {utc_hms(esc['snoozed_until'])}"
+    return f"escalation is {state}"
+
+
+def _act(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
+         sets: dict[str, Any], event: str, verb: str, same_done: Any, extra: dict[str, Any] | None = None,
+         now: float) -> ActionResult:
+    def tx(conn: sqlite3.Connection) -> ActionResult:
+        esc = _get(conn, esc_id)
+        if esc is None:
+            return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)
+        if esc["state"] not in allowed_from:
+            if same_done(esc):
+                return ActionResult(True, f"escalation {esc_id} {_already(esc)} (you); nothing to do", esc_id)
+            return ActionResult(False, f"escalation {esc_id} {_already(esc)}", esc_id)
+        cols = ", ".join(f"{k} = ?" for k in sets)
+        cur = conn.execute(f"UPDATE escalations SET state = ?, {cols}, updated_at = ? WHERE id = ? AND state = ?",
+                           (to_state, *sets.values(), now, esc_id, esc["state"]))
+        if cur.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; kept as the CAS contract
+            return ActionResult(False, f"escalation {esc_id} changed concurrently; try again", esc_id)
+        _event(conn, esc, event, f"operator:{operator}", from_state=esc["state"], to_state=to_state,
+               run_id=None, extra=extra, at=now)
+        return ActionResult(True, f"{verb} escalation {esc_id} ({esc['job']} {esc['kind']})", esc_id)
+
+    return ledger.write(tx)
+
+
+def acknowledge(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
+    """Acknowledge an open or snoozed escalation (someone is on it).
+
+    Returns ``ActionResult(ok=False, "escalation 7 already acknowledged by ana at 04:12:03 UTC")``
+    when someone else was first or it is resolved; ``ok=True`` without change when the same
+    operator had already acknowledged it.
+    """
+    ts = now if now is not None else time.time()
+    return _act(ledger, esc_id, operator, allowed_from=("open", "snoozed"), to_state="acknowledged",
+                sets={"acked_by": operator, "acked_at": ts}, event="escalation_acknowledged",
+                verb="acknowledged", same_done=lambda e: e["state"] == "acknowledged" and e["acked_by"] == operator,
+                now=ts)
+
+
+def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: float | None = None) -> ActionResult:
+    """Snooze an active escalation until ``until`` (Unix seconds, must be in the future).
+
+    At ``until`` it reopens (``expire_snoozes``) unless the job recovered meanwhile. Snoozing
+    a snoozed item extends or shortens it. Resolved items cannot be snoozed.
+    """
+    ts = now if now is not None else time.time()
+    if until <= ts:
+        return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
+    return _act(ledger, esc_id, operator, allowed_from=ACTIVE, to_state="snoozed",
+                sets={"snoozed_by": operator, "snoozed_until": until}, event="escalation_snoozed",
+                verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
+                extra={"until": until}, now=ts)
+
+
+def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
+    """Resolve an active escalation by hand. A later occurrence opens a new one."""
+    ts = now if now is not None else time.time()
+    return _act(ledger, esc_id, operator, allowed_from=ACTIVE, to_state="resolved",
+                sets={"resolved_by": operator, "resolved_at": ts}, event="escalation_resolved",
+                verb="resolved", same_done=lambda e: e["state"] == "resolved" and e["resolved_by"] == operator,
+                now=ts)
+
+
+# -- reading --------------------------------------------------------------------------------
+
+def get(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
+    """One ``escalations`` row as a dict, or None."""
+    return _get(ledger.conn, esc_id)
+
+
+def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, limit: int = 100, *,
+                     job: str | None = None, since: float | None = None,
+                     before_id: int | None = None) -> list[dict[str, Any]]:
+    """Escalations newest activity first (``escalations`` rows as dicts).
+
+    Args:
+        state: one state, several, ``"active"`` (open|acknowledged|snoozed), or None for all.
+        limit: page size (rows).
+        job: only this job.
+        since: only rows with ``last_seen`` ≥ this (Unix seconds).
+        before_id: keyset paging by id (rows with smaller id).
+
+    Ordering: active critical first is the console's business; here ``last_seen`` desc, id desc.
+    """
+    where, params = [], []
+    if state == "active":
+        state = ACTIVE
+    if isinstance(state, str):
+        where.append("state = ?")
+        params.append(state)
+    elif state:
+        where.append(f"state IN ({','.join('?' * len(state))})")
+        params.extend(state)
+    if job is not None:
+        where.append("job = ?")
+        params.append(job)
+    if since is not None:
+        where.append("last_seen >= ?")
+        params.append(since)
+    if before_id is not None:
+        where.append("id < ?")
+        params.append(before_id)
+    sql = "SELECT * FROM escalations" + (f" WHERE {' AND '.join(where)}" if where else "")
+    sql += " ORDER BY last_seen DESC, id DESC LIMIT ?"
+    return [row_dict(r) for r in ledger.query(sql, (*params, int(limit)))]  # type: ignore[misc]
+
+
+def changed_since(ledger: Ledger, after_updated: float, after_id: int, limit: int = 200) -> list[dict[str, Any]]:
+    """Escalations changed after the keyset ``(updated_at, id)``, oldest change first (for tail)."""
+    rows = ledger.query("SELECT * FROM escalations WHERE (updated_at > ?) OR (updated_at = ? AND id > ?)"
+                        " ORDER BY updated_at, id LIMIT ?", (after_updated, after_updated, after_id, int(limit)))
+    return [row_dict(r) for r in rows]  # type: ignore[misc]
+
+
+def counts_by_kind(ledger: Ledger, since: float) -> list[dict[str, Any]]:
+    """``[{kind, escalations, occurrences}]`` for escalations seen since ``since``."""
+    rows = ledger.query("SELECT kind, COUNT(*) AS escalations, SUM(count) AS occurrences"
+                        " FROM escalations WHERE last_seen >= ? GROUP BY kind ORDER BY occurrences DESC",
+                        (since,))
+    return [row_dict(r) for r in rows]  # type: ignore[misc]
+
+
+def severity_rank(sev: str | None) -> int:
+    """0 (none) .. 3 (critical), for sorting."""
+    return SEVERITY_RANK.get(sev, 0)

@@ -1,0 +1,172 @@
+"""Job specs in the ledger: the ``jobs`` table mirrors the spec folder.
+
+``sync_jobs`` applies a ``LoadResult`` (from ``core.spec.model.load_dir``) in one transaction:
+
+* a new valid job is inserted (event ``spec_loaded``), a changed one updated
+  (``spec_changed``), an unchanged one left alone;
+* a job whose file is gone, or whose file now loads fine without it, is disabled
+  (``enabled = 0``, event ``spec_removed``) — rows are never deleted, runs point at them;
+* a job whose file has errors keeps its last good spec and stays enabled; the error is
+  stored in ``jobs.last_error`` so the console can show it beside the job;
+* every error is appended as an event of kind ``spec_error`` (``detail`` =
+  ``SpecError.to_dict()``), which ``watchkeeper check --ledger`` and the console show.
+
+Timestamps are Unix seconds (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.ledger.connection import Ledger, add_event
+from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, spec_from_json, spec_json
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncReport:
+    """What ``sync_jobs`` did, by job name."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    #: jobs whose file has errors: their last good spec stays in force
+    kept: list[str] = field(default_factory=list)
+    errors: list[SpecError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _error_for(name: str, source: str, errors: list[SpecError]) -> SpecError | None:
+    """The error that best explains why job ``name`` from ``source`` did not load."""
+    in_file = [e for e in errors if e.file == source]
+    for err in in_file:
+        if err.job == name:
+            return err
+    return in_file[0] if in_file else None
+
+
+def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
+              now: float | None = None) -> SyncReport:
+    """Apply a folder load to the ``jobs`` table and record ``events`` (one transaction).
+
+    Args:
+        ledger: an open, writable ledger.
+        result: ``load_dir`` output; ``result.bad_files`` decides which missing jobs are
+            kept (file has errors) and which are disabled (file gone or job removed).
+        actor: recorded on every event (``reload``, ``runner:<id>``, ``cli``).
+        now: Unix seconds for ``updated_at`` and event times; default the current time.
+
+    Returns:
+        SyncReport with the names added, changed, removed, unchanged and kept.
+    """
+    at = time.time() if now is None else now
+
+    def write(conn: sqlite3.Connection) -> SyncReport:
+        rep = SyncReport(errors=list(result.errors))
+        existing = {r["name"]: r for r in conn.execute(
+            "SELECT name, spec_hash, source, enabled FROM jobs").fetchall()}
+        for name, loaded in result.jobs.items():
+            spec = loaded.spec
+            values = (spec.kind, spec_json(spec), spec.spec_hash(), loaded.source, loaded.line,
+                      spec.schedule_text(), spec.owner, spec.intent, at)
+            row = existing.get(name)
+            if row is None:
+                conn.execute(
+                    "INSERT INTO jobs (kind, spec, spec_hash, source, source_line, schedule_text, owner,"
+                    " intent, updated_at, name, enabled, last_error) VALUES (?,?,?,?,?,?,?,?,?,?,1,NULL)",
+                    (*values, name))
+                add_event(conn, actor=actor, kind="spec_loaded", job=name, at=at,
+                          reason=f"{loaded.source}:{loaded.line}",
+                          detail={"source": loaded.source, "line": loaded.line, "spec_hash": spec.spec_hash()})
+                rep.added.append(name)
+                continue
+            same = (row["spec_hash"] == spec.spec_hash() and row["enabled"] == 1
+                    and row["source"] == loaded.source)
+            conn.execute(
+                "UPDATE jobs SET kind=?, spec=?, spec_hash=?, source=?, source_line=?, schedule_text=?,"
+                " owner=?, intent=?, updated_at=?, enabled=1, last_error=NULL WHERE name=?",
+                (*values, name))
+            if same:
+                rep.unchanged.append(name)
+                continue
+            add_event(conn, actor=actor, kind="spec_changed", job=name, at=at,
+                      reason="re-enabled" if row["enabled"] != 1 else f"{loaded.source}:{loaded.line}",
+                      detail={"source": loaded.source, "line": loaded.line, "old_hash": row["spec_hash"],
+                              "spec_hash": spec.spec_hash()})
+            rep.changed.append(name)
+        for name, row in existing.items():
+            if name in result.jobs or row["enabled"] != 1:
+                continue
+            source = row["source"]
+            if source in result.bad_files and source and Path(source).exists():
+                err = _error_for(name, source, result.errors)
+                text = str(err) if err else f"{source}: has errors"
+                conn.execute("UPDATE jobs SET last_error=?, updated_at=? WHERE name=?", (text, at, name))
+                rep.kept.append(name)
+                continue
+            why = "file removed" if not source or not Path(source).exists() else "job removed from file"
+            conn.execute("UPDATE jobs SET enabled=0, updated_at=? WHERE name=?", (at, name))
+            add_event(conn, actor=actor, kind="spec_removed", job=name, at=at, reason=why,
+                      detail={"source": source})
+            rep.removed.append(name)
+        for err in result.errors:
+            add_event(conn, actor=actor, kind="spec_error", job=err.job, at=at, reason=str(err),
+                      detail=err.to_dict())
+        return rep
+
+    return ledger.write(write)
+
+
+def load_jobs(ledger: Ledger) -> dict[str, JobSpec]:
+    """Enabled jobs from the ``jobs`` table, name → spec. A stored spec that no longer
+    validates (written by another version) is skipped with a warning, never raised."""
+    return {name: job.spec for name, job in load_job_rows(ledger).items()}
+
+
+def load_job_rows(ledger: Ledger) -> dict[str, LoadedJob]:
+    """Enabled jobs from the ``jobs`` table with their source file and line (for
+    ``core.spec.model.resolve_cwd``), name → LoadedJob."""
+    out: dict[str, LoadedJob] = {}
+    for row in ledger.query("SELECT name, spec, source, source_line FROM jobs WHERE enabled=1 ORDER BY name"):
+        try:
+            spec = spec_from_json(row["spec"])
+        except (ValidationError, ValueError) as exc:
+            log.warning("job %s: stored spec does not validate, skipped: %s", row["name"], exc)
+            continue
+        out[row["name"]] = LoadedJob(spec, row["source"] or "", row["source_line"])
+    return out
+
+
+def recent_spec_errors(ledger: Ledger, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``spec_error`` events (newest first), at most ``limit``.
+
+    Each item: ``{"id", "at" (Unix seconds), "actor", "job", "text", "file", "line",
+    "field", "message"}`` — the ``SpecError`` fields as recorded, ``text`` formatted as
+    ``file:line: job 'x': field 'f': message``. Reads the ``events`` table.
+    """
+    rows = ledger.query("SELECT id, at, actor, job, reason, detail FROM events WHERE kind='spec_error'"
+                        " ORDER BY id DESC LIMIT ?", (int(limit),))
+    out = []
+    for r in rows:
+        try:
+            detail = json.loads(r["detail"]) if r["detail"] else {}
+        except ValueError:
+            detail = {}
+        out.append({"id": r["id"], "at": r["at"], "actor": r["actor"], "job": r["job"],
+                    "text": detail.get("text") or r["reason"], "file": detail.get("file"),
+                    "line": detail.get("line"), "field": detail.get("field"),
+                    "message": detail.get("message")})
+    return out

@@ -1,0 +1,440 @@
+"""The supervisor: verify every handoff, judge every outcome, escalate only what a person must see.
+
+Entry points (the runner and the sweep call them from worker threads, each with its own
+``Ledger`` connection):
+
+* ``settle(ledger, run_id, settings=..., actor=...) -> str`` — for a run in ``verifying``:
+  verify the evidence (``core.supervisor.verify``), move it to succeeded | failed | blocked through
+  ``core.ledger.lifecycle`` (outcome completed and retry queued in the same transaction), then judge.
+* ``judge_run(ledger, run_id, settings=...)`` — after any terminal move: the rules verdict
+  (``core.supervisor.rules``), optionally annotated/raised by Claude (``core.supervisor.claude``), written to
+  ``job_outcomes`` and turned into escalations (``core.ledger.escalations``). Idempotent per run.
+* ``note_late_result(ledger, run_id, settings=...)`` — a result arrived after its run was
+  declared orphaned or abandoned: a hard ``late_result`` escalation.
+* ``periodic(ledger, settings)`` — every heartbeat: runner-gap check, snooze expiry, outbox
+  delivery (bounded time).
+
+The policy table lives in ``core.supervisor.rules`` and README.md ("Supervisor").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from core.ledger import escalations, lifecycle, outcomes, retries
+from core.ledger.connection import Ledger, add_event, row_dict
+from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
+from core.spec.model import JobSpec, spec_from_json
+from core.supervisor import notify
+from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
+from core.supervisor.verify import verify_outcome
+
+log = logging.getLogger(__name__)
+
+ACTOR = "supervisor"
+#: Outcomes of a job read as history (baseline, flapping, first success).
+HISTORY_LIMIT = 60
+#: Characters of job output carried in the facts (only the Claude judge reads them).
+EXCERPT_CHARS = 4000
+#: ``job`` column of runner-gap escalations (not about one job).
+RUNNER_JOB = "(runner)"
+#: Longest time ``periodic`` spends delivering notifications per call, seconds.
+DELIVERY_BUDGET_S = 2.0
+
+
+def _settings(settings: Any) -> Any:
+    if settings is not None:
+        return settings
+    try:
+        from core.spec.settings import Settings
+        return Settings()
+    except Exception:  # a broken environment must not stop judging; sinks/judge just stay off
+        log.warning("settings could not be loaded; judging with defaults and no sinks", exc_info=True)
+        return None
+
+
+def _sinks(settings: Any) -> list[Any]:
+    return list(getattr(settings, "notify", None) or [])
+
+
+def _loads(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _job_spec(conn: sqlite3.Connection, job: str) -> tuple[JobSpec | None, dict[str, Any] | None]:
+    jrow = row_dict(conn.execute("SELECT * FROM jobs WHERE name = ?", (job,)).fetchone())
+    if jrow is None:
+        return None, None
+    try:
+        return spec_from_json(jrow["spec"]), jrow
+    except Exception:
+        log.warning("stored spec of job %s is unreadable", job, exc_info=True)
+        return None, jrow
+
+
+def job_cwd(source: str | None, spec: JobSpec | None) -> str:
+    """Working directory for a job's verify commands and relative paths: ``spec.cwd`` joined to
+    the folder of ``jobs.source`` (same rule as ``core.spec.model.resolve_cwd``); the process cwd when
+    the source is unknown."""
+    base = Path(source).resolve().parent if source else Path(os.getcwd())
+    if spec is None or spec.cwd is None:
+        return str(base)
+    return str((base / spec.cwd).resolve())
+
+
+# -- settle ----------------------------------------------------------------------------------
+
+def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = ACTOR) -> str:
+    """Verify a run in ``verifying`` and move it to succeeded | failed | blocked, then judge it.
+
+    Decision: a non-zero exit or a signal → ``failed`` (reason ``exit_code``/``signal``);
+    handoff ``blockers`` → ``blocked``; a failed verification check → ``failed`` (reason
+    ``verification_failed``); otherwise ``succeeded`` with status ``success`` or ``partial``.
+    The ``job_outcomes`` row (inserted by the runner) gets state, status, reason and
+    ``verification`` in the transaction of the move; a failure queues the next attempt there
+    too (``retries.follow_up`` with the handoff's ``error``).
+
+    Returns:
+        The run's state afterwards; if the run is not in ``verifying`` (someone else moved
+        it), nothing is done and its current state is returned (``"missing"`` for no run).
+    """
+    settings = _settings(settings)
+    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    if run is None:
+        return "missing"
+    if run["state"] != State.VERIFYING:
+        return str(run["state"])
+    spec, jrow = _job_spec(ledger.conn, run["job"])
+    spec = spec or JobSpec(name=run["job"], command="true")
+    outcome = outcomes.get(ledger.conn, run_id) or {}
+    exit_code = outcome.get("exit_code", run["exit_code"]) if outcome else run["exit_code"]
+    sig = outcome.get("signal", run["signal"]) if outcome else run["signal"]
+    exit_ok = exit_code == 0 and sig is None
+    cwd = job_cwd(jrow["source"] if jrow else None, spec)
+    vf = verify_outcome({**outcome, "exit_code": exit_code}, run, spec, cwd, run_commands=exit_ok)
+    handoff = outcome.get("handoff") if isinstance(outcome.get("handoff"), dict) else None
+    blockers = [str(b) for b in (handoff or {}).get("blockers") or []]
+
+    if not exit_ok:
+        to, status, reason = State.FAILED, "failed", ("signal" if sig is not None else "exit_code")
+    elif blockers:
+        to, status, reason = State.BLOCKED, "blocked", "blocked"
+    elif not vf.ok:
+        to, status, reason = State.FAILED, "failed", "verification_failed"
+    elif handoff is not None and handoff.get("status") == "partial":
+        to, status, reason = State.SUCCEEDED, "partial", "partial"
+    else:
+        to, status, reason = State.SUCCEEDED, "success", None
+    handoff_error = (handoff or {}).get("error")
+    handoff_error = str(handoff_error) if handoff_error is not None else None
+
+    def then(conn: sqlite3.Connection) -> None:
+        outcomes.record(conn, run_id, state=to.value, status=status, reason=reason,
+                        verification=vf.to_json(), exit_code=exit_code, signal=sig)
+        if to == State.FAILED:
+            retries.follow_up(conn, run_id, to.value, actor=actor, spec=spec, handoff_error=handoff_error)
+
+    detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
+    won = lifecycle.transition(ledger, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
+                               detail=detail, then=then)
+    if won:
+        judge_run(ledger, run_id, settings=settings)
+    now_state = ledger.one("SELECT state FROM runs WHERE id = ?", (run_id,))
+    return str(now_state["state"]) if now_state else "missing"
+
+
+# -- judging ---------------------------------------------------------------------------------
+
+def _facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = False,
+           prior_failures: int = 0) -> OutcomeFacts:
+    handoff = out.get("handoff") if isinstance(out.get("handoff"), dict) else {}
+    ver = out.get("verification") if isinstance(out.get("verification"), dict) else None
+    output_matches = None
+    failed_checks: list[str] = []
+    if ver is not None:
+        for c in ver.get("checks", []):
+            if c.get("name") == "expect_output":
+                output_matches = bool(c.get("ok"))
+            elif not c.get("ok") and not c.get("soft"):
+                failed_checks.append(f"{c.get('name')}: {str(c.get('detail', ''))[:120]}")
+    conf = handoff.get("confidence")
+    excerpt = "\n".join(x for x in (out.get("stdout_tail"), out.get("stderr_tail")) if x)[-EXCERPT_CHARS:]
+    blockers = handoff.get("blockers") if isinstance(handoff.get("blockers"), list) else []
+    return OutcomeFacts(
+        run_id=int(run["id"]), job=run["job"], attempt=int(run["attempt"]),
+        state=str(out.get("state") or run["state"]), status=str(out.get("status") or run["state"]),
+        reason=out.get("reason") or run.get("reason"), duration_s=out.get("duration_s"),
+        exit_code=out.get("exit_code", run.get("exit_code")), signal=out.get("signal", run.get("signal")),
+        handoff_status=handoff.get("status") if isinstance(handoff.get("status"), str) else None,
+        confidence=float(conf) if isinstance(conf, int | float) and not isinstance(conf, bool) else None,
+        handoff_error=str(handoff["error"]) if handoff.get("error") is not None else None,
+        blockers=[str(b) for b in blockers],
+        verification_ok=None if ver is None else bool(ver.get("ok")), verification_failed=failed_checks,
+        output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
+        ended_at=run.get("ended_at"), output_excerpt=excerpt,
+        notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None)
+
+
+def _history(conn: sqlite3.Connection, job: str, before_run: int) -> list[OutcomeFacts]:
+    rows = conn.execute(
+        "SELECT o.run_id, o.state, o.status, o.duration_s, o.attempt,"
+        " EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1) AS retried"
+        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+        " WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
+        " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, HISTORY_LIMIT)).fetchall()
+    return [OutcomeFacts(run_id=r["run_id"], job=job, attempt=r["attempt"], state=r["state"], status=r["status"],
+                         duration_s=r["duration_s"], retry_queued=bool(r["retried"])) for r in reversed(rows)]
+
+
+def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts], JobSpec | None,
+                                                 dict[str, Any]] | None:
+    """Facts for judging run ``run_id`` from ``runs``, ``job_outcomes`` and ``jobs``.
+
+    Returns ``(facts, history oldest first, spec or None, runs row)``, or None when the run
+    does not exist.
+    """
+    conn = ledger.conn
+    run = row_dict(conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
+    if run is None:
+        return None
+    out = outcomes.get(conn, run_id) or {}
+    retry = conn.execute("SELECT 1 FROM runs WHERE lineage = ? AND attempt = ?",
+                         (run["lineage"], run["attempt"] + 1)).fetchone() is not None
+    failed_states = tuple(s.value for s in FAILED_STATES)
+    prior = conn.execute(
+        f"SELECT COUNT(*) FROM runs WHERE lineage = ? AND attempt < ? AND state IN ({','.join('?' * len(failed_states))})",
+        (run["lineage"], run["attempt"], *failed_states)).fetchone()[0]
+    spec, _ = _job_spec(conn, run["job"])
+    return (_facts(run, out, retry_queued=retry, prior_failures=int(prior)), _history(conn, run["job"], run_id),
+            spec, run)
+
+
+def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[OutcomeFacts],
+             spec: JobSpec | None, rules: Verdict) -> Verdict:
+    judge_settings = getattr(settings, "judge", None)
+    if judge_settings is None or rules.hard or rules.silent or not judge_settings.is_enabled():
+        return rules
+    from core.supervisor import claude as claude_judge  # lazy: anthropic is only needed when the judge is on
+
+    res = claude_judge.shared(judge_settings).consult(facts, history, spec, rules)
+    if res.verdict is None:
+        if res.status in ("error", "budget"):
+            ledger.write(lambda c: add_event(c, actor=ACTOR, kind="judge_error", run_id=facts.run_id,
+                                             job=facts.job, attempt=facts.attempt, reason=res.status,
+                                             detail={"error": res.error}))
+        return rules
+    return merge(rules, res.verdict)
+
+
+def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
+    """Judge a run in a terminal state and act on the verdict. Idempotent per run.
+
+    Writes ``job_outcomes`` verdict, escalate, severity, verdict_kind, verdict_reason, silent,
+    judged_by (inserting the outcome row when the terminal move left none); opens or counts an
+    escalation of the verdict's kind; after a success auto-resolves the job's other
+    recoverable escalations; appends a ``verdict`` event. A second call finds ``judged_by``
+    set and does nothing. A run not (yet) terminal is ignored.
+    """
+    settings = _settings(settings)
+    got = gather(ledger, run_id)
+    if got is None:
+        return
+    facts, history, spec, run = got
+    if run["state"] not in {s.value for s in TERMINAL}:
+        return
+    existing = ledger.one("SELECT judged_by FROM job_outcomes WHERE run_id = ?", (run_id,))
+    if existing is not None and existing["judged_by"] is not None:
+        return
+    rules = evaluate(facts, history, spec)
+    if run.get("task"):
+        # A fan-out sub-task never pages on its own: the parent run's verdict names what is missing.
+        verdict = Verdict("subtask", False, None, f"sub-task {run['task']}: {rules.reason}", silent=True,
+                          anomalies=list(rules.anomalies))
+    else:
+        verdict = _consult(settings, ledger, facts, history, spec, rules)
+    sinks = _sinks(settings)
+    owner = (spec.owner if spec else None) or None
+
+    def tx(conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone() is None:
+            outcomes.record(conn, run_id, state=run["state"], status=run["state"], reason=run["reason"],
+                            exit_code=run["exit_code"], signal=run["signal"])
+        cur = conn.execute(
+            "UPDATE job_outcomes SET verdict = ?, escalate = ?, severity = ?, verdict_kind = ?, verdict_reason = ?,"
+            " silent = ?, judged_by = ?, updated_at = ? WHERE run_id = ? AND judged_by IS NULL",
+            (json.dumps(verdict.to_json()), int(verdict.escalate), verdict.severity, verdict.kind, verdict.reason,
+             int(verdict.silent), verdict.judged_by, time.time(), run_id))
+        if cur.rowcount != 1:  # judged concurrently: the first verdict stands
+            return
+        esc_id = None
+        if verdict.escalate:
+            esc_id, _ = escalations.raise_escalation(
+                conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
+                reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
+                run_id=run_id, owner=owner, sinks=sinks)
+        if facts.state == State.SUCCEEDED and not run.get("task"):
+            keep = set(verdict.anomalies) if verdict.escalate else set()
+            escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
+                                     reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks)
+        add_event(conn, actor=ACTOR, kind="verdict", run_id=run_id, job=facts.job, attempt=facts.attempt,
+                  reason=verdict.kind, detail={"escalate": verdict.escalate, "severity": verdict.severity,
+                                               "silent": verdict.silent, "judged_by": verdict.judged_by,
+                                               "escalation_id": esc_id})
+
+    ledger.write(tx)
+
+
+def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
+    """Open or count a ``late_result`` escalation for a run whose result arrived after it was
+    declared orphaned or abandoned (the runner has recorded the ``late_result`` event).
+
+    Idempotent per run: a ``late_result_judged`` event marks it done. The run's terminal state
+    and verdict are not changed.
+    """
+    settings = _settings(settings)
+    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    if run is None:
+        return
+    ev = ledger.one("SELECT detail FROM events WHERE run_id = ? AND kind = 'late_result' ORDER BY id DESC LIMIT 1",
+                    (run_id,))
+    detail = _loads(ev["detail"]) if ev is not None else None
+    detail = detail if isinstance(detail, dict) else {}
+    facts = OutcomeFacts(run_id=run_id, job=run["job"], attempt=run["attempt"], state=run["state"],
+                         status=run["state"], reason=run["reason"], exit_code=detail.get("exit_code"),
+                         signal=detail.get("signal"), late_result=True)
+    spec, _ = _job_spec(ledger.conn, run["job"])
+    verdict = evaluate(facts, [], spec)
+    sinks = _sinks(settings)
+
+    # An operator's abandon kills the process: its death by signal is the abandon itself,
+    # not news. A process that exited on its own after the abandon (it finished its work
+    # after all) is still a late result a person must see.
+    own_kill = run["state"] == State.ABANDONED and detail.get("signal") is not None
+
+    def tx(conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND kind = 'late_result_judged'",
+                        (run_id,)).fetchone():
+            return
+        if own_kill:
+            add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
+                      attempt=run["attempt"], reason="killed by the operator's abandon",
+                      detail={"escalation_id": None})
+            return
+        esc_id, _ = escalations.raise_escalation(conn, job=run["job"], kind="late_result",
+                                                 severity=verdict.severity or "warning", reason=verdict.reason,
+                                                 run_id=run_id, owner=spec.owner if spec else None, sinks=sinks)
+        add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
+                  attempt=run["attempt"], reason="late_result", detail={"escalation_id": esc_id})
+
+    ledger.write(tx)
+
+
+# -- periodic --------------------------------------------------------------------------------
+
+def check_runner_gap(ledger: Ledger, *, sinks: Any = (), now: float | None = None) -> str | None:
+    """Open a ``runner_gap`` escalation when no runner has heartbeated within its lease while
+    some runner was never stopped cleanly; resolve it once any runner heartbeats again.
+
+    Reads ``runners`` (heartbeat_at + lease_s vs now). Returns ``"opened"``, ``"resolved"`` or
+    None (no change).
+    """
+    ts = now if now is not None else time.time()
+    rows = ledger.query("SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 50")
+    fresh = [r for r in rows if r["heartbeat_at"] + r["lease_s"] >= ts]
+    stale = [r for r in rows if r["heartbeat_at"] + r["lease_s"] < ts]
+
+    def tx(conn: sqlite3.Connection) -> str | None:
+        active = conn.execute("SELECT 1 FROM escalations WHERE dedup_key = ? AND state != 'resolved'",
+                              (escalations.dedup_key(RUNNER_JOB, "runner_gap"),)).fetchone()
+        if stale and not fresh and not active:
+            r = stale[0]
+            reason = (f"runner {r['id']} on {r['hostname']} (pid {r['pid']}) last heartbeat at "
+                      f"{escalations.utc_hms(r['heartbeat_at'])}, lease {r['lease_s']:g}s: nothing is running jobs")
+            escalations.raise_escalation(conn, job=RUNNER_JOB, kind="runner_gap", severity="critical", reason=reason,
+                                         run_id=None, owner=None, sinks=sinks, now=ts)
+            return "opened"
+        if fresh and active:
+            got = escalations.auto_resolve(conn, RUNNER_JOB, ["runner_gap"], run_id=None, sinks=sinks, now=ts,
+                                           reason=f"runner {fresh[0]['id']} heartbeating again")
+            return "resolved" if got else None
+        return None
+
+    return ledger.write(tx)
+
+
+def periodic(ledger: Ledger, settings: Any) -> None:
+    """Every heartbeat: runner-gap check, snooze expiry, then outbox delivery for at most
+    ``DELIVERY_BUDGET_S`` seconds (sink timeouts are cut to fit). Each step's error is logged
+    and the next step still runs."""
+    sinks = _sinks(settings)
+    steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks)),
+             ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
+                                                              grace_s=getattr(settings, "lease", 30.0))),
+             ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),
+             ("deliver", lambda: notify.deliver_due(ledger, sinks, budget_s=DELIVERY_BUDGET_S)))
+    for name, step in steps:
+        try:
+            step()
+        except sqlite3.Error as exc:  # the ledger is unwritable for now: one line, retried next beat
+            log.warning("supervisor periodic step %s failed (%s); retrying next beat", name, exc)
+        except Exception:
+            log.exception("supervisor periodic step %s failed", name)
+
+
+def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: float = 30.0,
+                            now: float | None = None) -> list[int]:
+    """Queued runs (``runs.state = 'queued'``, top-level) of a job no spec defines any more
+    (``jobs.enabled = 0`` for at least ``grace_s`` seconds, so a runner restarting with a
+    moment-old folder does not trigger it) would wait forever — and a pending retry's failure
+    would never be reported. Each is moved queued → abandoned (reason ``job_removed``) with its
+    outcome in the same transaction, then judged: a ``job_removed`` warning escalation.
+    ``now`` is Unix seconds. Returns the run ids cancelled."""
+    now = time.time() if now is None else now
+    rows = ledger.query(
+        "SELECT r.id, r.attempt FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = 'queued'"
+        " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT 100",
+        (now - grace_s,))
+    done: list[int] = []
+    for row in rows:
+        run_id = row["id"]
+
+        def then(conn: sqlite3.Connection, run_id: int = run_id) -> None:
+            outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned", reason="job_removed")
+        if lifecycle.transition(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
+                                reason="job_removed", fields={"ended_at": now}, then=then):
+            done.append(run_id)
+            judge_run(ledger, run_id, settings=settings)
+    return done
+
+
+def report(ledger: Ledger, since: float) -> dict[str, Any]:
+    """Figures for ``watchkeeper report``: outcomes judged since ``since`` (Unix seconds).
+
+    Returns ``{since, runs, silent, notes, escalated, silent_share (0..1 or None),
+    by_verdict: {kind: n}, escalations: [{kind, escalations, occurrences}],
+    notifications: {pending, sent, failed}}`` from ``job_outcomes``, ``escalations`` and
+    ``notifications``.
+    """
+    row = ledger.one("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
+                     " SUM(silent = 0 AND escalate = 0) AS notes FROM job_outcomes"
+                     " WHERE created_at >= ? AND judged_by IS NOT NULL", (since,))
+    runs = int(row["runs"] or 0)
+    kinds = {r["verdict_kind"]: int(r["n"]) for r in ledger.query(
+        "SELECT verdict_kind, COUNT(*) AS n FROM job_outcomes WHERE created_at >= ? AND judged_by IS NOT NULL"
+        " GROUP BY verdict_kind ORDER BY n DESC LIMIT 50", (since,))}
+    return {"since": since, "runs": runs, "silent": int(row["silent"] or 0), "notes": int(row["notes"] or 0),
+            "escalated": int(row["escalated"] or 0),
+            "silent_share": (int(row["silent"] or 0) / runs) if runs else None, "by_verdict": kinds,
+            "escalations": escalations.counts_by_kind(ledger, since),
+            "notifications": notify.summary(ledger, since)}

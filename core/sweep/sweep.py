@@ -1,0 +1,439 @@
+"""The orphan sweep: no run stays ``spawned``/``running``/``verifying`` when nothing runs it.
+
+A process cannot report its own death, so something outside it must. The sweep runs inside
+every runner (``Sweeper.sweep_once`` every ``sweep_interval``), as ``watchkeeper sweep`` (one
+pass, or ``--loop``), and once at runner start (``reconcile_startup``).
+
+Policy, per live run (see README.md, "Orphan sweep"):
+
+* owned by the sweeping runner itself → skipped (that runner is the process's parent);
+* owner runner ``alive`` (fresh heartbeat) → never touched;
+* owner runner ``stalled`` (its process alive on this host, heartbeat stale) → not touched,
+  reported in ``SweepReport.stalled_runners``;
+* owner runner ``gone`` (or no owner recorded) and the run's lease expired (or, for a
+  ``spawned`` run, its start deadline passed):
+
+  - process not alive (pid + create time) → ``orphaned``; whatever the run started that is
+    still in its recorded process group is killed first — only processes whose pgid is the
+    recorded one AND whose environment carries the run's ``WATCHKEEPER_RUN_ID`` (so a reused
+    pid or pgid never matches), recorded in the orphan move's detail and as a finding;
+  - process alive → its process group is killed (SIGTERM, SIGKILL after the job's grace,
+    capped) and the run ``orphaned``. Re-adoption is not offered: a non-child's exit status
+    cannot be collected, so watching it would only ever yield a guess;
+* at startup reconciliation the lease is not waited for: runs of ``gone`` runners are
+  settled at once;
+* a fan-out parent that is orphaned takes its still-queued sub-tasks with it (abandoned,
+  reason ``parent_ended``, in the same transaction), and no sub-task of an ended parent is
+  retried (``retries.follow_up``); sub-tasks left ``queued`` under an ended parent by a path
+  that does not settle them (an operator's abandon) are settled by every pass.
+
+Every move goes through ``core.ledger.lifecycle.apply`` (compare-and-set on state and attempt,
+audited); the outcome record and the next attempt (``retries.follow_up``) commit in the same
+transaction; ``supervisor.judge_run`` is called only after the commit. A write that fails
+(locked beyond the pass's patience, read-only file) is reported in ``SweepReport.errors``
+and simply happens again on the next pass, because nothing changed.
+
+Pause detection: a ``Sweeper`` remembers wall and monotonic time at the end of its last pass.
+If the gap exceeds ``max(2 × sweep_interval, sweep_interval + 1 s)`` or the two clocks disagree (process stopped, machine
+asleep, clock jump), that pass declares nothing dead, appends a ``sweep_paused`` event, and
+passes keep declaring nothing until one ``heartbeat`` has elapsed, so live runners can renew
+their heartbeats and leases first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import liveness
+from core.ledger import fanout, lifecycle, outcomes, retries
+from core.ledger.connection import Ledger, add_event, row_dict
+from core.ledger.lifecycle import LIVE, TERMINAL, State
+from core.liveness import RunnerLiveness
+from core.processes import describe, signal_name
+from core.supervisor import supervisor
+
+log = logging.getLogger(__name__)
+
+#: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
+DEFAULT_KILL_GRACE_CAP_S = 5.0
+
+_LIVE_SQL = ", ".join(f"'{s.value}'" for s in sorted(LIVE))
+_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
+#: What ``assess`` and ``_settle_run`` read of a run.
+_RUN_COLUMNS = ("id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
+                " spawned_at, updated_at")
+
+
+@dataclass
+class SweepReport:
+    """What one sweep pass did.
+
+    ``orphaned``: run ids moved to ``orphaned`` (includes ``killed``). ``killed``: run ids
+    whose still-alive process group was killed first. ``leftovers_killed``: run ids whose
+    leader was dead but whose process group still held processes the run started (killed
+    before the move). ``pending``: run ids of gone runners still inside their lease.
+    ``stalled_runners``: runner ids with a live process but a stale heartbeat (their runs
+    were left alone). ``settled_subtasks``: queued fan-out sub-tasks of ended parents
+    abandoned by this pass. ``skipped_paused``: this pass declared nothing because the
+    sweeper was paused. ``errors``: one line per failed write or kill (retried next pass).
+    ``at``: Unix seconds of the pass.
+    """
+
+    at: float
+    orphaned: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+    leftovers_killed: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    stalled_runners: list[str] = field(default_factory=list)
+    settled_subtasks: list[int] = field(default_factory=list)
+    skipped_paused: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "orphaned": self.orphaned, "killed": self.killed,
+                "leftovers_killed": self.leftovers_killed, "pending": self.pending,
+                "stalled_runners": self.stalled_runners, "settled_subtasks": self.settled_subtasks,
+                "skipped_paused": self.skipped_paused, "errors": self.errors}
+
+
+@dataclass
+class LostReport:
+    """What ``Sweeper.settle_lost`` did: ``orphaned`` run ids moved to ``orphaned``;
+    ``finished`` run ids the caller can stop tracking (orphaned now, or already terminal,
+    moved by someone else, or not owned by the caller). Ids in neither had a failed write
+    (retried on the next call)."""
+
+    orphaned: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The sweep's decision for one live run: ``action`` is one of ``skip`` (owner alive or
+    own run), ``stalled`` (owner stalled), ``pending`` (lease not yet expired), ``orphan``,
+    ``kill`` (kill the process group, then orphan). ``reason`` is recorded on the run.
+    ``local``: the run's processes are on this host, so they can be probed and killed."""
+
+    action: str
+    reason: str | None = None
+    local: bool = True
+
+
+def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: float, settings: Any,
+           this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False) -> Verdict:
+    """Decide what to do with one live run (a ``runs`` row) whose owner is the ``runners``
+    row ``owner`` (None when unrecorded or missing). ``now`` is Unix seconds. Pure apart
+    from process probes (psutil); never writes. See the module docstring for the policy."""
+    if own_runner_id is not None and run["runner_id"] == own_runner_id:
+        return Verdict("skip")
+    if owner is not None:
+        state = liveness.runner_liveness(owner, now=now, this_host=this_host)
+        if state is RunnerLiveness.ALIVE:
+            return Verdict("skip")
+        if state is RunnerLiveness.STALLED:
+            return Verdict("stalled")
+    start_missed = (run["state"] == State.SPAWNED and run["spawned_at"] is not None
+                    and run["spawned_at"] + settings.start_timeout < now)
+    if run["lease_until"] is not None:
+        lease_expired = run["lease_until"] < now
+    else:
+        base = run["spawned_at"] or run["updated_at"]
+        limit = settings.start_timeout if run["state"] == State.SPAWNED else settings.lease
+        lease_expired = base + limit < now
+    if not (settle_gone_now or lease_expired or start_missed):
+        return Verdict("pending")
+    same_host = owner is None or owner["hostname"] == this_host
+    if same_host and liveness.process_alive(run["pid"], run["pid_create_time"]):
+        return Verdict("kill", "runner_gone")
+    if start_missed:
+        return Verdict("orphan", "start_timeout", local=same_host)
+    if lease_expired:
+        return Verdict("orphan", "lease_expired", local=same_host)
+    return Verdict("orphan", "runner_gone", local=same_host)
+
+
+class Sweeper:
+    """Finds and settles orphaned runs. One instance per sweeping loop (it remembers the
+    time of its last pass to detect pauses).
+
+    Args:
+        settings: ``core.spec.settings.Settings`` (uses ``heartbeat``, ``lease``,
+            ``sweep_interval``, ``start_timeout``).
+        actor: recorded on every event (``runner:<id>`` or ``sweep``).
+        own_runner_id: runs owned by this runner id are never touched (the runner watches
+            its own children).
+        kill_grace_cap: longest SIGTERM→SIGKILL wait, seconds (the job's ``grace`` applies
+            when shorter).
+        write_wait_s: how long one write waits on a locked ledger before giving up for this
+            pass (default ``max(1, sweep_interval)`` seconds).
+    """
+
+    def __init__(self, settings: Any, *, actor: str, own_runner_id: str | None = None,
+                 kill_grace_cap: float = DEFAULT_KILL_GRACE_CAP_S, write_wait_s: float | None = None,
+                 this_host: str | None = None) -> None:
+        self.settings = settings
+        self.actor = actor
+        self.own_runner_id = own_runner_id
+        self.kill_grace_cap = kill_grace_cap
+        self.write_wait_s = write_wait_s if write_wait_s is not None else max(1.0, settings.sweep_interval)
+        self.this_host = this_host or liveness.hostname()
+        self._last: tuple[float, float] | None = None  # (wall, monotonic) of the previous pass
+        self._hold_until_mono = 0.0
+
+    # -- pause detection ----------------------------------------------------------------
+    def _pause_gap(self, wall: float, mono: float) -> dict[str, float] | None:
+        """The gaps since the last pass when they show a pause, else None."""
+        if self._last is None:
+            return None
+        gap_wall, gap_mono = wall - self._last[0], mono - self._last[1]
+        interval = self.settings.sweep_interval
+        # A busy event loop or a slow kill may stretch a gap a little; a pause stretches it a lot.
+        too_long = max(2 * interval, interval + 1.0)
+        if max(gap_wall, gap_mono) > too_long or abs(gap_wall - gap_mono) > max(0.5, interval):
+            return {"gap_wall_s": round(gap_wall, 3), "gap_monotonic_s": round(gap_mono, 3),
+                    "sweep_interval_s": interval}
+        return None
+
+    def sweep_once(self, ledger: Ledger) -> SweepReport:
+        """One periodic pass (with pause detection). Never raises for ledger or process
+        errors: they are listed in ``SweepReport.errors`` and retried on the next pass."""
+        wall, mono = time.time(), time.monotonic()
+        gap = self._pause_gap(wall, mono)
+        try:
+            return self._pass(ledger, wall, mono, gap)
+        finally:
+            # Measured from the end of a pass, so a long pass (a slow kill) is not a pause.
+            self._last = (time.time(), time.monotonic())
+
+    def _pass(self, ledger: Ledger, wall: float, mono: float, gap: dict[str, float] | None) -> SweepReport:
+        if gap is not None:
+            self._hold_until_mono = mono + self.settings.heartbeat
+            report = SweepReport(at=wall, skipped_paused=True)
+            try:
+                ledger.write(lambda conn: add_event(conn, actor=self.actor, kind="sweep_paused",
+                                                    reason="pause_detected", detail=gap),
+                             max_wait_s=self.write_wait_s)
+            except sqlite3.Error as exc:
+                report.errors.append(f"sweep_paused event: {exc}")
+            log.warning("sweep was paused (%s); declaring nothing dead for one heartbeat", gap)
+            return report
+        if mono < self._hold_until_mono:
+            return SweepReport(at=wall, skipped_paused=True)
+        return self.settle(ledger, now=wall)
+
+    # -- one pass -----------------------------------------------------------------------
+    def settle(self, ledger: Ledger, *, settle_gone_now: bool = False, now: float | None = None) -> SweepReport:
+        """One pass without pause detection. ``settle_gone_now`` skips the lease wait for
+        runs of gone runners (startup reconciliation). ``now`` is Unix seconds. Never raises
+        for ledger or process errors (see ``SweepReport.errors``)."""
+        now = time.time() if now is None else now
+        report = SweepReport(at=now)
+        try:
+            runs = [row_dict(r) for r in ledger.query(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN ({_LIVE_SQL}) ORDER BY id")]
+            owners = {r["id"]: row_dict(r) for r in ledger.query(
+                "SELECT * FROM runners WHERE id IN"
+                f" (SELECT DISTINCT runner_id FROM runs WHERE state IN ({_LIVE_SQL}))")}
+        except sqlite3.Error as exc:
+            report.errors.append(f"read: {exc}")
+            return report
+        stalled: set[str] = set()
+        for run in runs:
+            owner = owners.get(run["runner_id"]) if run["runner_id"] else None
+            verdict = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
+                             own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now)
+            if verdict.action == "stalled":
+                stalled.add(run["runner_id"])
+            elif verdict.action == "pending":
+                report.pending.append(run["id"])
+            elif verdict.action in ("orphan", "kill"):
+                self._settle_run(ledger, run, verdict, report)
+        self._settle_stranded_subtasks(ledger, report)
+        report.stalled_runners = sorted(stalled)
+        if stalled:
+            log.warning("runner(s) %s stalled: process alive, heartbeat stale; their runs are left alone",
+                        ", ".join(report.stalled_runners))
+        return report
+
+    def settle_lost(self, ledger: Ledger, run_ids: set[int], *, runner_id: str, reason: str) -> LostReport:
+        """Settle runs a live runner (``runner_id``) stopped watching because their task died
+        of an error in the runner: the sweep never touches a live runner's runs, so the runner
+        hands them over here. A still-alive process group is killed first; then the run is
+        ``orphaned`` with ``reason`` (an attempt, retried per policy). Never raises for ledger
+        or process errors: such a run is left out of ``finished`` and tried again next call."""
+        out = LostReport()
+        for run_id in sorted(run_ids):
+            try:
+                row = ledger.one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+            except sqlite3.Error:
+                continue
+            run = row_dict(row)
+            if run is None or run["state"] not in LIVE or run["runner_id"] != runner_id:
+                out.finished.append(run_id)
+                continue
+            alive = bool(run["pid"]) and liveness.process_alive(run["pid"], run["pid_create_time"])
+            report = SweepReport(at=time.time())
+            self._settle_run(ledger, run, Verdict("kill" if alive else "orphan", reason), report)
+            if run_id in report.orphaned:
+                out.orphaned.append(run_id)
+                out.finished.append(run_id)
+            elif not report.errors:
+                out.finished.append(run_id)  # someone else moved it first
+        return out
+
+    def _settle_run(self, ledger: Ledger, run: dict[str, Any], verdict: Verdict, report: SweepReport) -> None:
+        detail: dict[str, Any] = {"pid": run["pid"], "runner_id": run["runner_id"],
+                                  "lease_until": run["lease_until"]}
+        fields: dict[str, Any] = {}
+        leader_dead = verdict.action == "orphan" and verdict.local
+        if verdict.action == "kill":
+            try:
+                pgid = os.getpgid(run["pid"])
+                sig = liveness.kill_group(pgid, grace=min(self._job_grace(ledger, run["job"]),
+                                                          self.kill_grace_cap))
+            except ProcessLookupError:
+                sig = None  # died on its own between the probe and the kill
+                pgid = run["pgid"]
+                leader_dead = True
+            except PermissionError as exc:
+                report.errors.append(f"run {run['id']}: cannot kill process group: {exc}")
+                return
+            detail.update(killed=True, pgid=pgid, kill_signal=sig)
+            if sig is not None:
+                fields["signal"] = int(sig)
+                report.killed.append(run["id"])
+        findings: list[dict[str, str]] = []
+        if leader_dead and run["pgid"]:
+            findings = self._kill_leftovers(ledger, run, detail, report)
+        try:
+            won = ledger.write(lambda conn: self._orphan_tx(conn, run, verdict.reason, fields, detail, findings),
+                               max_wait_s=self.write_wait_s)
+        except sqlite3.Error as exc:
+            report.errors.append(f"run {run['id']}: orphan write failed, retried next pass: {exc}")
+            return
+        if not won:
+            return  # someone else moved it first (the owner, an operator, another sweep)
+        report.orphaned.append(run["id"])
+        name = f"{run['job']}/{run['task']}" if run.get("task") else run["job"]
+        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], name, run["attempt"], verdict.reason)
+        try:
+            supervisor.judge_run(ledger, run["id"], settings=self.settings)
+        except Exception as exc:  # the terminal move stands; judging is the supervisor's to retry
+            log.exception("judge_run failed for run %s", run["id"])
+            report.errors.append(f"run {run['id']}: judge_run failed: {exc}")
+
+    def _kill_leftovers(self, ledger: Ledger, run: dict[str, Any], detail: dict[str, Any],
+                        report: SweepReport) -> list[dict[str, str]]:
+        """The leader is dead: kill what the run started that is still in its recorded
+        process group (pgid AND ``WATCHKEEPER_RUN_ID`` must both match, so a reused pid is
+        never touched). Adds them to ``detail``; returns the outcome finding (or none)."""
+        procs = liveness.run_group_leftovers(run["pgid"], run["id"])
+        if not procs:
+            return []
+        found = [describe(p) for p in procs]
+        sig = liveness.kill_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
+        detail.update(pgid=run["pgid"], leftovers=found, leftover_signal=sig)
+        if sig is None:
+            return []  # all ended on their own between the scan and the kill
+        report.leftovers_killed.append(run["id"])
+        log.warning("run %s: killed %d process(es) left in its process group %s after its leader died: %s",
+                    run["id"], len(found), run["pgid"], ", ".join(str(f["pid"]) for f in found))
+        return [{"code": "leftover_processes", "message": (
+            f"killed ({signal_name(sig)}) after the leader died, still in the run's process group"
+            f" {run['pgid']}: " + ", ".join(f"pid {f['pid']} ({f['cmd']})" for f in found[:10]))}]
+
+    def _settle_stranded_subtasks(self, ledger: Ledger, report: SweepReport) -> None:
+        """Abandon queued fan-out sub-tasks whose parent run already ended (a parent ended by
+        a path that did not settle them, e.g. an operator's abandon, or an older ledger)."""
+        try:
+            parents = [r[0] for r in ledger.query(
+                "SELECT DISTINCT c.parent_run_id FROM runs c JOIN runs p ON p.id = c.parent_run_id"
+                f" WHERE c.state = 'queued' AND p.state IN ({_TERMINAL_SQL}) ORDER BY 1 LIMIT 1000")]
+        except sqlite3.Error as exc:
+            report.errors.append(f"read sub-tasks: {exc}")
+            return
+        for parent_id in parents:
+            try:
+                done = ledger.write(lambda conn, pid=parent_id: fanout.settle_children(conn, pid, actor=self.actor),
+                                    max_wait_s=self.write_wait_s)
+            except sqlite3.Error as exc:
+                report.errors.append(f"run {parent_id}: settling its queued sub-tasks failed, retried next pass: {exc}")
+                continue
+            if done:
+                log.warning("run %s ended: abandoned its queued sub-task run(s) %s", parent_id, done)
+            report.settled_subtasks.extend(done)
+
+    def _orphan_tx(self, conn: sqlite3.Connection, run: dict[str, Any], reason: str | None,
+                   fields: dict[str, Any], detail: dict[str, Any],
+                   findings: list[dict[str, str]] | None = None) -> bool:
+        won = lifecycle.apply(conn, run["id"], run["attempt"], run["state"], State.ORPHANED,
+                              actor=self.actor, reason=reason, fields=fields, detail=detail)
+        if not won:
+            return False
+        extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
+        outcomes.record(conn, run["id"], state=State.ORPHANED.value, status="orphaned", reason=reason,
+                        signal=fields.get("signal"), **extra)
+        # A fan-out parent takes its queued sub-tasks with it, whatever the retry policy says.
+        fanout.settle_children(conn, run["id"], actor=self.actor)
+        # A broken stored spec must not block the orphan move forever: undo only the retry.
+        conn.execute("SAVEPOINT follow_up")
+        try:
+            retries.follow_up(conn, run["id"], State.ORPHANED.value, actor=self.actor)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO follow_up")
+            add_event(conn, actor=self.actor, kind="retry_decision", run_id=run["id"], job=run["job"],
+                      attempt=run["attempt"], reason="error", detail={"retry": False, "error": str(exc)})
+        conn.execute("RELEASE follow_up")
+        return True
+
+    @staticmethod
+    def _job_grace(ledger: Ledger, job: str) -> float:
+        row = ledger.one("SELECT spec FROM jobs WHERE name = ?", (job,))
+        try:
+            return float(json.loads(row["spec"]).get("grace", 5.0)) if row else 5.0
+        except (ValueError, TypeError, AttributeError):
+            return 5.0
+
+
+def reconcile_startup(ledger: Ledger, settings: Any, *, runner_id: str) -> list[int]:
+    """At runner start: settle at once (no lease wait) the live runs of gone runners.
+
+    Runs of alive or stalled runners, and of ``runner_id`` itself, are left alone. Returns
+    the run ids moved to ``orphaned`` (table ``runs``; each with its outcome, retry decision
+    and audit events). Ledger errors are logged and leave the runs for the periodic sweep.
+    """
+    report = Sweeper(settings, actor=f"runner:{runner_id}", own_runner_id=runner_id).settle(
+        ledger, settle_gone_now=True)
+    for err in report.errors:
+        log.warning("startup reconciliation: %s", err)
+    return report.orphaned
+
+
+def loop(ledger: Ledger, settings: Any, *, actor: str = "sweep", interval: float | None = None,
+         stop: threading.Event | None = None, max_passes: int | None = None,
+         on_report: Callable[[SweepReport], None] | None = None) -> int:
+    """Sweep every ``interval`` seconds (default ``settings.sweep_interval``) until ``stop``
+    is set or ``max_passes`` passes ran. Returns the number of passes. ``on_report`` gets
+    each ``SweepReport``."""
+    interval = settings.sweep_interval if interval is None else interval
+    # Pause detection measures gaps against the interval actually slept.
+    sweeper = Sweeper(settings.model_copy(update={"sweep_interval": interval}), actor=actor)
+    stop = stop or threading.Event()
+    passes = 0
+    while not stop.is_set():
+        report = sweeper.sweep_once(ledger)
+        passes += 1
+        if on_report is not None:
+            on_report(report)
+        if max_passes is not None and passes >= max_passes:
+            break
+        stop.wait(interval)
+    return passes

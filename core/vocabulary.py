@@ -1,0 +1,52 @@
+"""Closed sets as StrEnums, and the result of an operator action.
+
+One word per fact: these values are what the ledger stores, the CLI prints and the console
+labels (through ``console.labels``). Nothing here imports anything of Watchkeeper's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    """How loudly an escalation speaks (``escalations.severity``)."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+#: Rank for comparisons: None < info < warning < critical.
+SEVERITY_RANK: dict[str | None, int] = {None: 0, "info": 1, "warning": 2, "critical": 3}
+
+
+def max_severity(a: str | None, b: str | None) -> str | None:
+    """The higher of two severities (None < info < warning < critical)."""
+    return a if SEVERITY_RANK.get(a, 0) >= SEVERITY_RANK.get(b, 0) else b
+
+
+def sql_set(values: object) -> str:
+    """A closed set rendered as an SQL list literal, e.g. ``('failed', 'timed_out')``, sorted
+    so the text is stable. Only for enum values (never for user text)."""
+    vals = sorted(str(getattr(v, "value", v)) for v in values)  # type: ignore[attr-defined]
+    for v in vals:
+        if "'" in v:
+            raise ValueError(f"not a closed-set value: {v!r}")
+    return "(" + ", ".join(f"'{v}'" for v in vals) + ")"
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an operator action did.
+
+    ``ok`` is False when the action lost a race or was refused; ``message`` is one line for
+    the operator, e.g. "already acknowledged by ana at 04:12 UTC"; ``missing`` is True when
+    the target (escalation or run id) does not exist at all (the CLI exits 2 then, not 1).
+    """
+
+    ok: bool
+    message: str
+    target_id: int | None = None
+    missing: bool = False
