@@ -1,6 +1,6 @@
-"""Operator actions on runs: retry and abandon.
+"""Operator actions on runs (retry, abandon) and on jobs (pause, resume, trigger).
 
-Both are attributed ``operator:<name>``, audited in ``events`` and conditional on what the
+All are attributed ``operator:<name>``, audited in ``events`` and conditional on what the
 ledger holds at the moment of the write, so two consoles acting at once get one winner and
 one clear "already …" message. Escalation actions (acknowledge, snooze, resolve) live in
 ``core.ledger.escalations``.
@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from core.ledger import fanout, outcomes
+from core.ledger import fanout, jobs, outcomes, runs
 from core.ledger.connection import Ledger, add_event
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL, State, apply
 from core.liveness import process_alive
@@ -193,3 +193,35 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     if done:
         note += f"; {len(done)} running sub-task(s) abandoned: runs {', '.join(map(str, done))}"
     return ActionResult(True, f"{row['job']} run {run_id} abandoned ({note}); artifacts kept", run_id)
+
+
+# -- job controls --------------------------------------------------------------------------
+
+def pause_job(ledger: Ledger, job: str, operator: str, *, reason: str | None = None,
+              now: float | None = None) -> ActionResult:
+    """Pause ``job``: its scheduled slots are skipped (each recorded as a
+    ``slot_skipped_paused`` event) until ``resume_job``. Held in the ``jobs`` table, so it
+    survives runner restarts. Runs already queued or running go on; a manual trigger still
+    runs. ``ok=False`` with "already paused by X at T" when someone else paused it first;
+    ``missing=True`` when there is no such enabled job (the CLI exits 2)."""
+    return jobs.set_paused(ledger, job, paused=True, actor=_actor(operator), reason=reason, now=now)
+
+
+def resume_job(ledger: Ledger, job: str, operator: str, *, now: float | None = None) -> ActionResult:
+    """Resume a paused ``job``: the next scheduled slot runs as usual (the slots skipped
+    while paused are not replayed). ``ok=False`` when the job is not paused; ``missing=True``
+    when there is no such enabled job."""
+    return jobs.set_paused(ledger, job, paused=False, actor=_actor(operator), now=now)
+
+
+def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
+    """Queue a manual run of ``job`` now (attempt 1, ``trigger='manual'``, a ``run_queued``
+    event by ``operator:<name>``); a running runner picks it up. Runs even when the job is
+    paused (the message says so). ``target_id`` is the new run's id; ``missing=True`` when
+    there is no such enabled job."""
+    try:
+        run_id = runs.trigger(ledger, job, actor=_actor(operator))
+    except runs.UnknownJob as exc:
+        return ActionResult(False, str(exc), missing=True)
+    note = " (the job is paused: this manual run goes ahead anyway)" if jobs.pause_of(ledger.conn, job) else ""
+    return ActionResult(True, f"{job}: queued run {run_id}{note}", run_id)

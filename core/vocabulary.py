@@ -18,6 +18,17 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
+class JobEvent(StrEnum):
+    """Audit-trail kinds (``events.kind``) about a job as a whole rather than one run."""
+
+    #: an operator paused the job: its scheduled slots are skipped until resumed
+    PAUSED = "job_paused"
+    #: an operator resumed a paused job
+    RESUMED = "job_resumed"
+    #: a scheduled slot fell due while the job was paused and was not run
+    SLOT_SKIPPED_PAUSED = "slot_skipped_paused"
+
+
 #: Rank for comparisons: None < info < warning < critical.
 SEVERITY_RANK: dict[str | None, int] = {None: 0, "info": 1, "warning": 2, "critical": 3}
 

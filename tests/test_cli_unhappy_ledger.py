@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import console.cli.common as cli_common
 from console.cli.main import cli
 from console.cli.runs import _safe
-from core.ledger.connection import Ledger
+from core.ledger.connection import SCHEMA_VERSION, Ledger
 
 # Every command that opens the ledger; none of them may loop on a bad ledger.
 COMMANDS = [["runs"], ["show", "1"], ["jobs"], ["trigger", "x"], ["escalations"], ["tail"], ["report"],
@@ -47,7 +47,7 @@ def test_newer_schema(tmp_path: Path, args: list[str]):
     conn.close()
     res = _invoke([*args, "--ledger", str(db)])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip() == f"error: {db}: written by a newer Watchkeeper (schema 99 > 1)"
+    assert res.stderr.strip() == f"error: {db}: written by a newer Watchkeeper (schema 99 > {SCHEMA_VERSION})"
 
 
 def test_plain_sqlite_database_without_schema_is_not_a_ledger(tmp_path: Path):

@@ -11,7 +11,7 @@ import click
 
 # Areas, each a module with register(group). Kept as names so one broken area cannot hide
 # the others' --help.
-AREAS = ("console.cli.runs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
+AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
          "console.cli.console")
 
 

@@ -357,6 +357,8 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
             "now" if r["next_run"] <= now else humanize.naturaldelta(r["next_run"] - now))
         if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
             nxt = "skipped"  # slots are skipped while the breaker cools down
+        if r.get("paused_at") is not None:
+            nxt = "paused"  # slots are skipped until `watchkeeper resume`
         rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
         brk = r["breaker_state"] or "closed"
         if brk == "open" and r.get("breaker_until"):

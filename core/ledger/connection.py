@@ -179,6 +179,24 @@ MIGRATIONS: list[str] = [
     CREATE INDEX notifications_due ON notifications(state, next_attempt_at);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
     """,
+    # 1 → 2: job controls (an operator's pause, held across restarts) and invalid spec
+    # files (a job whose file never parsed has no ``jobs`` row, so its error lives here).
+    """
+    ALTER TABLE jobs ADD COLUMN paused_at REAL;       -- NULL: not paused
+    ALTER TABLE jobs ADD COLUMN paused_by TEXT;       -- actor, e.g. operator:ana
+    ALTER TABLE jobs ADD COLUMN pause_reason TEXT;
+    CREATE TABLE invalid_specs (
+        key TEXT PRIMARY KEY,            -- "<file>#<job>" ('' job for a file-level error)
+        source TEXT NOT NULL,            -- the spec file
+        job TEXT NOT NULL DEFAULT '',    -- job name when the error names one
+        line INTEGER,
+        field TEXT,
+        message TEXT NOT NULL,
+        text TEXT NOT NULL,              -- file:line: job 'x': field 'f': message
+        first_seen REAL NOT NULL,
+        last_seen REAL NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -345,7 +345,8 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
     """Jobs by name with schedule, next run, last outcome and success rate.
 
     Row keys: name, kind, schedule_text, owner, intent, enabled, breaker_state,
-    breaker_until, last_error (from ``jobs``); next_run (Unix s or None: the earliest of a
+    breaker_until, last_error, paused_at (Unix s, None when not paused), paused_by (actor,
+    ``operator:<name>``), pause_reason (from ``jobs``); next_run (Unix s or None: the earliest of a
     queued run's ``not_before`` and the schedule's next slot after ``now``); last_state,
     last_ended_at (latest finished run); success_rate (0..1 over the last ``RATE_WINDOW``
     outcomes, None with no outcomes); recent (number of outcomes counted).
@@ -364,7 +365,7 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
     rows = [row_dict(r) for r in ledger.query(
         "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
-        f" last_error FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))]
+        f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))]
     for r in rows:
         spec_text = r.pop("spec")
         nxt = None
@@ -389,6 +390,15 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         r["success_rate"] = (sum(1 for x in recent if x["status"] == "success") / len(recent)) if recent else None
     cursor = (rows[-1]["name"],) if len(rows) == limit else None
     return Page(rows, cursor)
+
+
+def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:
+    """The control state of one job from the ``jobs`` table, or None when no row has that
+    name: ``{"name", "enabled" (0/1), "paused_at" (Unix s or None), "paused_by" (actor),
+    "pause_reason", "breaker_state", "breaker_until" (Unix s or None), "last_error"}``. What
+    a pause/resume/trigger dialog shows before asking."""
+    return row_dict(ledger.one("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
+                               " breaker_until, last_error FROM jobs WHERE name = ?", (job,)))
 
 
 # -- row counts (scrollbar size) -----------------------------------------------------------

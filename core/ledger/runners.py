@@ -17,8 +17,10 @@ import humanize
 
 from core import liveness
 from core.ledger.connection import Ledger, row_dict
+from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import NON_TERMINAL
 from core.liveness import RunnerLiveness
+from core.spec.model import safe_text
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
 
@@ -112,14 +114,16 @@ def runner_gap(ledger: Ledger, *, now: float | None = None) -> RunnerGap | None:
 def status(ledger: Ledger, *, now: float | None = None) -> dict[str, Any]:
     """Everything ``watchkeeper status`` shows, as JSON-ready data:
     ``{"at", "runners": [RunnerStatus dict], "gap": RunnerGap dict | None,
-    "runs": {state: count} for non-terminal states, "stalled": [runner id]}``."""
+    "runs": {state: count} for non-terminal states, "stalled": [runner id],
+    "paused": [{name, paused_at, paused_by, pause_reason}] (``core.ledger.jobs.paused_jobs``)}``."""
     now = time.time() if now is None else now
     rs = runners(ledger, now=now)
     gap = runner_gap(ledger, now=now)
     counts = {r["state"]: r["n"] for r in ledger.query(
         f"SELECT state, count(*) AS n FROM runs WHERE state IN ({_NON_TERMINAL_SQL}) GROUP BY state")}
     return {"at": now, "runners": [r.to_dict() for r in rs], "gap": gap.to_dict() if gap else None,
-            "runs": counts, "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED]}
+            "runs": counts, "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED],
+            "paused": paused_jobs(ledger)}
 
 
 def format_status(st: dict[str, Any]) -> list[str]:
@@ -141,4 +145,9 @@ def format_status(st: dict[str, Any]) -> list[str]:
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
     runs = st["runs"]
     lines.append("runs: " + (", ".join(f"{n} {s}" for s, n in sorted(runs.items())) if runs else "none in flight"))
+    for p in st.get("paused") or []:
+        by = str(p["paused_by"] or "?").removeprefix("operator:")
+        # Names and reasons are operator text: shown through the one escaper.
+        lines.append(safe_text(f"paused: {p['name']} by {by} {humanize.naturaldelta(max(0.0, now - p['paused_at']))}"
+                               " ago" + (f" ({p['pause_reason']})" if p.get("pause_reason") else "")))
     return lines
