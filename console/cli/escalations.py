@@ -198,7 +198,7 @@ def register(group: click.Group) -> None:
                     if time.monotonic() >= next_gap:
                         next_gap = time.monotonic() + TAIL_GAP_CHECK_S
                         try:
-                            supervisor.check_runner_gap(ledger, sinks=settings.notify)
+                            supervisor.check_runner_gap(ledger, sinks=settings.notify, owner=settings.runner_owner)
                         except Exception:  # read-only media etc.: tail keeps showing what exists
                             pass
                     rows = esc_api.changed_since(ledger, cursor[0], cursor[1])

@@ -16,6 +16,7 @@ from core.ledger.connection import Ledger
 from core.spec.settings import Settings, SettingsError, load_settings
 from core.sweep import doctor as core_doctor
 from core.sweep import sweep as core_sweep
+from core.sweep import watch as core_watch
 
 
 def register(cli: click.Group) -> None:
@@ -46,9 +47,9 @@ def _open(settings: Settings, *, read_only: bool = False) -> Ledger:
     return open_ledger_at(settings.ledger, read_only=read_only)
 
 
-def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
+def _print_report(report: core_sweep.SweepReport, watched: core_watch.WatchReport, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report.to_dict()))
+        click.echo(json.dumps({**report.to_dict(), "watch": watched.to_dict()}))
         return
     if report.skipped_paused:
         click.echo("sweep: paused detected; nothing declared dead this pass")
@@ -57,7 +58,13 @@ def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
         click.echo(f"orphaned run {run_id}{how}")
     for rid in report.stalled_runners:
         click.echo(f"runner {rid} stalled: process alive, heartbeat stale; its runs were left alone")
-    for err in report.errors:
+    if watched.gap == "opened":
+        click.echo("runner gap: no runner is running jobs; escalation runner_gap opened")
+    elif watched.gap == "resolved":
+        click.echo("runner gap resolved: a runner is heartbeating again")
+    if watched.sent or watched.failed:
+        click.echo(f"notifications: {watched.sent} sent, {watched.failed} failed, {watched.retried} to retry")
+    for err in [*report.errors, *watched.errors]:
         click.echo(f"error: {err}", err=True)
 
 
@@ -71,11 +78,14 @@ def _print_report(report: core_sweep.SweepReport, as_json: bool) -> None:
 @ledger_errors
 def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, interval: float | None,
               as_json: bool) -> None:
-    """Declare dead the runs nothing is running any more (the orphan sweep).
+    """Declare dead the runs nothing is running any more (the orphan sweep), and watch the runner.
 
     A run is orphaned when its lease expired and its process is gone; a live process whose
     runner is gone is killed (whole process group) and orphaned. Runs of live runners are
-    never touched. Exit code 1 when a pass could not write (it is retried next pass).
+    never touched. Each pass also opens the runner_gap escalation when no runner is alive
+    while one is expected (the last one did not stop cleanly), and delivers due
+    notifications itself, so a cron entry running this command reaches the owner even when
+    nothing else is alive. Exit code 1 when a pass could not write (it is retried next pass).
 
     \b
     Example:
@@ -88,8 +98,9 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
 
     def on_report(report: core_sweep.SweepReport) -> None:
         nonlocal failed
-        failed = bool(report.errors)
-        _print_report(report, as_json)
+        watched = core_watch.watch_once(led, settings)
+        failed = bool(report.errors or watched.errors)
+        _print_report(report, watched, as_json)
 
     try:
         if loop:

@@ -4,11 +4,20 @@ A runner gap is the time since the last heartbeat of any runner when no runner i
 (see ``core.liveness.runner_liveness``: fresh heartbeat and, on this host, a live process).
 It is a finding: the supervisor escalates it, the console shows it, ``watchkeeper status``
 says it plainly ("no runner since 04:12, 7 minutes ago").
+
+A gap is *expected* to be filled when the most recent runner did not record a clean stop
+(it crashed, was SIGKILLed, or stalled): then whoever notices — ``watchkeeper sweep`` from
+cron, a console, ``tail``, or the next runner after the fact — opens or updates the one
+``runner_gap`` escalation (``check_gap`` / ``record_gap_after``). After a clean stop nobody
+is expected to run jobs, so nothing pages. The escalation resolves once a runner heartbeats
+again; its reason and its ``escalation_opened``/``escalation_updated`` events keep the record.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -16,13 +25,19 @@ from typing import Any
 import humanize
 
 from core import liveness
-from core.ledger.connection import Ledger, row_dict
+from core.ledger import escalations
+from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import NON_TERMINAL
 from core.liveness import RunnerLiveness
 from core.spec.model import safe_text
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
+
+#: ``escalations.job`` of runner-level escalations (not about one job).
+RUNNER_JOB = "(runner)"
+#: Escalation kind of a runner gap.
+GAP_KIND = "runner_gap"
 
 
 @dataclass(frozen=True)
@@ -151,3 +166,116 @@ def format_status(st: dict[str, Any]) -> list[str]:
         lines.append(safe_text(f"paused: {p['name']} by {by} {humanize.naturaldelta(max(0.0, now - p['paused_at']))}"
                                " ago" + (f" ({p['pause_reason']})" if p.get("pause_reason") else "")))
     return lines
+
+
+# -- the runner-gap escalation ----------------------------------------------------------------
+
+def _gap_subject(row: dict[str, Any], state: RunnerLiveness) -> str:
+    how = {RunnerLiveness.GONE: "its process is gone (crash, kill -9, OOM, reboot)",
+           RunnerLiveness.STALLED: "its process is alive but stalled (stopped, blocked or swapping)"}.get(
+        state, "its heartbeat is stale")
+    return (f"runner {row['id']} on {row['hostname']} (pid {row['pid']}) last heartbeat at "
+            f"{escalations.utc_hms(row['heartbeat_at'])}; {how}")
+
+
+def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str | None = None,
+              now: float | None = None, actor: str = "supervisor") -> str | None:
+    """Inside a write transaction: open the ``runner_gap`` escalation when no runner is alive
+    while one is expected (the most recent runner, by heartbeat, never recorded a clean stop),
+    or resolve the open one once a runner is alive again.
+
+    Reads table ``runners`` (judged with ``core.liveness.runner_liveness``, so a SIGKILLed
+    runner on this host counts as gone at once, without waiting for its lease). Opening
+    enqueues one ``notifications`` row per sink (``core.ledger.outbox``); ``owner`` is recorded
+    on the escalation. ``now`` is Unix seconds. Returns ``"opened"``, ``"resolved"`` or None.
+    """
+    ts = time.time() if now is None else now
+    host = liveness.hostname()
+    rows = [row_dict(r) for r in conn.execute(
+        "SELECT * FROM runners ORDER BY heartbeat_at DESC LIMIT 50").fetchall()]
+    judged = [(r, liveness.runner_liveness(r, now=ts, this_host=host)) for r in rows if r is not None]
+    alive = [r for r, st in judged if st is RunnerLiveness.ALIVE]
+    active = conn.execute("SELECT 1 FROM escalations WHERE dedup_key = ? AND state != 'resolved'",
+                          (escalations.dedup_key(RUNNER_JOB, GAP_KIND),)).fetchone()
+    if alive:
+        if not active:
+            return None
+        got = escalations.auto_resolve(conn, RUNNER_JOB, [GAP_KIND], run_id=None, sinks=sinks, now=ts,
+                                       actor=actor, reason=f"runner {alive[0]['id']} heartbeating again")
+        return "resolved" if got else None
+    if not judged or active:
+        return None
+    last, state = judged[0]
+    if last["stopped_at"] is not None:
+        return None  # stopped cleanly by someone: no runner is expected, nothing to page about
+    reason = f"no runner is running jobs: {_gap_subject(last, state)}"
+    escalations.raise_escalation(conn, job=RUNNER_JOB, kind=GAP_KIND, severity="critical", reason=reason,
+                                 run_id=None, owner=owner, sinks=sinks, now=ts, actor=actor)
+    return "opened"
+
+
+@dataclass(frozen=True)
+class PastGap:
+    """A gap a starting runner found behind it: the previous runner (``runners`` row
+    ``previous``) vanished without a clean stop. ``since``: its last heartbeat, ``until``: the
+    new runner's start (Unix seconds); ``seconds`` = until − since."""
+
+    previous: dict[str, Any]
+    since: float
+    until: float
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.until - self.since)
+
+
+def past_gap(ledger: Ledger, *, runner_id: str, started_at: float) -> PastGap | None:
+    """The gap before runner ``runner_id`` (which started at ``started_at``, Unix seconds):
+    the most recent other runner, when it never recorded a clean stop and no other runner is
+    alive. None otherwise (first runner ever, a clean stop, or another runner still alive).
+    Reads table ``runners``; never writes."""
+    host = liveness.hostname()
+    rows = [row_dict(r) for r in ledger.query(
+        "SELECT * FROM runners WHERE id != ? ORDER BY heartbeat_at DESC LIMIT 50", (runner_id,))]
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        return None
+    if any(liveness.runner_liveness(r, now=started_at, this_host=host) is RunnerLiveness.ALIVE for r in rows):
+        return None
+    last = rows[0]
+    if last["stopped_at"] is not None:
+        return None
+    return PastGap(previous=last, since=float(last["heartbeat_at"]), until=started_at)
+
+
+def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
+                     sinks: Sequence[Any] = (), owner: str | None = None, now: float | None = None,
+                     severity: str = "warning") -> int:
+    """Inside a write transaction: open (or update the already open) ``runner_gap``
+    escalation for a gap found after the fact by runner ``runner_id``, and append a
+    ``runner_gap_recorded`` event with the structured record.
+
+    ``slots``: one dict per job with slots inside the gap, ``{"job", "slots": [ISO UTC],
+    "count", "policy": "skip" | "run_once", "outcome": "skipped" | "run late (newest), rest
+    skipped"}``. The reason says how long, from when to when (UTC) and what fell in it. An
+    escalation already open (``watchkeeper sweep`` saw the gap live) keeps its higher severity.
+    Returns the escalation id.
+    """
+    ts = time.time() if now is None else now
+    prev = gap.previous
+    parts = [f"no runner from {escalations.utc_hms(gap.since)} to {escalations.utc_hms(gap.until)}"
+             f" ({humanize.naturaldelta(gap.seconds)}): runner {prev['id']} on {prev['hostname']}"
+             f" (pid {prev['pid']}) stopped heartbeating without a clean stop"]
+    if slots:
+        parts.append("; ".join(f"{s['job']}: {s['count']} slot(s) {s['outcome']} (misfire={s['policy']})"
+                               for s in slots[:20]) + ("; …" if len(slots) > 20 else ""))
+    else:
+        parts.append("no scheduled slot fell in the gap")
+    reason = "; ".join(parts)
+    esc_id, _ = escalations.raise_escalation(conn, job=RUNNER_JOB, kind=GAP_KIND, severity=severity,
+                                             reason=reason, run_id=None, owner=owner, sinks=sinks, now=ts,
+                                             actor=f"runner:{runner_id}")
+    add_event(conn, actor=f"runner:{runner_id}", kind="runner_gap_recorded", reason=reason[:500],
+              detail={"escalation_id": esc_id, "previous_runner": prev["id"], "from": gap.since, "to": gap.until,
+                      "seconds": round(gap.seconds, 3), "slots": slots[:200]}, at=ts)
+    return esc_id

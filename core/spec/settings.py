@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     output_cap: int = Field(1024 * 1024, ge=4096, description="Bytes of output kept per stream (head + tail).")
     handoff_max: int = Field(1024 * 1024, ge=1024, description="Largest handoff file read, bytes.")
     operator: str = Field(default_factory=_default_operator, description="Name recorded on operator actions.")
+    owner: str | None = Field(None, description="Who owns runner-level escalations (runner_gap); default: the operator.")
     judge: JudgeSettings = Field(default_factory=JudgeSettings, description="Claude judge settings.")
     notify: list[CommandSink | WebhookSink] = Field(default_factory=list, description="Notification sinks.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
@@ -117,6 +118,11 @@ class Settings(BaseSettings):
                                    file_secret_settings: PydanticBaseSettingsSource):
         # Flags (init kwargs) beat the environment, which beats the file.
         return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=_FILE_DATA.get() or {}))
+
+    @property
+    def runner_owner(self) -> str:
+        """The owner recorded on runner-level escalations: ``owner``, else ``operator``."""
+        return self.owner or self.operator
 
     @property
     def artifacts_dir(self) -> Path:

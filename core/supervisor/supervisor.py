@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.ledger import escalations, lifecycle, outcomes, retries
+from core.ledger import escalations, lifecycle, outcomes, retries, runners
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import JobSpec, spec_from_json
@@ -43,7 +43,7 @@ HISTORY_LIMIT = 60
 #: Characters of job output carried in the facts (only the Claude judge reads them).
 EXCERPT_CHARS = 4000
 #: ``job`` column of runner-gap escalations (not about one job).
-RUNNER_JOB = "(runner)"
+RUNNER_JOB = runners.RUNNER_JOB
 #: Longest time ``periodic`` spends delivering notifications per call, seconds.
 DELIVERY_BUDGET_S = 2.0
 
@@ -342,35 +342,13 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
 
 # -- periodic --------------------------------------------------------------------------------
 
-def check_runner_gap(ledger: Ledger, *, sinks: Any = (), now: float | None = None) -> str | None:
-    """Open a ``runner_gap`` escalation when no runner has heartbeated within its lease while
-    some runner was never stopped cleanly; resolve it once any runner heartbeats again.
-
-    Reads ``runners`` (heartbeat_at + lease_s vs now). Returns ``"opened"``, ``"resolved"`` or
-    None (no change).
-    """
-    ts = now if now is not None else time.time()
-    rows = ledger.query("SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 50")
-    fresh = [r for r in rows if r["heartbeat_at"] + r["lease_s"] >= ts]
-    stale = [r for r in rows if r["heartbeat_at"] + r["lease_s"] < ts]
-
-    def tx(conn: sqlite3.Connection) -> str | None:
-        active = conn.execute("SELECT 1 FROM escalations WHERE dedup_key = ? AND state != 'resolved'",
-                              (escalations.dedup_key(RUNNER_JOB, "runner_gap"),)).fetchone()
-        if stale and not fresh and not active:
-            r = stale[0]
-            reason = (f"runner {r['id']} on {r['hostname']} (pid {r['pid']}) last heartbeat at "
-                      f"{escalations.utc_hms(r['heartbeat_at'])}, lease {r['lease_s']:g}s: nothing is running jobs")
-            escalations.raise_escalation(conn, job=RUNNER_JOB, kind="runner_gap", severity="critical", reason=reason,
-                                         run_id=None, owner=None, sinks=sinks, now=ts)
-            return "opened"
-        if fresh and active:
-            got = escalations.auto_resolve(conn, RUNNER_JOB, ["runner_gap"], run_id=None, sinks=sinks, now=ts,
-                                           reason=f"runner {fresh[0]['id']} heartbeating again")
-            return "resolved" if got else None
-        return None
-
-    return ledger.write(tx)
+def check_runner_gap(ledger: Ledger, *, sinks: Any = (), owner: str | None = None,
+                     now: float | None = None) -> str | None:
+    """Open the ``runner_gap`` escalation (owned by ``owner``) when no runner is alive while
+    one is expected, resolve it once a runner heartbeats again
+    (``core.ledger.runners.check_gap``, in one write transaction). Returns ``"opened"``,
+    ``"resolved"`` or None (no change)."""
+    return ledger.write(lambda conn: runners.check_gap(conn, sinks=sinks, owner=owner, now=now, actor=ACTOR))
 
 
 def periodic(ledger: Ledger, settings: Any) -> None:
@@ -378,7 +356,8 @@ def periodic(ledger: Ledger, settings: Any) -> None:
     ``DELIVERY_BUDGET_S`` seconds (sink timeouts are cut to fit). Each step's error is logged
     and the next step still runs."""
     sinks = _sinks(settings)
-    steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks)),
+    owner = getattr(settings, "runner_owner", None)
+    steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks, owner=owner)),
              ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
                                                               grace_s=getattr(settings, "lease", 30.0))),
              ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),

@@ -1,0 +1,144 @@
+"""Who watches the runner: a dead runner reaches its owner through `watchkeeper sweep` alone,
+and a runner that starts after a gap records it after the fact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.ledger import runners
+from core.ledger.connection import Ledger
+from core.spec.model import JobSpec
+from core.spec.settings import load_settings
+from core.sweep import watch
+from tests.test_runner_crash import FAST_TOML, ROOT, Runners
+from tests.test_sweep_support import add_runner, dead_pid, wait_for
+
+PY = sys.executable
+
+
+def sink_toml(out: Path, owner: str = "ana") -> str:
+    script = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read() + chr(10))"
+    return (f'owner = "{owner}"\n' + FAST_TOML
+            + f'[[notify]]\ntype = "command"\nname = "pager"\ncommand = {json.dumps([PY, "-c", script])}\n')
+
+
+def sent(out: Path) -> list[dict]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def rig(tmp_path):
+    r = Runners(tmp_path)
+    yield r
+    r.stop_all()
+    if r._led is not None:
+        r._led.close()
+
+
+@pytest.mark.slow
+def test_kill_9_runner_reaches_the_owner_through_one_cron_sweep(rig, tmp_path):
+    out = tmp_path / "pager.jsonl"
+    rig.write('name = "tick"\ncommand = ["true"]\nevery = "1h"\n')
+    (rig.specs / "watchkeeper.toml").write_text(sink_toml(out))
+    proc = rig.start()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    # What a cron entry runs, once: nothing else of Watchkeeper is alive.
+    res = subprocess.run([PY, "-m", "console.cli", "sweep", "--ledger", str(rig.db),
+                          "--config", str(rig.specs / "watchkeeper.toml"), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["watch"]["gap"] == "opened" and report["watch"]["sent"] == 1
+    (note,) = sent(out)
+    assert note["kind"] == "runner_gap" and note["owner"] == "ana" and note["severity"] == "critical"
+    assert "process is gone" in note["reason"]
+    # A second pass neither opens another escalation nor sends again.
+    res = subprocess.run([PY, "-m", "console.cli", "sweep", "--ledger", str(rig.db),
+                          "--config", str(rig.specs / "watchkeeper.toml"), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert json.loads(res.stdout)["watch"]["gap"] is None and len(sent(out)) == 1
+
+
+@pytest.mark.slow
+def test_clean_stop_is_no_gap_for_the_sweep(rig, tmp_path):
+    out = tmp_path / "pager.jsonl"
+    rig.write('name = "tick"\ncommand = ["true"]\nevery = "1h"\n')
+    (rig.specs / "watchkeeper.toml").write_text(sink_toml(out))
+    proc = rig.start()
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=20)
+    res = subprocess.run([PY, "-m", "console.cli", "sweep", "--ledger", str(rig.db),
+                          "--config", str(rig.specs / "watchkeeper.toml"), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and json.loads(res.stdout)["watch"]["gap"] is None
+    assert sent(out) == []
+
+
+@pytest.mark.slow
+def test_restart_after_a_crash_records_the_gap_and_resolves_it(rig, tmp_path):
+    rig.write('name = "tick"\ncommand = ["true"]\nevery = "1s"\nmisfire = "run_once"\n')
+    first = rig.start()
+    wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'tick' AND state = 'succeeded'"))
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    time.sleep(3)  # the gap itself: slots fall in it while no runner runs
+    rig.start()
+    esc = wait_for(lambda: rig.query("SELECT * FROM escalations WHERE kind = 'runner_gap'"))[0]
+    assert esc["job"] == "(runner)" and esc["severity"] == "warning"
+    assert "no runner from" in esc["reason"] and "tick:" in esc["reason"] and "run late once" in esc["reason"]
+    (ev,) = rig.query("SELECT * FROM events WHERE kind = 'runner_gap_recorded'")
+    detail = json.loads(ev["detail"])
+    assert detail["seconds"] >= 3 and detail["slots"][0]["job"] == "tick" and detail["slots"][0]["count"] >= 2
+    # The new runner's heartbeat resolves it; the record stays.
+    wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap' AND state = 'resolved'"))
+
+
+def test_gap_after_a_clean_stop_is_not_recorded(tmp_path):
+    with Ledger(tmp_path / "wk.db") as led:
+        pid, ctime = dead_pid()
+        add_runner(led, pid=pid, create_time=ctime, heartbeat_age=60, stopped=True)
+        assert runners.past_gap(led, runner_id="new", started_at=time.time()) is None
+        add_runner(led, pid=pid, create_time=ctime, heartbeat_age=30)
+        gap = runners.past_gap(led, runner_id="new", started_at=time.time())
+        assert gap is not None and 29 < gap.seconds < 40
+
+
+def test_slots_in_gap_follow_the_misfire_policy():
+    skip = JobSpec(name="a", command="true", every="10s")
+    once = JobSpec(name="b", command="true", every="10s", misfire="run_once")
+    manual = JobSpec(name="c", command="true")
+    got = watch.slots_in_gap([once, skip, manual], 1000.0, 1035.0)
+    assert [(g["job"], g["count"], g["outcome"]) for g in got] == [
+        ("a", 3, "skipped"), ("b", 3, "run late once (the newest), 2 skipped")]
+
+
+def test_owner_defaults_to_the_operator(tmp_path, monkeypatch):
+    monkeypatch.setenv("USER", "olga")
+    assert load_settings(None, ledger=str(tmp_path / "wk.db")).runner_owner == "olga"
+    (tmp_path / "watchkeeper.toml").write_text('owner = "ops-team"\n')
+    assert load_settings(tmp_path, ledger=str(tmp_path / "wk.db")).runner_owner == "ops-team"
+
+
+def test_sweep_cli_prints_the_gap(tmp_path):
+    db = tmp_path / "wk.db"
+    with Ledger(db) as led:
+        pid, ctime = dead_pid()
+        add_runner(led, pid=pid, create_time=ctime, heartbeat_age=1)
+    res = CliRunner().invoke(cli, ["sweep", "--ledger", str(db)])
+    assert res.exit_code == 0 and "runner gap" in res.output
+    with Ledger(db) as led:
+        (esc,) = [dict(r) for r in led.query("SELECT * FROM escalations")]
+        assert esc["kind"] == "runner_gap" and esc["owner"]
