@@ -21,7 +21,7 @@ from core.spec.model import JobSpec
 from core.spec.settings import load_settings
 from core.sweep import watch
 from tests.test_runner_crash import FAST_TOML, ROOT, Runners
-from tests.test_sweep_support import add_runner, dead_pid, wait_for
+from tests.test_sweep_support import add_runner, dead_pid
 
 PY = sys.executable
 
@@ -85,25 +85,6 @@ def test_clean_stop_is_no_gap_for_the_sweep(rig, tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and json.loads(res.stdout)["watch"]["gap"] is None
     assert sent(out) == []
-
-
-@pytest.mark.slow
-def test_restart_after_a_crash_records_the_gap_and_resolves_it(rig, tmp_path):
-    rig.write('name = "tick"\ncommand = ["true"]\nevery = "1s"\nmisfire = "run_once"\n')
-    first = rig.start()
-    wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'tick' AND state = 'succeeded'"))
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=10)
-    time.sleep(3)  # the gap itself: slots fall in it while no runner runs
-    rig.start()
-    esc = wait_for(lambda: rig.query("SELECT * FROM escalations WHERE kind = 'runner_gap'"))[0]
-    assert esc["job"] == "(runner)" and esc["severity"] == "warning"
-    assert "no runner from" in esc["reason"] and "tick:" in esc["reason"] and "run late once" in esc["reason"]
-    (ev,) = rig.query("SELECT * FROM events WHERE kind = 'runner_gap_recorded'")
-    detail = json.loads(ev["detail"])
-    assert detail["seconds"] >= 3 and detail["slots"][0]["job"] == "tick" and detail["slots"][0]["count"] >= 2
-    # The new runner's heartbeat resolves it; the record stays.
-    wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap' AND state = 'resolved'"))
 
 
 def test_gap_after_a_clean_stop_is_not_recorded(tmp_path):
