@@ -16,12 +16,12 @@ from typing import Any
 
 import psutil
 
-from core.ledger import fanout, jobs, outcomes, runs
+from core.ledger import jobs, runs, terminal
 from core.ledger.connection import Ledger, add_event
-from core.ledger.lifecycle import NON_TERMINAL, TERMINAL, State, apply
+from core.ledger.lifecycle import NON_TERMINAL, TERMINAL, State
 from core.liveness import process_alive
 from core.text import iso
-from core.vocabulary import ActionResult
+from core.vocabulary import ActionResult, Trigger
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -71,15 +71,12 @@ def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = Non
         ts = now if now is not None else time.time()
         spec_hash = conn.execute("SELECT spec_hash FROM jobs WHERE name = ?", (run["job"],)).fetchone()
         attempt = latest["attempt"] + 1
-        cur = conn.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, worker, parent_run_id,"
-            " spec_hash, not_before, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run["job"], run["lineage"], attempt, State.QUEUED.value, run["slot"], run["task"], "manual_retry",
-             "primary", run["parent_run_id"], spec_hash[0] if spec_hash else run["spec_hash"], ts, ts, ts))
-        new_id = int(cur.lastrowid)
-        add_event(conn, actor=actor, kind="manual_retry", run_id=new_id, job=run["job"], attempt=attempt,
-                  to_state=State.QUEUED.value, reason=f"retry of run {run_id} requested by {operator}",
-                  detail={"retry_of": run_id, "previous_attempt": latest["attempt"]}, at=ts)
+        new_id = runs.create(conn, job=run["job"], lineage=run["lineage"], attempt=attempt, slot=run["slot"],
+                             task=run["task"], trigger=Trigger.MANUAL_RETRY, parent_run_id=run["parent_run_id"],
+                             spec_hash=spec_hash[0] if spec_hash else run["spec_hash"], not_before=ts, now=ts,
+                             actor=actor, event="manual_retry", reason=f"retry of run {run_id} requested by {operator}",
+                             detail={"retry_of": run_id, "previous_attempt": latest["attempt"]})
+        assert new_id is not None  # the lineage's next attempt: a conflict raises IntegrityError instead
         return ActionResult(True, f"{run['job']}: queued attempt {attempt} (run {new_id})", new_id)
 
     return ledger.write(tx)
@@ -163,16 +160,9 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
             return ActionResult(False, f"{row['job']} run {run_id} is already {row['state']}{_who(move)}", run_id)
         state, attempt = row["state"], row["attempt"]
 
-        def tx(conn: sqlite3.Connection, state: str = state, attempt: int = attempt) -> bool:
-            won = apply(conn, run_id, attempt, state, State.ABANDONED, actor=actor,
-                        reason=f"abandoned by {operator}")
-            if won:
-                outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned",
-                                reason=f"abandoned by {operator}")
-                fanout.settle_children(conn, run_id, actor=actor)  # a fan-out's queued sub-tasks go too
-            return won
-
-        if ledger.write(tx):
+        # A fan-out parent's queued sub-tasks go with it (the terminal recipe settles them).
+        if terminal.finish_run(ledger, run_id, attempt, state, State.ABANDONED, actor=actor,
+                               reason=f"abandoned by {operator}"):
             break
     else:
         return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)

@@ -10,6 +10,35 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+class RunState(StrEnum):
+    """Where a run is in its lifecycle (``runs.state``, ``job_outcomes.state``).
+
+    The moves between them are ``core.ledger.lifecycle.TRANSITIONS``.
+    """
+
+    QUEUED = "queued"
+    SPAWNED = "spawned"
+    RUNNING = "running"
+    VERIFYING = "verifying"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    TIMED_OUT = "timed_out"
+    ORPHANED = "orphaned"
+    ABANDONED = "abandoned"
+
+
+class Trigger(StrEnum):
+    """Why a run row exists (``runs.trigger``)."""
+
+    SCHEDULE = "schedule"          # a cron / interval / once slot fell due
+    MISFIRE = "misfire"            # a slot missed while no runner ran, replayed (misfire = run_once)
+    MANUAL = "manual"              # ``watchkeeper trigger`` / the console
+    RETRY = "retry"                # the retry policy after a failed attempt
+    MANUAL_RETRY = "manual_retry"  # an operator's retry of a finished lineage
+    FANOUT = "fanout"              # a sub-task of a fan-out parent
+
+
 class Severity(StrEnum):
     """How loudly an escalation speaks (``escalations.severity``)."""
 

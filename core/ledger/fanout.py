@@ -24,13 +24,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-import uuid
 from typing import Any
 
-from core.ledger import lifecycle, outcomes
-from core.ledger.connection import add_event
+from core.ledger import lifecycle, outcomes, runs
 from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec
+from core.vocabulary import Trigger
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
 
@@ -45,16 +44,12 @@ def create_children(conn: sqlite3.Connection, parent: dict[str, Any], spec: JobS
     ts = now if now is not None else time.time()
     ids = []
     for task in spec.tasks:
-        cur = conn.execute(
-            "INSERT OR IGNORE INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, spec_hash,"
-            " not_before, created_at, updated_at) VALUES (?,?,1,'queued',?,?,'fanout',?,?,?,?,?)",
-            (parent["job"], uuid.uuid4().hex, parent["slot"] + f"#{parent['attempt']}", task.name, parent["id"],
-             spec.spec_hash(), ts, ts, ts))
-        if cur.rowcount == 1:
-            rid = int(cur.lastrowid)
+        rid = runs.create(conn, job=parent["job"], slot=parent["slot"] + f"#{parent['attempt']}", task=task.name,
+                          trigger=Trigger.FANOUT, parent_run_id=parent["id"], spec_hash=spec.spec_hash(),
+                          not_before=ts, now=ts, actor=actor,
+                          detail={"parent_run_id": parent["id"], "task": task.name}, if_absent=True)
+        if rid is not None:
             ids.append(rid)
-            add_event(conn, actor=actor, kind="run_queued", run_id=rid, job=parent["job"], attempt=1,
-                      to_state="queued", reason="fanout", detail={"parent_run_id": parent["id"], "task": task.name})
     return ids
 
 

@@ -18,23 +18,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import Any
 
 from core.ledger.connection import Ledger, add_event
+from core.vocabulary import RunState
 
-
-class State(StrEnum):
-    QUEUED = "queued"
-    SPAWNED = "spawned"
-    RUNNING = "running"
-    VERIFYING = "verifying"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    BLOCKED = "blocked"
-    TIMED_OUT = "timed_out"
-    ORPHANED = "orphaned"
-    ABANDONED = "abandoned"
+#: The run states live in ``core.vocabulary``; ``State`` stays importable from here.
+State = RunState
 
 
 Q, SP, RU, VE = State.QUEUED, State.SPAWNED, State.RUNNING, State.VERIFYING

@@ -17,10 +17,11 @@ import sqlite3
 import time
 from typing import Any
 
-from core.ledger import fanout
+from core.ledger import fanout, runs
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import Backoff, JobSpec, spec_from_json
+from core.vocabulary import Trigger
 
 #: Handoff ``error`` values that mark a failure as transient.
 TRANSIENT_ERRORS = frozenset({"rate_limit", "timeout"})
@@ -124,18 +125,14 @@ def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
                   attempt=run["attempt"], reason=rule, detail={"retry": False, "rule": rule})
         return None
     delay = backoff_delay(spec.backoff, int(run["attempt"]), rng)
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO runs (job, lineage, attempt, state, slot, task, trigger, worker, parent_run_id,"
-        " spec_hash, not_before, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (run["job"], run["lineage"], run["attempt"] + 1, State.QUEUED.value, run["slot"], run["task"],
-         "retry", worker, run["parent_run_id"], spec.spec_hash(), ts + delay, ts, ts))
-    if cur.rowcount != 1:  # already queued by someone else: fencing keeps one row per attempt
+    new_id = runs.create(conn, job=run["job"], lineage=run["lineage"], attempt=run["attempt"] + 1,
+                         slot=run["slot"], task=run["task"], trigger=Trigger.RETRY, worker=worker,
+                         parent_run_id=run["parent_run_id"], spec_hash=spec.spec_hash(), not_before=ts + delay,
+                         now=ts, actor=actor, event="retry_scheduled", reason=rule,
+                         detail={"after_run": run_id, "delay_s": round(delay, 3), "not_before": ts + delay,
+                                 "worker": worker, "rule": rule}, if_absent=True)
+    if new_id is None:  # already queued by someone else: fencing keeps one row per attempt
         return None
-    new_id = int(cur.lastrowid)
-    add_event(conn, actor=actor, kind="retry_scheduled", run_id=new_id, job=run["job"],
-              attempt=run["attempt"] + 1, to_state=State.QUEUED.value, reason=rule,
-              detail={"after_run": run_id, "delay_s": round(delay, 3), "not_before": ts + delay,
-                      "worker": worker, "rule": rule})
     add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
               attempt=run["attempt"], reason=rule,
               detail={"retry": True, "rule": rule, "next_run": new_id, "worker": worker})

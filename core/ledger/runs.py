@@ -1,5 +1,6 @@
-"""Listing runs for the CLI (``watchkeeper runs``) and queueing manual runs (``trigger``).
-Run detail lives in ``core.ledger.reads.run_detail``, shared with the console.
+"""Run rows: the one function that creates a run (``create``), listing runs for the CLI
+(``watchkeeper runs``) and queueing manual runs (``trigger``). Run detail lives in
+``core.ledger.reads.run_detail``, shared with the console.
 
 All values come from the ``runs``, ``job_outcomes`` and ``events`` tables; times are Unix
 seconds (UTC).
@@ -13,10 +14,48 @@ import uuid
 from typing import Any
 
 from core.ledger.connection import Ledger, add_event
+from core.vocabulary import RunState, Trigger
 
 
 class UnknownJob(LookupError):
     """``trigger`` named a job that is not in the ``jobs`` table (or is disabled)."""
+
+
+def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | str, actor: str,
+           not_before: float, spec_hash: str | None, attempt: int = 1, lineage: str | None = None,
+           task: str = "", worker: str = "primary", parent_run_id: int | None = None,
+           event: str = "run_queued", reason: str | None = None, detail: dict[str, Any] | None = None,
+           now: float | None = None, if_absent: bool = False) -> int | None:
+    """Insert one ``queued`` run and its audit event; the only ``INSERT INTO runs``.
+
+    Call inside the caller's write transaction. ``lineage`` defaults to a fresh one (a new
+    slot); a retry passes its predecessor's. ``not_before`` and ``now`` are Unix seconds
+    (UTC; ``now`` defaults to the current time, for ``created_at``/``updated_at`` and the
+    event). The event has kind ``event`` (``run_queued``, ``retry_scheduled``,
+    ``manual_retry``), ``to_state = 'queued'`` and ``reason`` (default: the trigger).
+
+    Returns the new ``runs.id``; with ``if_absent`` None when a run with the same
+    (job, slot, task, attempt) exists already (someone else queued it: nothing written).
+
+    Raises:
+        sqlite3.IntegrityError: the row exists and ``if_absent`` is False.
+        ValueError: ``trigger`` is not a ``Trigger``.
+    """
+    trig = Trigger(trigger)
+    ts = time.time() if now is None else now
+    sql = ("INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, worker, parent_run_id,"
+           " spec_hash, not_before, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+    if if_absent:
+        sql += " ON CONFLICT (job, slot, task, attempt) DO NOTHING"
+    cur = conn.execute(sql, (job, lineage or uuid.uuid4().hex, attempt, RunState.QUEUED.value, slot, task,
+                             trig.value, worker, parent_run_id, spec_hash, not_before, ts, ts))
+    if cur.rowcount != 1:
+        return None
+    run_id = int(cur.lastrowid or 0)
+    add_event(conn, actor=actor, kind=event, run_id=run_id, job=job, attempt=attempt,
+              to_state=RunState.QUEUED.value, reason=reason if reason is not None else trig.value,
+              detail=detail, at=ts)
+    return run_id
 
 
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,
@@ -54,13 +93,9 @@ def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
         row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (job,)).fetchone()
         if row is None or not row["enabled"]:
             raise UnknownJob(f"no job {job!r} in the ledger (a runner records jobs when it loads their specs)")
-        cur = conn.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, spec_hash, not_before, created_at,"
-            " updated_at) VALUES (?,?,1,'queued',?,'','manual',?,?,?,?)",
-            (job, uuid.uuid4().hex, f"manual:{uuid.uuid4().hex[:12]}", row["spec_hash"], now, now, now))
-        run_id = int(cur.lastrowid)
-        add_event(conn, actor=actor, kind="run_queued", run_id=run_id, job=job, attempt=1, to_state="queued",
-                  reason="manual")
+        run_id = create(conn, job=job, slot=f"manual:{uuid.uuid4().hex[:12]}", trigger=Trigger.MANUAL,
+                        actor=actor, not_before=now, spec_hash=row["spec_hash"], now=now)
+        assert run_id is not None  # a fresh manual slot never conflicts
         return run_id
     return ledger.write(tx)
 

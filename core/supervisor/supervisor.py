@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.ledger import escalations, lifecycle, outcomes, retries, runners
+from core.ledger import escalations, outcomes, runners, terminal
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import JobSpec, spec_from_json
@@ -139,15 +139,11 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     handoff_error = (handoff or {}).get("error")
     handoff_error = str(handoff_error) if handoff_error is not None else None
 
-    def then(conn: sqlite3.Connection) -> None:
-        outcomes.record(conn, run_id, state=to.value, status=status, reason=reason,
-                        verification=vf.to_json(), exit_code=exit_code, signal=sig)
-        if to == State.FAILED:
-            retries.follow_up(conn, run_id, to.value, actor=actor, spec=spec, handoff_error=handoff_error)
-
     detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
-    won = lifecycle.transition(ledger, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
-                               detail=detail, then=then)
+    won = terminal.finish_run(ledger, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
+                              detail=detail, spec=spec, handoff_error=handoff_error,
+                              outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
+                                       "signal": sig})
     if won:
         judge_run(ledger, run_id, settings=settings)
     now_state = ledger.one("SELECT state FROM runs WHERE id = ?", (run_id,))
@@ -388,10 +384,8 @@ def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: fl
     for row in rows:
         run_id = row["id"]
 
-        def then(conn: sqlite3.Connection, run_id: int = run_id) -> None:
-            outcomes.record(conn, run_id, state=State.ABANDONED.value, status="abandoned", reason="job_removed")
-        if lifecycle.transition(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
-                                reason="job_removed", fields={"ended_at": now}, then=then):
+        if terminal.finish_run(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
+                               reason="job_removed", fields={"ended_at": now}):
             done.append(run_id)
             judge_run(ledger, run_id, settings=settings)
     return done

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import liveness
-from core.ledger import fanout, lifecycle, outcomes, retries
+from core.ledger import fanout, terminal
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL, State
 from core.liveness import RunnerLiveness
@@ -374,25 +374,11 @@ class Sweeper:
     def _orphan_tx(self, conn: sqlite3.Connection, run: dict[str, Any], reason: str | None,
                    fields: dict[str, Any], detail: dict[str, Any],
                    findings: list[dict[str, str]] | None = None) -> bool:
-        won = lifecycle.apply(conn, run["id"], run["attempt"], run["state"], State.ORPHANED,
-                              actor=self.actor, reason=reason, fields=fields, detail=detail)
-        if not won:
-            return False
+        # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
         extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
-        outcomes.record(conn, run["id"], state=State.ORPHANED.value, status="orphaned", reason=reason,
-                        signal=fields.get("signal"), **extra)
-        # A fan-out parent takes its queued sub-tasks with it, whatever the retry policy says.
-        fanout.settle_children(conn, run["id"], actor=self.actor)
-        # A broken stored spec must not block the orphan move forever: undo only the retry.
-        conn.execute("SAVEPOINT follow_up")
-        try:
-            retries.follow_up(conn, run["id"], State.ORPHANED.value, actor=self.actor)
-        except Exception as exc:
-            conn.execute("ROLLBACK TO follow_up")
-            add_event(conn, actor=self.actor, kind="retry_decision", run_id=run["id"], job=run["job"],
-                      attempt=run["attempt"], reason="error", detail={"retry": False, "error": str(exc)})
-        conn.execute("RELEASE follow_up")
-        return True
+        return terminal.finish(conn, run["id"], run["attempt"], run["state"], State.ORPHANED, actor=self.actor,
+                               reason=reason, fields=fields, detail=detail,
+                               outcome={"signal": fields.get("signal"), **extra})
 
     @staticmethod
     def _job_grace(ledger: Ledger, job: str) -> float:
