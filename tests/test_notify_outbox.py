@@ -64,7 +64,7 @@ def _run(ledger, settings, code):
 
 def test_open_and_recovery_are_delivered_to_webhook_and_command(ledger, tmp_path, hook):
     out = tmp_path / "cmd.json"
-    sinks = [WebhookSink(name="slack", url=hook.url),
+    sinks = [WebhookSink(name="slack", url=hook.url, recovery=True),  # recovery notices are opt-in
              CommandSink(name="cmd", command=[sys.executable, "-c",
                                               f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read())"])]
     settings = Settings(ledger=tmp_path / "wk.db", notify=[s.model_dump() for s in sinks])

@@ -91,7 +91,9 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
     esc = _get(conn, int(cur.lastrowid))
     assert esc is not None
     _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
-    notify.enqueue(conn, esc, "opened", sinks, now=ts)
+    if sinks and not notify.enqueue(conn, esc, "opened", sinks, now=ts):
+        # No sink hears it (routing): "notified" must not claim otherwise.
+        conn.execute("UPDATE escalations SET notified = 0 WHERE id = ?", (esc["id"],))
     return int(esc["id"]), "opened"
 
 

@@ -1,48 +1,209 @@
-"""The ``notifications`` outbox: one row per (escalation event, sink), written in the same
-transaction as the escalation change so nothing is lost across a crash. Delivery is
-``core.supervisor.notify``'s job; this module only writes and shapes rows.
+"""The ``notifications`` outbox: one row per (escalation event, sink that hears it), written in
+the same transaction as the escalation change so nothing is lost across a crash. Delivery is
+``core.supervisor.notify``'s job; this module writes, routes, shapes and reads rows.
+
+Routing (per sink, see ``core.spec.settings``): a sink hears an escalation when its severity is
+at least the sink's ``min_severity`` and, if the sink lists ``owners``, the escalation's owner
+is one of them. Recovery notices go only to sinks with ``recovery = true`` that were told about
+the escalation. A sink's ``group_wait`` (seconds) delays a new row so a burst is sent as one
+message; its ``repeat`` (seconds) re-sends an open critical escalation nobody acknowledged.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import socket
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
+#: Evidence lines (the job's own last output lines) carried in a payload.
+EVIDENCE_LINES = 5
+EVIDENCE_LINE_CHARS = 300
 
-def payload_for(esc: dict[str, Any], event: str) -> dict[str, Any]:
-    """The JSON sent to sinks for escalation row ``esc`` and ``event`` (opened|reopened|recovered)."""
+
+def _ledger_path(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else None
+
+
+def open_command(run_id: int | None, ledger_path: str | None) -> str | None:
+    """The shell command that shows run ``run_id`` (``watchkeeper show 42 --ledger PATH``)."""
+    if run_id is None:
+        return None
+    cmd = f"watchkeeper show {int(run_id)}"
+    return cmd + (f" --ledger {shlex.quote(ledger_path)}" if ledger_path else "")
+
+
+def evidence(conn: sqlite3.Connection, run_id: int | None) -> list[str]:
+    """The last non-blank output lines of run ``run_id`` (stderr first, else stdout) from
+    ``job_outcomes``, each cut to ``EVIDENCE_LINE_CHARS`` characters; [] without a run."""
+    if run_id is None:
+        return []
+    row = conn.execute("SELECT stderr_tail, stdout_tail FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        return []
+    for text in (row[0], row[1]):
+        lines = [ln.rstrip()[:EVIDENCE_LINE_CHARS] for ln in (text or "").splitlines() if ln.strip()]
+        if lines:
+            return lines[-EVIDENCE_LINES:]
+    return []
+
+
+def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, ledger_path: str | None = None,
+                lines: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON sent to sinks for escalation row ``esc`` and ``event``
+    (opened | reopened | recovered | repeated).
+
+    ``text`` is one line (Slack-compatible); ``title`` and ``body`` are the plain-text message
+    (the why, the job's telling output lines, host, run id, the command that opens the run).
+    """
     sev = (esc.get("severity") or "info").upper()
     owner = esc.get("owner") or "unowned"
+    host = host or socket.gethostname()
+    run_id = esc.get("latest_run_id")
+    show = open_command(run_id, ledger_path)
     if event == "recovered":
-        text = f"[RECOVERED] {esc['job']}: {esc['kind']} resolved after {esc.get('count', 1)} occurrence(s)"
+        title = f"[RECOVERED] {esc['job']}: {esc['kind']}"
+        text = f"{title} resolved after {esc.get('count', 1)} occurrence(s)"
     else:
-        verb = "reopened" if event == "reopened" else "escalation"
-        text = (f"[{sev}] {esc['job']}: {esc['kind']} {verb} (count {esc.get('count', 1)}, owner {owner})"
-                f" - {esc.get('reason') or ''}")
+        verb = {"reopened": "reopened", "repeated": "still open, not acknowledged"}.get(event, "escalation")
+        title = f"[{sev}] {esc['job']}: {esc['kind']}"
+        text = f"{title} {verb} (count {esc.get('count', 1)}, owner {owner}) - {esc.get('reason') or ''}"
+    body = [text]
+    if lines and event != "recovered":
+        body += ["", "Output:"] + [f"  {ln}" for ln in lines]
+    body += ["", f"Host: {host}", f"Escalation: {esc['id']} (owner {owner})"]
+    if run_id is not None:
+        body.append(f"Run: {run_id}")
+    if show:
+        body.append(f"Open it: {show}")
     return {
-        "text": text[:2000], "event": event, "escalation_id": esc["id"], "job": esc["job"],
-        "kind": esc["kind"], "severity": esc.get("severity"), "state": esc.get("state"),
-        "count": esc.get("count"), "owner": esc.get("owner"), "reason": esc.get("reason"),
-        "first_seen": esc.get("first_seen"), "last_seen": esc.get("last_seen"),
-        "latest_run_id": esc.get("latest_run_id"),
+        "text": text[:2000], "title": title[:250], "body": "\n".join(body)[:8000], "event": event,
+        "escalation_id": esc["id"], "job": esc["job"], "kind": esc["kind"], "severity": esc.get("severity"),
+        "state": esc.get("state"), "count": esc.get("count"), "owner": esc.get("owner"),
+        "reason": esc.get("reason"), "first_seen": esc.get("first_seen"), "last_seen": esc.get("last_seen"),
+        "latest_run_id": run_id, "run_id": run_id, "host": host, "open_command": show,
+        "evidence": list(lines),
     }
+
+
+def _hears(sink: Any, esc: dict[str, Any]) -> bool:
+    hears = getattr(sink, "hears", None)
+    return True if hears is None else bool(hears(esc.get("owner"), esc.get("severity")))
+
+
+def _was_told(conn: sqlite3.Connection, esc_id: int, sink_name: str) -> bool:
+    return conn.execute("SELECT 1 FROM notifications WHERE escalation_id = ? AND sink = ? AND event != 'recovered'"
+                        " LIMIT 1", (esc_id, sink_name)).fetchone() is not None
 
 
 def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Sequence[Any],
             *, now: float | None = None) -> list[int]:
-    """Insert one ``pending`` notification per sink (inside the caller's transaction).
+    """Insert one ``pending`` notification per sink that hears ``esc`` (inside the caller's
+    transaction); ``next_attempt_at`` is now plus the sink's ``group_wait`` seconds.
 
-    Returns the new ``notifications`` ids (empty when no sink is configured).
+    Returns the new ``notifications`` ids (empty when no sink hears it).
     """
     ts = now if now is not None else time.time()
-    body = json.dumps(payload_for(esc, event), default=str)
-    ids = []
+    chosen = []
     for sink in sinks:
+        if event == "recovered":
+            if not getattr(sink, "recovery", True) or not _was_told(conn, esc["id"], sink.name):
+                continue
+        elif not _hears(sink, esc):
+            continue
+        chosen.append(sink)
+    if not chosen:
+        return []
+    body = json.dumps(payload_for(esc, event, ledger_path=_ledger_path(conn),
+                                  lines=evidence(conn, esc.get("latest_run_id"))), default=str)
+    ids = []
+    for sink in chosen:
+        due = ts + float(getattr(sink, "group_wait", 0.0) or 0.0)
         cur = conn.execute("INSERT INTO notifications (escalation_id, event, sink, payload, state, attempts,"
                            " next_attempt_at, created_at) VALUES (?,?,?,?,'pending',0,?,?)",
-                           (esc["id"], event, sink.name, body, ts, ts))
+                           (esc["id"], event, sink.name, body, due, ts))
         ids.append(int(cur.lastrowid))
     return ids
+
+
+def enqueue_repeats(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float | None = None,
+                    limit: int = 100) -> list[int]:
+    """For each sink with ``repeat`` set: re-enqueue (event ``repeated``) every escalation in
+    state ``open`` with severity ``critical`` that the sink was told about and whose newest row
+    for that sink was created at least ``repeat`` seconds before ``now``. Call inside a write
+    transaction. Returns the new ``notifications`` ids."""
+    ts = now if now is not None else time.time()
+    ids: list[int] = []
+    for sink in sinks:
+        every = getattr(sink, "repeat", None)
+        if not every:
+            continue
+        rows = conn.execute(
+            "SELECT e.*, MAX(n.created_at) AS last_at FROM escalations e"
+            " JOIN notifications n ON n.escalation_id = e.id AND n.sink = ?"
+            " WHERE e.state = 'open' AND e.severity = 'critical' GROUP BY e.id HAVING last_at <= ?"
+            " ORDER BY e.id LIMIT ?", (sink.name, ts - float(every), int(limit))).fetchall()
+        for r in rows:
+            esc = {k: r[k] for k in r.keys() if k != "last_at"}
+            ids += enqueue(conn, esc, "repeated", [sink], now=ts)
+    return ids
+
+
+def due(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
+    """``pending`` notifications with ``next_attempt_at <= now``, oldest first (dicts)."""
+    rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND next_attempt_at <= ?"
+                        " ORDER BY next_attempt_at, id LIMIT ?", (now, int(limit))).fetchall()
+    return [{k: r[k] for k in r.keys()} for r in rows]
+
+
+def fresh_for_sink(conn: sqlite3.Connection, sink: str, *, exclude: Sequence[int], limit: int = 50) -> list[dict[str, Any]]:
+    """``pending`` rows of ``sink`` never tried yet (``attempts = 0``) besides ``exclude``:
+    the rest of a burst still inside its group_wait, sent in the same message."""
+    rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND sink = ? AND attempts = 0"
+                        " AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?",
+                        (sink, json.dumps(list(exclude)), int(limit))).fetchall()
+    return [{k: r[k] for k in r.keys()} for r in rows]
+
+
+def claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]], until: float) -> list[int]:
+    """Claim pending ``rows`` (as read) for one delivery: ``next_attempt_at = until``, each
+    conditional on the value read, so of two processes exactly one sends a row. Returns the
+    ids this caller won."""
+    won = []
+    for r in rows:
+        if conn.execute("UPDATE notifications SET next_attempt_at = ? WHERE id = ? AND state = 'pending'"
+                        " AND next_attempt_at = ?", (until, r["id"], r["next_attempt_at"])).rowcount == 1:
+            won.append(int(r["id"]))
+    return won
+
+
+def mark_sent(conn: sqlite3.Connection, ids: Sequence[int], at: float) -> None:
+    """``pending`` → ``sent`` for ``ids`` (``attempts + 1``, ``sent_at = at``)."""
+    for i in ids:
+        conn.execute("UPDATE notifications SET state = 'sent', attempts = attempts + 1, sent_at = ?,"
+                     " last_error = NULL WHERE id = ? AND state = 'pending'", (at, i))
+
+
+def mark_failed_try(conn: sqlite3.Connection, ids: Sequence[int], error: str, *, next_at: float | None) -> None:
+    """One failed try for ``ids``: ``attempts + 1`` and ``last_error``; back to ``pending`` at
+    ``next_at`` (Unix seconds), or ``failed`` for good when ``next_at`` is None."""
+    for i in ids:
+        if next_at is None:
+            conn.execute("UPDATE notifications SET state = 'failed', attempts = attempts + 1, last_error = ?"
+                         " WHERE id = ? AND state = 'pending'", (error, i))
+        else:
+            conn.execute("UPDATE notifications SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?"
+                         " WHERE id = ? AND state = 'pending'", (error, next_at, i))
+
+
+def summary(conn: sqlite3.Connection, since: float) -> dict[str, int]:
+    """Counts of notifications created since ``since`` by state: ``{pending, sent, failed}``."""
+    out = {"pending": 0, "sent": 0, "failed": 0}
+    for r in conn.execute("SELECT state, COUNT(*) FROM notifications WHERE created_at >= ? GROUP BY state",
+                          (since,)).fetchall():
+        out[r[0]] = int(r[1])
+    return out

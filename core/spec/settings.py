@@ -12,12 +12,23 @@ import getpass
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.spec.model import Duration
+from core.vocabulary import SEVERITY_RANK, Severity
 
 CONFIG_NAME = "watchkeeper.toml"
 # The settings file's values while ``load_settings`` builds a Settings: a source of their own,
@@ -33,24 +44,78 @@ def _default_operator() -> str:
         return "operator"
 
 
-class CommandSink(BaseModel):
-    """Runs a program with the notification as JSON on stdin (e.g. ``notify-send``, ``mail``)."""
+class _Sink(BaseModel):
+    """What every notification sink shares: its name, what it hears, and how it speaks."""
 
     model_config = ConfigDict(extra="forbid")
+    name: str = Field(..., description="Sink name recorded on each notification row (``notifications.sink``).")
+    min_severity: Severity = Field(Severity.INFO, description="Escalations below this severity skip this sink.")
+    owners: list[str] = Field(default_factory=list, description=(
+        "Owners (job ``owner``) whose escalations this sink hears; empty: every escalation. "
+        "``[routes]`` adds to it."))
+    recovery: bool = Field(False, description="Also send a notice when an escalation this sink was told about recovers.")
+    group_wait: Duration = Field(0.0, ge=0, description=(
+        "Seconds a new notification waits so a burst becomes one message (Alertmanager's group_wait); 0: at once."))
+    repeat: Duration | None = Field(None, gt=0, description=(
+        "Seconds after which an open (unacknowledged, unsnoozed) critical escalation is sent again; None: never."))
+
+    def hears(self, owner: str | None, severity: str | None) -> bool:
+        """True when an escalation of ``owner`` at ``severity`` goes to this sink."""
+        if SEVERITY_RANK.get(severity, 0) < SEVERITY_RANK[self.min_severity.value]:
+            return False
+        return not self.owners or (owner is not None and owner in self.owners)
+
+
+class CommandSink(_Sink):
+    """Runs a program with the notification as JSON on stdin (e.g. ``notify-send``, ``mail``)."""
+
     type: Literal["command"] = "command"
     name: str = Field("command", description="Sink name recorded on each notification row.")
     command: list[str] = Field(..., min_length=1, description="argv of the program to run.")
     timeout: float = Field(10.0, gt=0, description="Seconds before the program is killed (counts as a failed delivery).")
 
 
-class WebhookSink(BaseModel):
+class WebhookSink(_Sink):
     """HTTP POST of the notification as JSON, with a Slack-compatible ``text`` field."""
 
-    model_config = ConfigDict(extra="forbid")
     type: Literal["webhook"] = "webhook"
     name: str = Field("webhook", description="Sink name recorded on each notification row.")
     url: str = Field(..., description="http:// or https:// URL to POST to.")
     timeout: float = Field(5.0, gt=0, description="Seconds per delivery attempt.")
+
+
+class AppriseSink(_Sink):
+    """One Apprise URL: email (``mailto://``), Slack, Telegram, ntfy, Matrix, Discord, PagerDuty, ...
+
+    The message is plain text: a title line and a body with the why, host, run id and the
+    command that opens the run.
+    """
+
+    type: Literal["apprise"] = "apprise"
+    name: str = Field("apprise", description="Sink name recorded on each notification row.")
+    url: str = Field(..., min_length=3, description="An Apprise URL, e.g. mailto://user:pass@example.com?to=ops@example.com.")
+    timeout: float = Field(10.0, gt=0, description="Seconds to connect and to read, per delivery attempt.")
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, v: str) -> str:
+        import apprise  # lazy: only settings that name an apprise sink pay its import
+
+        if apprise.Apprise.instantiate(v, suppress_exceptions=True) is None:
+            scheme = v.split("://", 1)[0] if "://" in v else v[:20]
+            raise ValueError(f"not a usable Apprise URL (scheme {scheme!r}); see the Apprise wiki for URL forms")
+        return v
+
+
+def _sink_type(value: Any) -> str | None:
+    # ``type`` picks the model, so an error names that sink's fields only; "command" when omitted.
+    if isinstance(value, dict):
+        return str(value.get("type", "command"))
+    return getattr(value, "type", None)
+
+
+Sink = Annotated[Annotated[CommandSink, Tag("command")] | Annotated[WebhookSink, Tag("webhook")]
+                 | Annotated[AppriseSink, Tag("apprise")], Discriminator(_sink_type)]
 
 
 class JudgeSettings(BaseModel):
@@ -70,6 +135,27 @@ class JudgeSettings(BaseModel):
 
     def is_enabled(self) -> bool:
         return bool(self.resolved_api_key()) if self.enabled is None else (self.enabled and bool(self.resolved_api_key()))
+
+
+class RetentionSettings(BaseModel):
+    """How much run history the ledger keeps (``watchkeeper prune``, and the runner once a day).
+
+    Off unless ``max_age`` or ``max_size`` is set. Pruning never removes a run an active
+    escalation cites, a run not yet ended, nor the newest ``keep_per_job`` ended runs of
+    each job (the history its baselines are learnt from).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    max_age: Duration | None = Field(None, gt=0, description="Ended runs older than this many seconds are pruned ('30d').")
+    max_size: ByteSize | None = Field(None, gt=0, description=(
+        "Ledger plus artifacts above this many bytes ('2GB'): oldest ended runs are pruned until under it."))
+    keep_per_job: int = Field(60, ge=0, description="Newest ended top-level runs kept per job, whatever their age.")
+    batch: int = Field(200, ge=1, le=10000, description="Runs deleted per transaction (keeps each write short).")
+    interval: Duration = Field(86400.0, gt=0, description="Seconds between the runner's own prunes (once a day).")
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_age is not None or self.max_size is not None
 
 
 class Settings(BaseSettings):
@@ -92,7 +178,10 @@ class Settings(BaseSettings):
     operator: str = Field(default_factory=_default_operator, description="Name recorded on operator actions.")
     owner: str | None = Field(None, description="Who owns runner-level escalations (runner_gap); default: the operator.")
     judge: JudgeSettings = Field(default_factory=JudgeSettings, description="Claude judge settings.")
-    notify: list[CommandSink | WebhookSink] = Field(default_factory=list, description="Notification sinks.")
+    notify: list[Sink] = Field(default_factory=list, description="Notification sinks (command, webhook, apprise).")
+    routes: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "Owner → names of the sinks that hear that owner's escalations (added to each sink's ``owners``)."))
+    retention: RetentionSettings = Field(default_factory=RetentionSettings, description="Run history retention.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
     refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
 
@@ -101,6 +190,21 @@ class Settings(BaseSettings):
     def _absolute(cls, v: Path | None) -> Path | None:
         # Jobs run in their own cwd: a relative artifacts path would point somewhere else there.
         return None if v is None else v.expanduser().absolute()
+
+    @model_validator(mode="after")
+    def _routes_name_sinks(self) -> Settings:
+        by_name = {sink.name: sink for sink in self.notify}
+        if len(by_name) != len(self.notify):
+            names = [sink.name for sink in self.notify]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"notify: sink names must be unique (repeated: {', '.join(dup)})")
+        for owner, names in self.routes.items():
+            for name in names:
+                if name not in by_name:
+                    raise ValueError(f"routes.{owner}: no sink named {name!r} (sinks: {', '.join(by_name) or 'none'})")
+                if owner not in by_name[name].owners:
+                    by_name[name].owners.append(owner)
+        return self
 
     @model_validator(mode="after")
     def _heartbeat_under_lease(self) -> Settings:
@@ -177,7 +281,9 @@ def load_settings(spec_dir: str | os.PathLike[str] | None = None,
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
             if not loc:  # a cross-field check: name the field its message is about
-                loc = "heartbeat" if "heartbeat" in err["msg"] else "(settings)"
+                msg_text = err["msg"].removeprefix("Value error, ")
+                loc = next((f for f in ("heartbeat", "routes", "notify") if msg_text.startswith(f) or f in msg_text),
+                           "(settings)")
             msg = err["msg"].removeprefix("Value error, ")
             parts.append(f"{_source_of(loc, clean, path)}: field '{loc}': {msg}")
         raise SettingsError("\n".join(parts)) from None

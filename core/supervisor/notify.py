@@ -1,18 +1,23 @@
 """Notifications: an outbox in the ledger, delivered to sinks with retries and backoff.
 
-Opening, reopening or (when the opening was notified) recovering an escalation inserts one
-``notifications`` row per configured sink, in the same transaction as the escalation change,
-so nothing is lost across a crash. ``deliver_due`` (called from ``supervisor.periodic``)
-sends what is due within a time budget: ``pending`` → ``sent``, or back to ``pending`` with
-``attempts + 1`` and ``next_attempt_at`` pushed out exponentially, or ``failed`` after
-``MAX_ATTEMPTS``. A restarted runner simply picks up the pending rows.
+Opening, reopening or recovering an escalation inserts one ``notifications`` row per sink
+that hears it (``core.ledger.outbox`` routes by owner, severity and recovery opt-in), in the
+same transaction as the escalation change, so nothing is lost across a crash. ``deliver_due``
+(called from ``supervisor.periodic``) sends what is due within a time budget: ``pending`` →
+``sent``, or back to ``pending`` with ``attempts + 1`` and ``next_attempt_at`` pushed out
+exponentially, or ``failed`` after ``MAX_ATTEMPTS``. A restarted runner picks up the pending
+rows. Rows of one sink that are due together, or still inside that sink's ``group_wait``,
+go out as one message (a burst becomes one email); every row records its own delivery.
 
-Sinks (``core.spec.settings``): ``CommandSink`` runs a program with the payload as JSON on stdin;
-``WebhookSink`` POSTs the payload as JSON (with a Slack-compatible ``text``) via urllib.
+Sinks (``core.spec.settings``): ``CommandSink`` runs a program with the payload as JSON on
+stdin; ``WebhookSink`` POSTs the payload as JSON (with a Slack-compatible ``text``) via
+urllib; ``AppriseSink`` sends ``title`` and ``body`` as plain text to one Apprise URL
+(email, Slack, Telegram, ntfy, Matrix, Discord, PagerDuty, ...).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,18 +26,22 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from core.ledger.connection import Ledger, row_dict
+from core.ledger import outbox
+from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
-from core.spec.settings import CommandSink, WebhookSink
+from core.spec.settings import AppriseSink, CommandSink, WebhookSink
 
 MAX_ATTEMPTS = 8
 BACKOFF_INITIAL_S = 5.0
 BACKOFF_MAX_S = 3600.0
 #: A claimed row is not picked again for this long (another runner's periodic may overlap).
 CLAIM_S = 60.0
+#: Most notifications folded into one grouped message.
+GROUP_MAX = 50
 
-Sink = CommandSink | WebhookSink
+Sink = CommandSink | WebhookSink | AppriseSink
 
 
 def backoff_s(attempts: int) -> float:
@@ -76,83 +85,144 @@ def send_webhook(sink: WebhookSink, body: str, timeout: float) -> None:
         raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
 
 
+def send_apprise(sink: AppriseSink, body: str, timeout: float) -> None:
+    """Send the payload's ``title`` and ``body`` as plain text to the sink's Apprise URL.
+
+    Apprise reports failures through its log, not exceptions: the warnings logged during
+    the call become the RuntimeError's message.
+    """
+    import apprise  # lazy: only a configured apprise sink pays its import
+
+    data = json.loads(body)
+    ap = apprise.Apprise()
+    if not ap.add(sink.url):
+        raise RuntimeError(f"sink {sink.name}: not a usable Apprise URL")
+    for server in ap:  # the sink's timeout bounds connect and each read
+        server.socket_connect_timeout = timeout
+        server.socket_read_timeout = timeout
+    with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+        ok = ap.notify(title=data.get("title") or "Watchkeeper", body=data.get("body") or data.get("text") or "",
+                       body_format=apprise.NotifyFormat.TEXT)
+    if not ok:
+        lines = [ln.split(" - ", 2)[-1] for ln in logs.getvalue().splitlines() if ln.strip()]
+        raise RuntimeError("; ".join(lines[-3:])[-300:] or "apprise delivery failed")
+
+
 def send(sink: Sink, body: str, timeout: float) -> None:
-    """Deliver one payload to one sink. Raises RuntimeError on failure."""
+    """Deliver one payload (JSON text, see ``core.ledger.outbox.payload_for``) to one sink.
+    Raises RuntimeError on failure."""
     if isinstance(sink, CommandSink):
         send_command(sink, body, timeout)
+    elif isinstance(sink, AppriseSink):
+        send_apprise(sink, body, timeout)
     else:
         send_webhook(sink, body, timeout)
 
 
+def group_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One message for several notifications of one sink: ``text`` counts them, ``body``
+    holds each one's body in turn, ``notifications`` each one's payload."""
+    if len(payloads) == 1:
+        return dict(payloads[0])
+    jobs = sorted({p.get("job") or "?" for p in payloads})
+    worst = max((p.get("severity") or "info" for p in payloads),
+                key=lambda s: {"info": 1, "warning": 2, "critical": 3}.get(s, 0))
+    title = f"[{worst.upper()}] {len(payloads)} escalations: {', '.join(jobs)[:150]}"
+    body = "\n\n".join(f"({i}) {p.get('body') or p.get('text')}" for i, p in enumerate(payloads, 1))
+    return {"text": title + " - " + "; ".join(p.get("text", "") for p in payloads)[:1800], "title": title,
+            "body": body[:30000], "event": "grouped", "count": len(payloads), "host": payloads[0].get("host"),
+            "notifications": list(payloads)}
+
+
 @dataclass
 class DeliveryStats:
-    """What one ``deliver_due`` call did (counts of notifications)."""
+    """What one ``deliver_due`` call did (counts of notifications, not messages)."""
 
     sent: int = 0
     retried: int = 0
     failed: int = 0
     deferred: int = 0
+    messages: int = 0
 
 
 def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
                 now: float | None = None, limit: int = 20) -> DeliveryStats:
     """Send due ``pending`` notifications, spending at most about ``budget_s`` seconds.
 
-    Each row is claimed (conditional update of ``next_attempt_at``) before sending, so two
-    callers never send the same row at once. A sink's timeout is cut to the remaining budget;
-    rows left when the budget is spent stay pending for the next call.
+    Due rows are grouped per sink, joined by that sink's fresh rows still inside their
+    group_wait, and sent as one message. Rows are claimed (conditional update of
+    ``next_attempt_at``) before sending, so two callers never send the same row at once. A
+    sink's timeout is cut to the remaining budget; rows left when the budget is spent stay
+    pending for the next call.
     """
     started = time.monotonic()
     ts = now if now is not None else time.time()
     by_name = {s.name: s for s in sinks}
     stats = DeliveryStats()
-    due = [row_dict(r) for r in ledger.query(
-        "SELECT * FROM notifications WHERE state = 'pending' AND next_attempt_at <= ?"
-        " ORDER BY next_attempt_at, id LIMIT ?", (ts, int(limit)))]
+    due = outbox.due(ledger.conn, ts, limit)
+    # A sink with a group_wait gets one message for all its due rows; others one per row.
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    batches: list[tuple[str, list[dict[str, Any]]]] = []
     for n in due:
-        assert n is not None
+        if getattr(by_name.get(n["sink"]), "group_wait", 0):
+            if n["sink"] not in grouped:
+                grouped[n["sink"]] = []
+                batches.append((n["sink"], grouped[n["sink"]]))
+            grouped[n["sink"]].append(n)
+        else:
+            batches.append((n["sink"], [n]))
+    for sink_name, rows in batches:
         remaining = budget_s - (time.monotonic() - started)
         if remaining <= 0.05:
-            stats.deferred += 1
+            stats.deferred += len(rows)
             continue
-        claimed = ledger.write(lambda c, n=n: c.execute(
-            "UPDATE notifications SET next_attempt_at = ? WHERE id = ? AND state = 'pending' AND next_attempt_at = ?",
-            (ts + CLAIM_S, n["id"], n["next_attempt_at"])).rowcount == 1)
-        if not claimed:
+        sink = by_name.get(sink_name)
+        if sink_name in grouped:
+            rows = rows + outbox.fresh_for_sink(ledger.conn, sink_name, exclude=[r["id"] for r in rows],
+                                                limit=GROUP_MAX)
+        rows = rows[:GROUP_MAX]
+        won = set(ledger.write(lambda c, rows=rows: outbox.claim(c, rows, ts + CLAIM_S)))
+        rows = [r for r in rows if r["id"] in won]
+        if not rows:
             continue
-        sink = by_name.get(n["sink"])
+        ids = [r["id"] for r in rows]
         error: str | None = None
         if sink is None:
-            error = f"sink {n['sink']!r} is not configured"
+            error = f"sink {sink_name!r} is not configured"
         else:
+            payloads = [json.loads(r["payload"]) for r in rows]
+            body = json.dumps(group_payload(payloads), default=str)
             try:
-                send(sink, n["payload"], min(sink.timeout, max(0.1, remaining)))
+                send(sink, body, min(sink.timeout, max(0.1, remaining)))
             except RuntimeError as exc:
                 error = str(exc)
-        attempts = n["attempts"] + 1
+            stats.messages += 1
         done = time.time()
         if error is None:
-            ledger.write(lambda c, n=n, a=attempts, d=done: c.execute(
-                "UPDATE notifications SET state = 'sent', attempts = ?, sent_at = ?, last_error = NULL WHERE id = ?",
-                (a, d, n["id"])))
-            stats.sent += 1
-        elif attempts >= MAX_ATTEMPTS or sink is None:
-            ledger.write(lambda c, n=n, a=attempts, e=error: c.execute(
-                "UPDATE notifications SET state = 'failed', attempts = ?, last_error = ? WHERE id = ?",
-                (a, e, n["id"])))
-            stats.failed += 1
-        else:
-            ledger.write(lambda c, n=n, a=attempts, e=error, d=done: c.execute(
-                "UPDATE notifications SET attempts = ?, last_error = ?, next_attempt_at = ? WHERE id = ?",
-                (a, e, d + backoff_s(a), n["id"])))
-            stats.retried += 1
+            ledger.write(lambda c, ids=ids, d=done: outbox.mark_sent(c, ids, d))
+            stats.sent += len(ids)
+            continue
+        # Rows of one message may have different histories: each backs off on its own count.
+        for r in rows:
+            attempts = r["attempts"] + 1
+            final = attempts >= MAX_ATTEMPTS or sink is None
+            ledger.write(lambda c, r=r, e=error, a=attempts, f=final, d=done: outbox.mark_failed_try(
+                c, [r["id"]], e or "", next_at=None if f else d + backoff_s(a)))
+            if final:
+                stats.failed += 1
+            else:
+                stats.retried += 1
     return stats
+
+
+def repeat_unacknowledged(ledger: Ledger, sinks: Sequence[Sink], *, now: float | None = None) -> int:
+    """Re-enqueue open critical escalations nobody acknowledged, per sink ``repeat`` seconds
+    (``core.ledger.outbox.enqueue_repeats``). Returns how many notifications were added."""
+    if not any(getattr(s, "repeat", None) for s in sinks):
+        return 0
+    return len(ledger.write(lambda c: outbox.enqueue_repeats(c, sinks, now=now)))
 
 
 def summary(ledger: Ledger, since: float) -> dict[str, int]:
     """Counts of notifications created since ``since`` by state: ``{pending, sent, failed}``."""
-    out = {"pending": 0, "sent": 0, "failed": 0}
-    for r in ledger.query("SELECT state, COUNT(*) FROM notifications WHERE created_at >= ? GROUP BY state",
-                          (since,)):
-        out[r[0]] = int(r[1])
-    return out
+    return outbox.summary(ledger.conn, since)
