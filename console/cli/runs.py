@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -321,10 +322,14 @@ def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes:
 
 @click.command("jobs")
 @ledger_option
-@click.option("--json", "as_json", is_flag=True, help="JSON lines, one job each.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one job (or invalid spec file) each.")
 @ledger_errors
 def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
-    """List jobs: schedule, next run, last outcome, breaker state, success rate.
+    """List jobs: schedule, next run, last outcome, breaker state, success rate; then the
+    spec files that do not load, each with its error as FILE:LINE: job 'NAME': MESSAGE.
+
+    A paused job shows `paused` as its next run. A job whose file has an error since its
+    last good load keeps running that spec; its error is shown under it.
 
     \b
     Example:
@@ -332,7 +337,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """
     import time as _time
 
-    from core.ledger.reads import jobs_page
+    from core.ledger.reads import invalid_specs, jobs_page
 
     now = _time.time()
     rows: list[dict[str, Any]] = []
@@ -344,11 +349,19 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
             cursor = page.cursor
             if cursor is None:
                 break
+        invalid = invalid_specs(ledger, never_loaded=True, limit=10000)
+        errors = {r["job"]: r["text"] for r in invalid_specs(ledger, limit=10000) if r["loaded"]}
     if as_json:
         for r in rows:
+            r["loaded"] = True
+            r["spec_error"] = errors.get(r["name"]) or r.get("last_error")
             click.echo(json.dumps(r, default=str))
+        for inv in invalid:
+            click.echo(json.dumps({"name": inv["job"] or None, "loaded": False, "enabled": 0, "source": inv["source"],
+                                   "line": inv["line"], "field": inv["field"], "spec_error": inv["text"],
+                                   "first_seen": inv["first_seen"], "last_seen": inv["last_seen"]}))
         return
-    if not rows:
+    if not rows and not invalid:
         click.echo("no jobs (a runner records jobs when it loads their specs)")
         return
     click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
@@ -364,6 +377,13 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         if brk == "open" and r.get("breaker_until"):
             brk += f" {max(0, int(r['breaker_until'] - now))}s"
         name = r["name"] + ("" if r["enabled"] else " (removed)")
-        click.echo(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
-                   f" {str(r['last_state'] or '-'):<10} {brk:<10} {rate:>7}"
-                   + ("  spec error: see `watchkeeper check`" if r.get("last_error") else ""))
+        last = "partial" if r.get("last_status") == "partial" else str(r["last_state"] or "-")
+        click.echo(_safe(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
+                         f" {last:<10} {brk:<10} {rate:>7}"))
+        error = errors.get(r["name"]) or r.get("last_error")
+        if error:
+            click.echo(_safe(f"  ! spec error (the last good spec still runs): {_one_line(error, 200)}"))
+    for inv in invalid:
+        name = inv["job"] or Path(inv["source"]).name
+        click.echo(_safe(f"{_one_line(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}"))
+        click.echo(_safe(f"  ! spec error (never loaded): {_one_line(inv['text'], 200)}"))

@@ -20,14 +20,16 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
-from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, spec_from_json, spec_json
+from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, safe_text, spec_from_json, spec_json
 from core.text import iso
 from core.vocabulary import ActionResult, JobEvent
 
@@ -45,6 +47,9 @@ class SyncReport:
     #: jobs whose file has errors: their last good spec stays in force
     kept: list[str] = field(default_factory=list)
     errors: list[SpecError] = field(default_factory=list)
+    #: ``spec_invalid`` escalations opened (or reopened) and resolved, by subject
+    invalid_opened: list[str] = field(default_factory=list)
+    invalid_resolved: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -61,15 +66,23 @@ def _error_for(name: str, source: str, errors: list[SpecError]) -> SpecError | N
 
 
 def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
-              now: float | None = None) -> SyncReport:
+              now: float | None = None, sinks: Sequence[Any] = (), owner: str | None = None) -> SyncReport:
     """Apply a folder load to the ``jobs`` table and record ``events`` (one transaction).
+
+    Also mirrors the load's errors into ``invalid_specs`` (one row per file and job name) and
+    keeps one ``spec_invalid`` escalation open per invalid job (or per file, when the error
+    names no job) until a load no longer reports it (``sync_invalid``).
 
     Args:
         ledger: an open, writable ledger.
-        result: ``load_dir`` output; ``result.bad_files`` decides which missing jobs are
-            kept (file has errors) and which are disabled (file gone or job removed).
+        result: ``load_dir`` output of the whole folder; ``result.bad_files`` decides which
+            missing jobs are kept (file has errors) and which are disabled (file gone or job
+            removed).
         actor: recorded on every event (``reload``, ``runner:<id>``, ``cli``).
         now: Unix seconds for ``updated_at`` and event times; default the current time.
+        sinks: notification sinks (``Settings.notify``) for ``spec_invalid`` escalations.
+        owner: who a ``spec_invalid`` escalation goes to when the ledger knows no owner for
+            the job (a job that never loaded).
 
     Returns:
         SyncReport with the names added, changed, removed, unchanged and kept.
@@ -127,9 +140,82 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
         for err in result.errors:
             add_event(conn, actor=actor, kind="spec_error", job=err.job, at=at, reason=str(err),
                       detail=err.to_dict())
+        rep.invalid_opened, rep.invalid_resolved = sync_invalid(conn, result.errors, actor=actor, now=at,
+                                                                sinks=sinks, owner=owner)
         return rep
 
     return ledger.write(write)
+
+
+# -- invalid spec files (invalid_specs) ------------------------------------------------------
+
+SPEC_INVALID = "spec_invalid"
+
+
+def _invalid_key(err: SpecError) -> str:
+    return f"{err.file}#{err.job or ''}"
+
+
+def _subject(job: str | None, source: str) -> str:
+    """What a ``spec_invalid`` escalation is about: the job name when the error names one,
+    else the file (an unparseable file may define any number of jobs)."""
+    return job or source
+
+
+def sync_invalid(conn: sqlite3.Connection, errors: Sequence[SpecError], *, actor: str, now: float,
+                 sinks: Sequence[Any] = (), owner: str | None = None) -> tuple[list[str], list[str]]:
+    """Make ``invalid_specs`` hold exactly ``errors`` (the whole folder's load) and move the
+    ``spec_invalid`` escalations with it. Call inside the writing transaction.
+
+    One row per (file, job name); several errors for the same pair keep the first by line,
+    with "(and N more)". A new row, or a row whose text changed, opens (or counts a repeat
+    on) the subject's ``spec_invalid`` escalation, severity warning, owner the job's
+    ``jobs.owner`` or ``owner``; an unchanged row is left alone, so a restart does not count
+    again. A row no longer reported is deleted and, when no other row has the same subject,
+    its escalation is resolved ("loads again", or "file removed").
+
+    Returns:
+        ``(subjects opened or repeated, subjects resolved)``.
+    """
+    current: dict[str, list[SpecError]] = {}
+    for err in errors:
+        if err.file:
+            current.setdefault(_invalid_key(err), []).append(err)
+    old = {r["key"]: dict(r) for r in conn.execute("SELECT * FROM invalid_specs").fetchall()}
+    opened: list[str] = []
+    for key, errs in current.items():
+        first = min(errs, key=lambda e: (e.line is None, e.line or 0))
+        text = str(first) + (f" (and {len(errs) - 1} more)" if len(errs) > 1 else "")
+        conn.execute(
+            "INSERT INTO invalid_specs (key, source, job, line, field, message, text, first_seen, last_seen)"
+            " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET line = excluded.line,"
+            " field = excluded.field, message = excluded.message, text = excluded.text,"
+            " last_seen = excluded.last_seen",
+            (key, first.file, first.job or "", first.line, first.field, first.message, text, now, now))
+        if key in old and old[key]["text"] == text:
+            continue
+        subject = _subject(first.job, first.file)
+        row = conn.execute("SELECT owner FROM jobs WHERE name = ?", (first.job,)).fetchone() if first.job else None
+        kept = " (its last good spec still runs)" if row is not None else ""
+        escalations.raise_escalation(
+            conn, job=subject, kind=SPEC_INVALID, severity="warning", run_id=None,
+            owner=(row["owner"] if row is not None and row["owner"] else owner), sinks=sinks, now=now,
+            actor=actor, reason=f"spec does not load{kept}: {text}")
+        opened.append(subject)
+    resolved: list[str] = []
+    still = {_subject(e.job, e.file) for errs in current.values() for e in errs}
+    for key, row in old.items():
+        if key in current:
+            continue
+        conn.execute("DELETE FROM invalid_specs WHERE key = ?", (key,))
+        subject = _subject(row["job"], row["source"])
+        if subject in still or subject in resolved:
+            continue
+        why = "loads again" if Path(row["source"]).exists() else "was removed"
+        if escalations.auto_resolve(conn, subject, [SPEC_INVALID], run_id=None, sinks=sinks, now=now,
+                                       actor=actor, reason=f"{safe_text(row['source'])} {why}"):
+            resolved.append(subject)
+    return opened, resolved
 
 
 def load_jobs(ledger: Ledger) -> dict[str, JobSpec]:

@@ -348,7 +348,8 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
     breaker_until, last_error, paused_at (Unix s, None when not paused), paused_by (actor,
     ``operator:<name>``), pause_reason (from ``jobs``); next_run (Unix s or None: the earliest of a
     queued run's ``not_before`` and the schedule's next slot after ``now``); last_state,
-    last_ended_at (latest finished run); success_rate (0..1 over the last ``RATE_WINDOW``
+    last_ended_at (latest finished run), last_status (its ``job_outcomes.status``: ``partial``
+    for a run that succeeded with part of its work, None before judging); success_rate (0..1 over the last ``RATE_WINDOW``
     outcomes, None with no outcomes); recent (number of outcomes counted).
 
     Fan-out sub-task runs (``runs.task != ''``) are left out of next_run, last_state and
@@ -379,9 +380,11 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         if queued and queued[0] is not None:
             nxt = queued[0] if nxt is None else min(nxt, queued[0])
         r["next_run"] = nxt
-        last = ledger.one("SELECT state, ended_at FROM runs WHERE job = ? AND task = '' AND ended_at IS NOT NULL"
-                          " ORDER BY id DESC LIMIT 1", (r["name"],))
+        last = ledger.one("SELECT r.state, r.ended_at, o.status FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
+                          " WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1",
+                          (r["name"],))
         r["last_state"] = last["state"] if last else None
+        r["last_status"] = last["status"] if last else None
         r["last_ended_at"] = last["ended_at"] if last else None
         recent = ledger.query(
             "SELECT o.status FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
@@ -399,6 +402,30 @@ def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:
     a pause/resume/trigger dialog shows before asking."""
     return row_dict(ledger.one("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
                                " breaker_until, last_error FROM jobs WHERE name = ?", (job,)))
+
+
+def invalid_specs(ledger: Ledger, *, limit: int = PAGE, never_loaded: bool = False) -> list[dict[str, Any]]:
+    """Spec files the last folder load could not take, from ``invalid_specs``, by file then
+    line: ``{"key", "source" (file), "job" (name, "" when the error names none), "line"
+    (1-based or None), "field", "message", "text" ("file:line: job 'x': field 'f': message"),
+    "first_seen", "last_seen" (Unix s), "loaded" (True when an enabled ``jobs`` row has that
+    name: its last good spec still runs)}``.
+
+    ``never_loaded=True`` keeps only the rows with no such job (a job that never parsed, or a
+    file whose error names no job): what the Jobs view lists beside the jobs. All text is
+    untrusted (from the spec file): show it through the escaper. At most ``limit`` rows.
+    """
+    sql = ("SELECT i.*, (j.name IS NOT NULL) AS loaded FROM invalid_specs i"
+           " LEFT JOIN jobs j ON j.name = i.job AND i.job != '' AND j.enabled = 1")
+    if never_loaded:
+        sql += " WHERE j.name IS NULL"
+    sql += " ORDER BY i.source, i.line, i.key LIMIT ?"
+    out = []
+    for r in ledger.query(sql, (int(limit),)):
+        d = row_dict(r) or {}
+        d["loaded"] = bool(d["loaded"])
+        out.append(d)
+    return out
 
 
 # -- row counts (scrollbar size) -----------------------------------------------------------
