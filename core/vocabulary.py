@@ -58,6 +58,21 @@ class JobEvent(StrEnum):
     SLOT_SKIPPED_PAUSED = "slot_skipped_paused"
 
 
+class OrphanReason(StrEnum):
+    """Why the sweep (or a starting runner) settled a live run as ``orphaned`` (``runs.reason``)."""
+
+    LEASE_EXPIRED = "lease_expired"
+    """Its runner is gone and the lease ran out; the process was already dead."""
+    START_TIMEOUT = "start_timeout"
+    """It stayed ``spawned`` past ``start_timeout``."""
+    RUNNER_GONE = "runner_gone"
+    """Its runner vanished (crash, kill -9) while the process still ran: the group was killed."""
+    RUNNER_ERROR = "runner_error"
+    """Its task died of an error inside a live runner."""
+    INTERRUPTED = "interrupted"
+    """Its runner stopped cleanly (SIGINT/SIGTERM) and left it behind: a warning at most."""
+
+
 #: Rank for comparisons: None < info < warning < critical.
 SEVERITY_RANK: dict[str | None, int] = {None: 0, "info": 1, "warning": 2, "critical": 3}
 

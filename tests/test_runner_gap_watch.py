@@ -21,7 +21,7 @@ from core.spec.model import JobSpec
 from core.spec.settings import load_settings
 from core.sweep import watch
 from tests.test_runner_crash import FAST_TOML, ROOT, Runners
-from tests.test_sweep_support import add_runner, dead_pid
+from tests.test_sweep_support import add_runner, dead_pid, wait_for
 
 PY = sys.executable
 
@@ -45,6 +45,14 @@ def rig(tmp_path):
     r.stop_all()
     if r._led is not None:
         r._led.close()
+    if r.db.exists():  # jobs a stopped runner left behind (their pgids are in our ledger)
+        with Ledger(r.db) as led:
+            pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 @pytest.mark.slow
@@ -123,3 +131,32 @@ def test_sweep_cli_prints_the_gap(tmp_path):
     with Ledger(db) as led:
         (esc,) = [dict(r) for r in led.query("SELECT * FROM escalations")]
         assert esc["kind"] == "runner_gap" and esc["owner"]
+
+
+def escalations_all(rig) -> list[dict]:
+    return rig.query("SELECT * FROM escalations ORDER BY id")
+
+
+@pytest.mark.slow
+def test_clean_stop_leaves_runs_that_the_next_runner_settles_as_interrupted(rig, tmp_path):
+    rig.write('name = "long"\ncommand = ["sleep", "60"]\nonce = true\nmax_attempts = 2\n'
+              'backoff = { initial = 60, factor = 1, max = 60, jitter = false }\n'
+              '[[job]]\nname = "single"\ncommand = ["sleep", "60"]\nonce = true\n'.replace(
+                  'name = "long"', '[[job]]\nname = "long"', 1))
+    first = rig.start()
+    wait_for(lambda: len(rig.query("SELECT 1 FROM runs WHERE state = 'running'")) == 2)
+    left = sorted(r["id"] for r in rig.query("SELECT id FROM runs WHERE state = 'running'"))
+    os.killpg(first.pid, signal.SIGTERM)
+    first.wait(timeout=20)
+    (stopped,) = rig.query("SELECT * FROM events WHERE kind = 'runner_stopped'")
+    assert sorted(json.loads(stopped["detail"])["left_running"]) == left
+    rig.start()
+    wait_for(lambda: all(r["state"] == "orphaned" for r in rig.query(
+        f"SELECT state FROM runs WHERE id IN ({','.join(map(str, left))})")))
+    rows = rig.query(f"SELECT * FROM runs WHERE id IN ({','.join(map(str, left))})")
+    assert {r["reason"] for r in rows} == {"interrupted"}
+    assert rig.query("SELECT 1 FROM runs WHERE job = 'long' AND attempt = 2")  # retried per policy
+    wait_for(lambda: escalations_all(rig))
+    esc = escalations_all(rig)
+    assert [(e["job"], e["kind"], e["severity"]) for e in esc] == [("single", "interrupted", "warning")]
+    assert not rig.query("SELECT 1 FROM escalations WHERE severity = 'critical'")

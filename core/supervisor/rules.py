@@ -16,6 +16,8 @@ failed, retry queued        retry_pending  -         silent: the lineage's last 
 failed, no retry left       failed       critical    escalate (hard); ``retries_exhausted``
                                                      when attempt > 1
 timed_out / orphaned        same         critical    escalate (hard), or retry_pending as above
+left behind by a clean stop interrupted  warning     escalate (hard), or retry_pending; never
+                                                     critical (``runs.reason = interrupted``)
 verification failed         verification_failed  critical  escalate (hard)
 blocked (handoff blockers)  blocked      warning     escalate (hard)
 abandoned                   abandoned    -           silent: an operator chose it
@@ -41,16 +43,16 @@ from typing import Any
 
 from core.spec.model import JobSpec
 from core.supervisor.baseline import learn
-from core.vocabulary import max_severity
+from core.vocabulary import OrphanReason, max_severity
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
-                        "retries_exhausted", "late_result", "runner_gap", "job_removed"})
+                        "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted"})
 SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"})
 NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
 SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
 #: Kinds a later healthy run of the same job auto-resolves (late_result and runner_gap are
 #: not about the job's health; they resolve by operator or runner heartbeat).
-RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
+RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
                                "retries_exhausted", "slow", "too_fast", "output_mismatch",
                                "low_confidence", "partial", "flapping"})
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
@@ -178,6 +180,13 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
     if case.state == "abandoned":
         return Verdict("abandoned", False, None, "abandoned by an operator", silent=True, anomalies=[])
 
+    if case.state == "orphaned" and case.reason == OrphanReason.INTERRUPTED:
+        # A clean runner stop left it behind: an operator's routine restart, not a crash.
+        if case.retry_queued:
+            return Verdict("retry_pending", False, None, f"attempt {case.attempt} interrupted by a clean runner"
+                           " stop; retry queued", silent=True, anomalies=["interrupted"])
+        return _hard("interrupted", f"attempt {case.attempt} was interrupted by a clean runner stop and not"
+                                    f" retried ({_failure_text(case)})", "warning")
     if not case.ok and case.state != "blocked":
         kind = case.state if case.state in ("timed_out", "orphaned") else "failed"
         if case.reason == "verification_failed":

@@ -59,6 +59,7 @@ from core.ledger.lifecycle import LIVE, TERMINAL, State
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name
 from core.supervisor import supervisor
+from core.vocabulary import OrphanReason
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +152,17 @@ def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: floa
     if not (settle_gone_now or lease_expired or start_missed):
         return Verdict("pending")
     same_host = owner is None or owner["hostname"] == this_host
+    # A runner that stopped cleanly listed this run as left behind: not a crash, never critical.
+    interrupted = owner is not None and owner["stopped_at"] is not None
     if same_host and liveness.process_alive(run["pid"], run["pid_create_time"]):
-        return Verdict("kill", "runner_gone")
+        return Verdict("kill", OrphanReason.INTERRUPTED if interrupted else OrphanReason.RUNNER_GONE)
+    if interrupted:
+        return Verdict("orphan", OrphanReason.INTERRUPTED, local=same_host)
     if start_missed:
-        return Verdict("orphan", "start_timeout", local=same_host)
+        return Verdict("orphan", OrphanReason.START_TIMEOUT, local=same_host)
     if lease_expired:
-        return Verdict("orphan", "lease_expired", local=same_host)
-    return Verdict("orphan", "runner_gone", local=same_host)
+        return Verdict("orphan", OrphanReason.LEASE_EXPIRED, local=same_host)
+    return Verdict("orphan", OrphanReason.RUNNER_GONE, local=same_host)
 
 
 class Sweeper:
