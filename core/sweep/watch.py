@@ -57,7 +57,7 @@ class WatchReport:
 
 def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDGET_S) -> WatchReport:
     """The outside watcher's duties after a sweep pass: runner gap (owned by
-    ``settings.runner_owner``), snooze expiry, then delivery of due ``notifications`` to
+    ``settings.runner_owner``), snooze expiry, repeats of unacknowledged criticals, then delivery of due ``notifications`` to
     ``settings.notify`` for at most about ``budget_s`` seconds. Never raises for ledger or
     sink errors: each step's error is listed and the next step still runs."""
     out = WatchReport()
@@ -70,6 +70,10 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
         out.reopened = escalations.expire_snoozes(ledger, sinks=sinks)
     except sqlite3.Error as exc:
         out.errors.append(f"snooze expiry: {exc}")
+    try:
+        notify.repeat_unacknowledged(ledger, sinks)
+    except sqlite3.Error as exc:
+        out.errors.append(f"repeat of unacknowledged criticals: {exc}")
     try:
         stats = notify.deliver_due(ledger, sinks, budget_s=budget_s)
         out.sent, out.retried, out.failed = stats.sent, stats.retried, stats.failed
