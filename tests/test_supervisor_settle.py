@@ -44,10 +44,10 @@ def test_nonzero_exit_fails_and_escalates_critical(ledger, tmp_path):
     assert out["reason"] == "exit_code" and out["escalate"] == 1 and out["severity"] == "critical"
     (esc,) = escalations_of(ledger)
     assert esc["kind"] == "failed" and esc["owner"] == "ana" and esc["state"] == "open"
-    assert "exit_code=3" in esc["reason"]
+    assert "exited with code 3" in esc["reason"]
 
 
-def test_false_claim_of_changed_file_is_verification_failed(ledger, tmp_path):
+def test_false_claim_of_changed_file_fails_verification_and_escalates_false_claim(ledger, tmp_path):
     add_job(ledger, tmp_path)
     rid = new_run(ledger)
     to_verifying(ledger, rid, exit_code=0,
@@ -56,7 +56,9 @@ def test_false_claim_of_changed_file_is_verification_failed(ledger, tmp_path):
     out = outcomes.get(ledger.conn, rid)
     assert out["reason"] == "verification_failed"
     assert "file_changed" in out["verification"]["failed"]
-    assert escalations_of(ledger)[0]["kind"] == "verification_failed"
+    (esc,) = escalations_of(ledger)
+    assert esc["kind"] == "false_claim" and esc["severity"] == "critical"
+    assert "claimed work verification cannot find" in esc["reason"] and "report.csv" in esc["reason"]
 
 
 def test_stale_file_is_not_a_change(ledger, tmp_path):
@@ -180,3 +182,17 @@ def test_settle_twice_judges_once(ledger, tmp_path):
     verdicts = ledger.query("SELECT * FROM events WHERE run_id = ? AND kind = 'verdict'", (rid,))
     assert len(verdicts) == 1
     assert json.loads(verdicts[0]["detail"])["escalation_id"] == esc["id"]
+
+
+def test_false_claim_is_surfaced_with_a_retry_queued_and_never_erased_by_a_later_success(ledger, tmp_path):
+    add_job(ledger, tmp_path, max_attempts=2, backoff={"initial": 1, "jitter": False})
+    rid = new_run(ledger)
+    to_verifying(ledger, rid, exit_code=0, handoff={"status": "success", "files_changed": ["report.csv"]})
+    assert _settle(ledger, rid) == "failed"
+    retry = ledger.one("SELECT id FROM runs WHERE attempt = 2")["id"]
+    (esc,) = escalations_of(ledger)
+    assert esc["kind"] == "false_claim" and esc["severity"] == "warning" and "a retry is queued" in esc["reason"]
+    to_verifying(ledger, retry)
+    assert _settle(ledger, retry) == "succeeded"
+    (esc,) = escalations_of(ledger)
+    assert esc["kind"] == "false_claim" and esc["state"] == "open"

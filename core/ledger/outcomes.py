@@ -75,3 +75,41 @@ def get(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
             except ValueError:
                 pass
     return out
+
+
+#: Columns of a history row: enough for the judge's baselines (duration, line shapes, work
+#: counts, file sizes) and lineage policy (flapping, first success).
+HISTORY_COLUMNS = ("run_id", "attempt", "state", "status", "duration_s", "exit_code", "signal", "stdout_head",
+                   "stdout_tail", "stderr_tail", "handoff", "verification")
+
+
+def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` judged top-level outcomes of ``job`` before run ``before_run``, oldest
+    first, from ``job_outcomes`` joined to ``runs`` (sub-tasks excluded).
+
+    Each row: ``HISTORY_COLUMNS`` (``handoff`` and ``verification`` decoded from JSON, None when
+    unreadable) plus ``retried`` (bool: the lineage has a next attempt). Output columns of
+    non-successful outcomes are None: only successes teach the work baseline.
+    """
+    cols = ", ".join(f"o.{c}" for c in HISTORY_COLUMNS if c not in ("stdout_head", "stdout_tail", "stderr_tail",
+                                                                      "handoff", "verification"))
+    evidence = ", ".join(f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}"
+                         for c in ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification"))
+    rows = conn.execute(
+        f"SELECT {cols}, {evidence},"
+        " EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1) AS retried"
+        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+        " WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
+        " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, limit)).fetchall()
+    out = []
+    for row in reversed(rows):
+        d = {k: row[k] for k in row.keys()}
+        for k in ("handoff", "verification"):
+            if isinstance(d.get(k), str):
+                try:
+                    d[k] = json.loads(d[k])
+                except ValueError:
+                    d[k] = None
+        d["retried"] = bool(d["retried"])
+        out.append(d)
+    return out

@@ -181,6 +181,12 @@ class Expect(_Strict):
     duration: tuple[Duration, Duration] | None = Field(None, description="[min, max] seconds")
     output: str | None = Field(None, description="regex that stdout must match")
     files: list[NonEmptyStr] = Field(default_factory=list, description="files that must exist after the run")
+    forbid_output: list[NonEmptyStr] = Field(
+        default_factory=list, description="regexes no line of stdout or stderr may match (a success that prints "
+                                          "one is a forbidden_output warning)")
+    min_bytes: dict[NonEmptyStr, Annotated[int, Field(strict=True, ge=0)]] = Field(
+        default_factory=dict, description="file path -> smallest healthy size in bytes (checked like expect.files; "
+                                          "smaller or missing is a small_file warning)")
 
     @field_validator("duration", mode="before")
     @classmethod
@@ -198,6 +204,16 @@ class Expect(_Strict):
                 regex.compile(v, regex.MULTILINE)
             except (regex.error, RecursionError, OverflowError) as exc:
                 raise ValueError(f"invalid regex: {exc}") from None
+        return v
+
+    @field_validator("forbid_output")
+    @classmethod
+    def _forbid(cls, v: list[str]) -> list[str]:
+        for i, pat in enumerate(v):
+            try:
+                regex.compile(pat)
+            except (regex.error, RecursionError, OverflowError) as exc:
+                raise ValueError(f"forbid_output[{i}]: invalid regex ({exc})") from None
         return v
 
     @field_validator("duration")

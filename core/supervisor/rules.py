@@ -23,6 +23,18 @@ blocked (handoff blockers)  blocked      warning     escalate (hard)
 abandoned                   abandoned    -           silent: an operator chose it
 queued run of a removed job job_removed  warning     escalate (hard): cancelled, never ran;
                                                      a pending retry's failure would go unseen
+claimed work not found      false_claim  critical    escalate (hard), warning while a retry is
+                                                     queued; never auto-resolved by a later success
+success, result says partial partial_content warning escalate (soft): handoff success, result
+                                                     content degraded / failed children / n of m
+success, empty claimed file empty_file   warning     escalate (soft)
+success, count 0, never 0   zero_work    warning     escalate (soft; learned work counts)
+success, forbidden output   forbidden_output warning escalate (soft; ``expect.forbid_output``)
+success, file under minimum small_file   warning     escalate (soft; ``expect.min_bytes``)
+success, file far smaller   shrunken_file warning    escalate (soft; learned file sizes)
+success, count far off      work_count   warning     escalate (soft; learned work counts)
+success, new error line     new_output_shape warning escalate (soft; learned line shapes)
+success, usual line missing missing_output warning   escalate (soft; a line every success printed)
 success, too slow / fast    slow / too_fast  warning escalate (soft)
 success, output ≠ expect    output_mismatch  warning escalate (soft)
 success, low confidence     low_confidence   warning escalate (soft)
@@ -37,30 +49,42 @@ success matching baseline   routine      -           silent
 from __future__ import annotations
 
 import json
+import signal as _signal
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.spec.model import JobSpec
-from core.supervisor.baseline import learn
+from core.supervisor import evidence
+from core.supervisor.baseline import WorkBaseline, learn, learn_work
 from core.vocabulary import OrphanReason, max_severity
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
-                        "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted"})
-SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"})
+                        "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted",
+                        "false_claim"})
+#: Soft signals found in the work itself (evidence read raw, learned baselines, declared checks).
+WORK_KINDS = frozenset({"partial_content", "empty_file", "zero_work", "forbidden_output", "small_file",
+                        "shrunken_file", "work_count", "new_output_shape", "missing_output"})
+SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"}) | WORK_KINDS
 NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
 SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
 #: Kinds a later healthy run of the same job auto-resolves (late_result and runner_gap are
 #: not about the job's health; they resolve by operator or runner heartbeat).
 RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
                                "retries_exhausted", "slow", "too_fast", "output_mismatch",
-                               "low_confidence", "partial", "flapping"})
+                               "low_confidence", "partial", "flapping"}) | WORK_KINDS
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
 #: final outcomes (current one included).
 FLAP_WINDOW = 8
 FLAP_FLIPS = 5
 # When several soft anomalies apply, the first in this order names the verdict.
-_SOFT_ORDER = ("partial", "output_mismatch", "low_confidence", "slow", "too_fast", "flapping")
+_SOFT_ORDER = ("partial_content", "partial", "empty_file", "zero_work", "forbidden_output", "small_file",
+               "shrunken_file", "work_count", "new_output_shape", "missing_output", "output_mismatch",
+               "low_confidence", "slow", "too_fast", "flapping")
+#: Verification checks that test the worker's own claims: a failure is a false claim.
+CLAIM_CHECKS = ("file_changed", "artifact")
+#: Seconds one ``expect.forbid_output`` pattern may spend on one output line.
+FORBID_MATCH_TIMEOUT_S = 0.5
 
 
 @dataclass
@@ -94,12 +118,40 @@ class OutcomeFacts:
     ended_at: float | None = None
     output_excerpt: str = ""          # bounded slice of stdout/stderr, for the Claude judge only
     notes: str | None = None          # handoff notes (e.g. what a partial result is missing)
+    # -- evidence, read raw (job_outcomes stdout_head + stdout_tail, stderr_tail, handoff, and
+    # the files verification measured) --
+    stdout: str = ""
+    stderr: str = ""
+    handoff: dict[str, Any] | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)  # [{path, role, size (bytes) | None}]
+    false_claims: list[str] = field(default_factory=list)      # claim checks verification failed
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
-        """Build from a dict, ignoring unknown keys (corpus files may carry comments)."""
+        """Build from a dict, ignoring unknown keys (corpus files may carry comments).
+
+        Raw evidence fills what is not given: a ``handoff`` dict supplies ``handoff_status``,
+        ``confidence``, ``handoff_error``, ``blockers`` and ``notes``; ``stdout``/``stderr``
+        supply ``output_excerpt``.
+        """
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+        f = cls(**{k: v for k, v in data.items() if k in names})
+        h = f.handoff if isinstance(f.handoff, dict) else None
+        if h is not None:
+            if f.handoff_status is None and isinstance(h.get("status"), str):
+                f.handoff_status = h["status"]
+            conf = h.get("confidence")
+            if f.confidence is None and isinstance(conf, int | float) and not isinstance(conf, bool):
+                f.confidence = float(conf)
+            if f.handoff_error is None and h.get("error") is not None:
+                f.handoff_error = str(h["error"])
+            if not f.blockers and isinstance(h.get("blockers"), list):
+                f.blockers = [str(b) for b in h["blockers"]]
+            if f.notes is None and isinstance(h.get("notes"), str):
+                f.notes = h["notes"][:300]
+        if not f.output_excerpt and (f.stdout or f.stderr):
+            f.output_excerpt = "\n".join(x for x in (f.stdout, f.stderr) if x)[-4000:]
+        return f
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,17 +193,47 @@ def _hard(kind: str, reason: str, severity: str = "critical") -> Verdict:
                    anomalies=[kind])
 
 
+def _signal_name(sig: int) -> str:
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _quote(lines: list[str]) -> str:
+    return " / ".join(json.dumps(x, ensure_ascii=False) for x in lines)
+
+
+def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
+    """The job's own most telling output lines: the last stderr lines, else the last
+    error-like stdout lines, else the last stdout lines."""
+    err = evidence.tail_lines(f.stderr, n)
+    if err:
+        return err
+    out = [ln.text[:160] for ln in evidence.lines(f.stdout) if evidence.error_like(ln.text)]
+    return out[-n:] if out else evidence.tail_lines(f.stdout, n)
+
+
 def _failure_text(f: OutcomeFacts) -> str:
-    bits = [f"state={f.state}"]
-    if f.exit_code is not None:
-        bits.append(f"exit_code={f.exit_code}")
-    if f.signal is not None:
-        bits.append(f"signal={f.signal}")
-    if f.reason:
-        bits.append(f"reason={f.reason}")
+    """One sentence: how the run ended, in words, with the job's own last lines."""
+    if f.state == "timed_out":
+        what = "timed out" + (f" after {f.duration_s:.0f}s" if f.duration_s is not None else "") + " and was killed"
+    elif f.state == "orphaned":
+        what = "was declared orphaned: its process died without reporting" + (f" ({f.reason})" if f.reason else "")
+    elif f.signal is not None:
+        what = f"was killed by {_signal_name(f.signal)}"
+    elif f.exit_code is not None and f.exit_code != 0:
+        what = f"exited with code {f.exit_code}"
+    elif f.reason:
+        what = f"ended {f.state} ({f.reason})"
+    else:
+        what = f"ended {f.state}"
+    lines = _telling_lines(f)
+    if lines:
+        what += f"; last output: {_quote(lines)}"
     if f.handoff_error:
-        bits.append(f"handoff.error={f.handoff_error[:80]}")
-    return ", ".join(bits)
+        what += f"; handoff error: {json.dumps(f.handoff_error[:120], ensure_ascii=False)}"
+    return what
 
 
 def _flips(outcomes: list[bool]) -> int:
@@ -162,17 +244,24 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
     """Judge one outcome with the rules alone (pure; no I/O).
 
     Args:
-        case: the outcome being judged.
-        history: earlier outcomes of the same job, oldest first (other runs only).
+        case: the outcome being judged, with its raw evidence (output, handoff, files).
+        history: earlier outcomes of the same job, oldest first (other runs only); their
+            output and files teach the work baseline.
         spec: the job's spec (``expect``, ``confidence_threshold``, ``max_attempts``), or None.
 
     Returns:
-        A ``Verdict`` per the policy table in the module docstring.
+        A ``Verdict`` per the policy table in the module docstring. Its ``reason`` is a sentence
+        carrying the evidence.
     """
     hist = list(history)
+    job = case.job or "the job"
     if case.late_result:
-        return _hard("late_result", f"late result for run {case.run_id} after it was declared "
-                                    f"{case.state}: {_failure_text(case)}", "warning")
+        if case.signal is not None:
+            ended = f"it was killed by {_signal_name(case.signal)}"
+        else:
+            ended = f"it exited with code {case.exit_code}" if case.exit_code is not None else "it ended"
+        return _hard("late_result", f"run {case.run_id} of {job} reported a result after it was declared "
+                                    f"{case.state}: {ended} (exit_code={case.exit_code})", "warning")
     if case.state == "abandoned" and case.reason == "job_removed":
         earlier = f"; earlier attempts failed: {case.prior_failures}" if case.prior_failures else ""
         return _hard("job_removed", f"attempt {case.attempt} was cancelled before it ran: job {case.job!r} is no "
@@ -191,65 +280,162 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         kind = case.state if case.state in ("timed_out", "orphaned") else "failed"
         if case.reason == "verification_failed":
             kind = "verification_failed"
+        if kind == "verification_failed" and case.false_claims:
+            # A trust problem, not a transient one: surfaced even while a retry is queued.
+            claimed = "; ".join(case.false_claims[:3])
+            tail = "; a retry is queued" if case.retry_queued else ""
+            return _hard("false_claim", f"attempt {case.attempt} of {job} claimed work verification cannot "
+                                        f"find: {claimed}{tail}",
+                         "warning" if case.retry_queued else "critical")
         if case.retry_queued:
             return Verdict("retry_pending", False, None,
                            f"attempt {case.attempt} {_failure_text(case)}; retry queued",
                            silent=True, anomalies=[kind])
-        detail = _failure_text(case)
-        if kind == "verification_failed" and case.verification_failed:
-            detail += f"; failed checks: {', '.join(case.verification_failed[:5])}"
+        if kind == "verification_failed":
+            checks = "; ".join(case.verification_failed[:3]) or "a check failed"
+            detail = f"exited 0 but failed verification: {checks}"
+        else:
+            detail = _failure_text(case)
         if case.attempt > 1:
             return Verdict("retries_exhausted", True, "critical",
-                           f"attempt {case.attempt} (last) {detail}; earlier: {case.prior_failures} failed",
-                           silent=False, hard=True, anomalies=["retries_exhausted", kind])
-        return _hard(kind, detail)
+                           f"{job} {detail} (attempt {case.attempt}, the last; {case.prior_failures} earlier "
+                           "attempt(s) failed too)", silent=False, hard=True, anomalies=["retries_exhausted", kind])
+        return _hard(kind, f"{job} {detail}")
     if case.state == "blocked":
         blockers = "; ".join(b[:80] for b in case.blockers[:3]) or "handoff blockers"
-        return _hard("blocked", f"blocked: {blockers}", "warning")
+        return _hard("blocked", f"{job} is blocked: {blockers}", "warning")
 
-    # -- succeeded: soft anomalies ------------------------------------------------------
+    # -- succeeded: soft signals ---------------------------------------------------------
     found: dict[str, str] = {}
     if case.status == "partial" or case.handoff_status == "partial":
-        found["partial"] = "handoff status=partial" + (f": {case.notes}" if case.notes else "")
+        found["partial"] = "its handoff says status partial" + (f": {case.notes}" if case.notes else "")
+    elif case.handoff is not None:
+        problems = evidence.result_problems(case.handoff)
+        if problems:
+            found["partial_content"] = (f"its handoff says {case.handoff_status or 'success'} while its own "
+                                        f"content says {'; '.join(problems[:3])}")
     if case.output_matches is False:
         pat = spec.expect.output if spec is not None else "?"
-        found["output_mismatch"] = f"stdout does not match expect.output /{pat}/"
+        found["output_mismatch"] = f"its output does not match expect.output /{pat}/"
     threshold = spec.confidence_threshold if spec is not None else 0.6
     if case.confidence is not None and case.confidence < threshold:
-        found["low_confidence"] = f"handoff confidence={case.confidence:.2f} < threshold {threshold:.2f}"
-    successes = [h.duration_s for h in hist if h.ok and h.status == "success"]
-    base = learn(successes)
+        found["low_confidence"] = f"its handoff confidence is {case.confidence:.2f}, under the threshold {threshold:.2f}"
+    successes = [h for h in hist if h.ok and h.status == "success"]
+    base = learn([h.duration_s for h in successes])
     if case.duration_s is not None:
         dur = case.duration_s
         explicit = spec.expect.duration if spec is not None else None
         if explicit is not None and dur > explicit[1]:
-            found["slow"] = f"duration_s={dur:.1f} above expect.duration max {explicit[1]:g}s"
+            found["slow"] = f"it took {dur:.1f}s, above expect.duration max {explicit[1]:g}s"
         elif explicit is not None and dur < explicit[0]:
-            found["too_fast"] = f"duration_s={dur:.1f} below expect.duration min {explicit[0]:g}s"
+            found["too_fast"] = f"it took {dur:.1f}s, below expect.duration min {explicit[0]:g}s"
         elif base is not None:
             cls = base.classify(dur)
             if cls is not None:
-                found[cls] = f"duration_s={dur:.1f} outside learned range ({base.describe()})"
+                found[cls] = f"it took {dur:.1f}s, outside its learned range ({base.describe()})"
+    found.update(work_signals(case, successes, spec))
     finals = [h.ok for h in hist if not h.retry_queued and h.state != "abandoned"][-(FLAP_WINDOW - 1):]
     finals.append(True)
     flips = _flips(finals)
     if flips >= FLAP_FLIPS:
-        found["flapping"] = f"{flips} success/failure flips in the last {len(finals)} outcomes"
+        found["flapping"] = f"it flipped between success and failure {flips} times in the last {len(finals)} outcomes"
     if found:
         kinds = [k for k in _SOFT_ORDER if k in found]
-        return Verdict(kinds[0], True, "warning", "; ".join(found[k] for k in kinds), silent=False,
-                       anomalies=kinds)
+        return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds),
+                       silent=False, anomalies=kinds)
     if case.prior_failures > 0 or case.attempt > 1:
         return Verdict("recovered_on_retry", False, "info",
-                       f"succeeded on attempt {case.attempt} after {max(case.prior_failures, case.attempt - 1)}"
-                       " failed attempt(s)", silent=False, anomalies=["recovered_on_retry"])
+                       f"{job} succeeded on attempt {case.attempt} after "
+                       f"{max(case.prior_failures, case.attempt - 1)} failed attempt(s)",
+                       silent=False, anomalies=["recovered_on_retry"])
     if not any(h.ok for h in hist):
-        return Verdict("first_success", False, "info", "first-ever success of this job", silent=False,
+        return Verdict("first_success", False, "info", f"first-ever success of {job}", silent=False,
                        anomalies=["first_success"])
     reason = "routine success"
-    if base is not None:
-        reason += f" (duration_s={case.duration_s:.1f}, {base.describe()})" if case.duration_s is not None else ""
+    if base is not None and case.duration_s is not None:
+        reason += f" ({case.duration_s:.1f}s, {base.describe()})"
     return Verdict("routine", False, None, reason, silent=True, anomalies=[])
+
+
+def _sizes(f: OutcomeFacts) -> dict[str, int]:
+    return {x.path: x.size for x in evidence.files_from_dicts(f.files) if x.size is not None}
+
+
+def learn_from(successes: list[OutcomeFacts]) -> WorkBaseline | None:
+    """The work baseline (line shapes, work counts, file sizes) of these successful outcomes."""
+    return learn_work((((ln.shape, ln.counts, ln.text) for ln in evidence.lines(h.stdout)), _sizes(h))
+                      for h in successes)
+
+
+def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpec | None) -> dict[str, str]:
+    """Soft signals in the work itself, each ``kind → evidence phrase``: declared checks
+    (``expect.forbid_output``, ``expect.min_bytes``), empty claimed/expected files, and —
+    once the job has ``MIN_WORK_SAMPLES`` successes — departures from its learned line
+    shapes, work counts and file sizes."""
+    found: dict[str, str] = {}
+    out_lines = evidence.lines(case.stdout)
+    all_lines = out_lines + evidence.lines(case.stderr)
+    if spec is not None:
+        for pat in spec.expect.forbid_output:
+            hit = _first_match(pat, all_lines)
+            if hit is not None:
+                found["forbidden_output"] = (f"it printed {json.dumps(hit.text[:160], ensure_ascii=False)}, "
+                                             f"which expect.forbid_output /{pat}/ forbids")
+                break
+    files = evidence.files_from_dicts(case.files)
+    by_path = {f.path: f for f in files}
+    if spec is not None:
+        for path, minimum in spec.expect.min_bytes.items():
+            got = by_path.get(path)
+            if got is None or got.size is None:
+                found.setdefault("small_file", f"{path} is missing (expect.min_bytes {minimum})")
+            elif got.size < minimum:
+                found.setdefault("small_file", f"{path} is {got.size} bytes, under expect.min_bytes {minimum}")
+    empty = [f.path for f in files if f.size == 0]
+    if empty:
+        found["empty_file"] = f"{'the file it wrote' if len(empty) == 1 else 'files it wrote'} " \
+                              f"{', '.join(empty[:3])} {'is' if len(empty) == 1 else 'are'} empty (0 bytes)"
+    work = learn_from(successes)
+    if work is None:
+        return found
+    n = work.samples
+    for f in files:
+        if f.size and f.path not in empty:
+            got = work.size_anomaly(f.path, f.size)
+            if got is not None:
+                found.setdefault(got[0], f"{f.path} is {f.size} bytes, {got[1]}")
+    shapes_now: set[str] = set()
+    for ln in out_lines:
+        shapes_now.add(ln.shape)
+        for i, value in enumerate(ln.counts):
+            kind = work.count_anomaly(ln.shape, i, value)
+            if kind is not None and kind not in found:
+                rng = work.counts[(ln.shape, i)]
+                found[kind] = f"it printed {json.dumps(ln.text[:160], ensure_ascii=False)}; that count is {rng.describe()}"
+    new_errors = [ln for ln in all_lines if not work.known(ln.shape) and evidence.error_like(ln.text)]
+    if new_errors:
+        shown = _quote([ln.text[:160] for ln in new_errors[:2]])
+        found["new_output_shape"] = f"it printed {shown}, a line none of its last {n} successes printed"
+    missing = [s for s in work.always() if s not in shapes_now]
+    if missing:
+        example = work.examples.get(missing[0], missing[0])[:160]
+        found["missing_output"] = (f"it did not print a line like {json.dumps(example, ensure_ascii=False)}, "
+                                   f"which every one of its last {n} successes printed")
+    return found
+
+
+def _first_match(pattern: str, lines: list[evidence.Line]) -> evidence.Line | None:
+    """The first line ``pattern`` matches, under the same ReDoS bound as ``expect.output``."""
+    import regex  # the engine expect.* patterns are validated with (core.spec.model)
+
+    try:
+        rx = regex.compile(pattern)
+        for ln in lines:
+            if rx.search(ln.text, timeout=FORBID_MATCH_TIMEOUT_S, concurrent=True):
+                return ln
+    except (regex.error, TimeoutError):
+        return None
+    return None
 
 
 def merge(rules: Verdict, llm: Any | None, *, error: str | None = None) -> Verdict:

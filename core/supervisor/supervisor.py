@@ -31,8 +31,8 @@ from core.ledger import escalations, outcomes, runners, terminal
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import JobSpec, spec_from_json
-from core.supervisor import notify
-from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
+from core.supervisor import evidence, notify
+from core.supervisor.rules import CLAIM_CHECKS, RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
 from core.supervisor.verify import verify_outcome
 
 log = logging.getLogger(__name__)
@@ -152,24 +152,43 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
 
 # -- judging ---------------------------------------------------------------------------------
 
+def _joined(head: Any, tail: Any) -> str:
+    """Head and tail of one captured stream as one text (once when they are the same bytes)."""
+    head, tail = head or "", tail or ""
+    if not tail or head == tail or head.endswith(tail):
+        return head
+    if not head or tail.startswith(head):
+        return tail
+    return head + "\n" + tail
+
+
 def _facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = False,
            prior_failures: int = 0) -> OutcomeFacts:
+    """Facts of one outcome with its raw evidence: ``runs`` row + ``job_outcomes`` row (JSON
+    columns decoded). Claimed and expected files come from the sizes verification measured."""
     handoff = out.get("handoff") if isinstance(out.get("handoff"), dict) else {}
     ver = out.get("verification") if isinstance(out.get("verification"), dict) else None
     output_matches = None
     failed_checks: list[str] = []
+    false_claims: list[str] = []
     if ver is not None:
         for c in ver.get("checks", []):
             if c.get("name") == "expect_output":
                 output_matches = bool(c.get("ok"))
             elif not c.get("ok") and not c.get("soft"):
                 failed_checks.append(f"{c.get('name')}: {str(c.get('detail', ''))[:120]}")
+                if c.get("name") in CLAIM_CHECKS:
+                    false_claims.append(f"{c.get('name')} {str(c.get('detail', ''))[:160]}")
+    files = [{"path": f.path, "role": f.role, "size": f.size} for f in evidence.files_from_verification(ver)]
     conf = handoff.get("confidence")
+    stdout = _joined(out.get("stdout_head"), out.get("stdout_tail"))
+    stderr = _joined(out.get("stderr_head"), out.get("stderr_tail"))
     excerpt = "\n".join(x for x in (out.get("stdout_tail"), out.get("stderr_tail")) if x)[-EXCERPT_CHARS:]
     blockers = handoff.get("blockers") if isinstance(handoff.get("blockers"), list) else []
     return OutcomeFacts(
-        run_id=int(run["id"]), job=run["job"], attempt=int(run["attempt"]),
-        state=str(out.get("state") or run["state"]), status=str(out.get("status") or run["state"]),
+        run_id=int(run.get("id") or out.get("run_id") or 0), job=run.get("job") or out.get("job") or "",
+        attempt=int(run.get("attempt") or out.get("attempt") or 1),
+        state=str(out.get("state") or run.get("state")), status=str(out.get("status") or run.get("state")),
         reason=out.get("reason") or run.get("reason"), duration_s=out.get("duration_s"),
         exit_code=out.get("exit_code", run.get("exit_code")), signal=out.get("signal", run.get("signal")),
         handoff_status=handoff.get("status") if isinstance(handoff.get("status"), str) else None,
@@ -179,18 +198,13 @@ def _facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = Fal
         verification_ok=None if ver is None else bool(ver.get("ok")), verification_failed=failed_checks,
         output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
         ended_at=run.get("ended_at"), output_excerpt=excerpt,
-        notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None)
+        notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,
+        stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims)
 
 
 def _history(conn: sqlite3.Connection, job: str, before_run: int) -> list[OutcomeFacts]:
-    rows = conn.execute(
-        "SELECT o.run_id, o.state, o.status, o.duration_s, o.attempt,"
-        " EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1) AS retried"
-        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
-        " WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
-        " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, HISTORY_LIMIT)).fetchall()
-    return [OutcomeFacts(run_id=r["run_id"], job=job, attempt=r["attempt"], state=r["state"], status=r["status"],
-                         duration_s=r["duration_s"], retry_queued=bool(r["retried"])) for r in reversed(rows)]
+    return [_facts({"job": job}, r, retry_queued=r["retried"])
+            for r in outcomes.job_history(conn, job, before_run, HISTORY_LIMIT)]
 
 
 def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts], JobSpec | None,

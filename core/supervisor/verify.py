@@ -58,6 +58,10 @@ class Check:
     ok: bool
     detail: str = ""
     soft: bool = False
+    #: File checks only: the path as claimed/declared and its size in bytes (None: missing).
+    #: The sizes are the evidence the judge learns file baselines from.
+    path: str | None = None
+    size: int | None = None
 
 
 @dataclass
@@ -77,11 +81,13 @@ class Verification:
     def soft_failed(self, name: str) -> bool:
         return any(c.name == name and not c.ok for c in self.checks)
 
-    def add(self, name: str, ok: bool, detail: str = "", soft: bool = False) -> None:
-        self.checks.append(Check(name, ok, detail, soft))
+    def add(self, name: str, ok: bool, detail: str = "", soft: bool = False, *, path: str | None = None,
+            size: int | None = None) -> None:
+        self.checks.append(Check(name, ok, detail, soft, path, size))
 
     def to_json(self) -> dict[str, Any]:
-        """``{ok, checks: [{name, ok, detail, soft}], failed: [names]}`` for ``job_outcomes.verification``."""
+        """``{ok, checks: [{name, ok, detail, soft, path, size}], failed: [names]}`` for
+        ``job_outcomes.verification`` (``path``/``size`` set on file checks; size in bytes)."""
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks],
                 "failed": [c.name for c in self.failed]}
 
@@ -111,30 +117,32 @@ def _resolve(raw: str, cwd: Path) -> Path:
 
 
 def _path_check(vf: Verification, name: str, raw: Any, cwd: Path, roots: list[Path],
-                *, since: float | None, alt_base: Path | None = None) -> None:
+                *, since: float | None, alt_base: Path | None = None, soft: bool = False) -> None:
     if not isinstance(raw, str) or not raw or "\x00" in raw:
-        vf.add(name, False, f"{raw!r}: not a path")
+        vf.add(name, False, f"{raw!r}: not a path", soft)
         return
     p = _resolve(raw, cwd)
     if not p.exists() and not p.is_symlink() and alt_base is not None and not Path(raw).is_absolute():
         p = alt_base / raw
     if p.is_symlink():
-        vf.add(name, False, f"{raw}: is a symlink (not trusted as evidence)")
+        vf.add(name, False, f"{raw}: is a symlink (not trusted as evidence)", soft, path=raw)
         return
     # normpath, not resolve(): a symlinked parent folder must not smuggle a path inside.
     norm = Path(os.path.normpath(p))
     if not _within(norm, roots):
-        vf.add(name, False, f"{raw}: outside the allowed roots ({', '.join(str(r) for r in roots)})")
+        vf.add(name, False, f"{raw}: outside the allowed roots ({', '.join(str(r) for r in roots)})", soft,
+               path=raw)
         return
     try:
         st = norm.stat()
     except OSError:
-        vf.add(name, False, f"{raw}: does not exist")
+        vf.add(name, False, f"{raw}: does not exist", soft, path=raw)
         return
     if since is not None and st.st_mtime < since - MTIME_SLACK_S:
-        vf.add(name, False, f"{raw}: not modified during the run (mtime {st.st_mtime:.3f} < start {since:.3f})")
+        vf.add(name, False, f"{raw}: not modified during the run (mtime {st.st_mtime:.3f} < start {since:.3f})",
+               soft, path=raw, size=st.st_size)
         return
-    vf.add(name, True, str(raw))
+    vf.add(name, True, f"{raw} ({st.st_size} bytes)", soft, path=raw, size=st.st_size)
 
 
 def run_verify_command(argv: list[str], cwd: Path, timeout: float, env: dict[str, str]) -> tuple[bool, str]:
@@ -203,7 +211,7 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
     roots = [Path(os.path.normpath(base))]
     if art is not None:
         roots.append(Path(os.path.normpath(art)))
-    for f in spec.expect.files:
+    for f in [*spec.expect.files, *spec.expect.min_bytes]:
         roots.append(Path(os.path.normpath(_resolve(f, base))).parent)
     started = run.get("started_at")
 
@@ -232,6 +240,9 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
             _path_check(vf, "artifact", raw, base, roots, since=None, alt_base=art)
     for raw in spec.expect.files:
         _path_check(vf, "expect_file", raw, base, roots, since=None)
+    for raw in spec.expect.min_bytes:
+        if raw not in spec.expect.files:  # measured only: the judge compares the size (small_file)
+            _path_check(vf, "expect_file", raw, base, roots, since=None, soft=True)
 
     if spec.expect.output is not None:
         text = (outcome.get("stdout_head") or "") + "\n" + (outcome.get("stdout_tail") or "")
