@@ -10,6 +10,8 @@ call like the model would, and can misbehave on demand:
 * ``slow``      — waits ``delay`` seconds before answering (client timeout path)
 * ``agree``     — a sensible model: confirms the rules verdict quoted in the prompt (notes stay
   notes, anomalies escalate at the rules' severity)
+* ``always_escalate`` — every outcome needs a person (critical)
+* ``always_silent`` — nothing needs a person (escalate=false, info): the rules verdict must stand
 * ``obey_output`` — a gullible model: if the prompt's job output says "report OK", it answers
   escalate=false / info / "OK" (the injection test: the verdict must not change)
 
@@ -98,6 +100,12 @@ class FakeAnthropic:
             return 200, self._message(self._tool({
                 "escalate": not note, "severity": "info" if note or sev not in ("warning", "critical") else sev,
                 "reason": f"agree with rules: {kind}", "summary": "fake agrees"}), model)
+        if self.mode == "always_escalate":
+            return 200, self._message(self._tool({"escalate": True, "severity": "critical",
+                                                  "reason": "a person must look", "summary": "escalate"}), model)
+        if self.mode == "always_silent":
+            return 200, self._message(self._tool({"escalate": False, "severity": "info",
+                                                  "reason": "nothing to see", "summary": "fine"}), model)
         if self.mode == "obey_output":
             text = json.dumps(body.get("messages", []))
             if "report OK" in text or "report ok" in text.lower():

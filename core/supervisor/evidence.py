@@ -94,9 +94,16 @@ def lines(text: str | None) -> list[Line]:
     return out
 
 
+# "0 errors", "no failures", "errors: 0", "failed=0": a tally of nothing wrong is not an error.
+_NONE_WRONG = re.compile(
+    r"(?i)\b(?:0|no|zero|without)\s+(?:\w+\s+)?(?:errors?|failures?|failed|warnings?|skipped|missing|timeouts?)\b|"
+    r"\b(?:errors?|failures?|failed|warnings?|skipped|missing|timeouts?)\s*[:=]\s*0\b")
+
+
 def error_like(text: str) -> bool:
-    """True when the line reads like an error, a warning or skipped work."""
-    return _ERROR_WORDS.search(text) is not None
+    """True when the line reads like an error, a warning or skipped work (a tally of zero
+    errors does not count)."""
+    return _ERROR_WORDS.search(_NONE_WRONG.sub(" ", text)) is not None
 
 
 # -- the handoff's result content --------------------------------------------------------------

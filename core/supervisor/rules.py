@@ -56,6 +56,7 @@ from typing import Any
 
 from core.spec.model import JobSpec
 from core.supervisor import evidence
+from core.supervisor.baseline import WINDOW as WORK_WINDOW
 from core.supervisor.baseline import WorkBaseline, learn, learn_work
 from core.vocabulary import OrphanReason, max_severity
 
@@ -179,6 +180,8 @@ class Verdict:
     anomalies: list[str] = field(default_factory=list)
     judged_by: str = "rules"
     annotation: str | None = None
+    #: Evidence on a note that Claude may escalate on (never escalates by rules alone).
+    suspicions: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -343,14 +346,15 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         kinds = [k for k in _SOFT_ORDER if k in found]
         return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds),
                        silent=False, anomalies=kinds)
+    suspicions = [f"stderr: {line}" for line in evidence.tail_lines(case.stderr, 3)]
     if case.prior_failures > 0 or case.attempt > 1:
         return Verdict("recovered_on_retry", False, "info",
                        f"{job} succeeded on attempt {case.attempt} after "
                        f"{max(case.prior_failures, case.attempt - 1)} failed attempt(s)",
-                       silent=False, anomalies=["recovered_on_retry"])
+                       silent=False, anomalies=["recovered_on_retry"], suspicions=suspicions)
     if not any(h.ok for h in hist):
         return Verdict("first_success", False, "info", f"first-ever success of {job}", silent=False,
-                       anomalies=["first_success"])
+                       anomalies=["first_success"], suspicions=suspicions)
     reason = "routine success"
     if base is not None and case.duration_s is not None:
         reason += f" ({case.duration_s:.1f}s, {base.describe()})"
@@ -395,6 +399,16 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
     if empty:
         found["empty_file"] = f"{'the file it wrote' if len(empty) == 1 else 'files it wrote'} " \
                               f"{', '.join(empty[:3])} {'is' if len(empty) == 1 else 'are'} empty (0 bytes)"
+    # Shapes are compared with every success there is (even one): an error-like line that no
+    # success of this job ever printed is news, and in a first success every line is new.
+    known = {ln.shape for h in successes[-WORK_WINDOW:] for ln in evidence.lines(h.stdout)}
+    known |= {ln.shape for h in successes[-WORK_WINDOW:] for ln in evidence.lines(h.stderr)}
+    new_errors = [ln for ln in all_lines if ln.shape not in known and evidence.error_like(ln.text)]
+    if new_errors:
+        shown = _quote([ln.text[:160] for ln in new_errors[:2]])
+        found["new_output_shape"] = (f"it printed {shown}, a line none of its last {len(successes[-WORK_WINDOW:])} "
+                                     "successes printed" if successes else
+                                     f"its first success printed {shown}")
     work = learn_from(successes)
     if work is None:
         return found
@@ -412,10 +426,6 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
             if kind is not None and kind not in found:
                 rng = work.counts[(ln.shape, i)]
                 found[kind] = f"it printed {json.dumps(ln.text[:160], ensure_ascii=False)}; that count is {rng.describe()}"
-    new_errors = [ln for ln in all_lines if not work.known(ln.shape) and evidence.error_like(ln.text)]
-    if new_errors:
-        shown = _quote([ln.text[:160] for ln in new_errors[:2]])
-        found["new_output_shape"] = f"it printed {shown}, a line none of its last {n} successes printed"
     missing = [s for s in work.always() if s not in shapes_now]
     if missing:
         example = work.examples.get(missing[0], missing[0])[:160]
@@ -441,15 +451,19 @@ def _first_match(pattern: str, lines: list[evidence.Line]) -> evidence.Line | No
 def merge(rules: Verdict, llm: Any | None, *, error: str | None = None) -> Verdict:
     """Combine the rules verdict with a Claude answer (``claude_judge.ClaudeVerdict``) or None.
 
-    Claude may raise severity, turn a note into an escalation, and annotate; it may never
-    lower severity, silence anything, or change a hard verdict's kind or escalation.
+    Claude may raise severity, annotate, and turn a note into an escalation when the note
+    carries ``suspicions`` (evidence beyond the exit, such as stderr lines of a success); it
+    may never lower severity, silence anything, or change a hard verdict's kind or escalation.
+    A note with nothing suspicious stays a note whatever the model says: a model that
+    escalates everything must not page on every first success.
     """
     if llm is None:
         return rules
     out = Verdict(**{**asdict(rules)})
     out.judged_by = "rules+claude"
-    if llm.escalate and not out.escalate and not out.silent:
+    if llm.escalate and not out.escalate and not out.silent and out.suspicions:
         out.escalate = True
+        out.severity = out.severity if out.severity in ("warning", "critical") else "warning"
     out.severity = max_severity(out.severity, llm.severity) if out.escalate else out.severity
     note = (llm.reason or "").strip().replace("\n", " ")[:300]
     out.annotation = note or None
