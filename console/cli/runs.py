@@ -25,7 +25,7 @@ from console.safe_text import invisible
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.reads import run_detail, run_row
-from core.ledger.runs import UnknownJob, list_runs, trigger
+from core.ledger.runs import UnknownJob, job_known, list_runs, run_time, trigger
 from core.processes import signal_name
 from core.spec.model import safe_text
 from core.spec.settings import SettingsError, load_settings
@@ -156,7 +156,9 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, one run each.")
 @ledger_errors
 def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit: int, as_json: bool) -> None:
-    """List recent runs, newest first.
+    """List recent runs, newest first by the time shown (when each ended; a run still in
+    flight by when it started or was queued). Exit 2 when --job names a job the ledger has
+    never seen.
 
     \b
     Example:
@@ -164,6 +166,8 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     """
     with open_ledger(ledger_path, read_only=True) as ledger:
         rows = list_runs(ledger, job=job, state=state, limit=limit)
+        if job and not rows and not job_known(ledger, job):
+            fail(f"no job {_safe(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     if as_json:
         for r in rows:
             click.echo(json.dumps(r, default=str))
@@ -173,7 +177,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
         return
     click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
     for r in rows:
-        t = r["ended_at"] or r["started_at"] or r["created_at"]
+        t = run_time(r)
         name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
         click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
                    f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
@@ -231,8 +235,8 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
             click.echo(f"   {c['task']:<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
                        f"exit {fmt_exit(c['exit_code'], c['signal'])}")
     if o:
-        click.echo(f"outcome: status {o.get('status')}  stdout {o.get('stdout_bytes')} bytes, stderr "
-                   f"{o.get('stderr_bytes')} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
+        click.echo(f"outcome: status {o.get('status')}  stdout {d['stdout']['total']} bytes, stderr "
+                   f"{d['stderr']['total']} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
         if o.get("verdict_reason") or o.get("severity"):
             click.echo(f"verdict: escalate={bool(o.get('escalate'))} severity={o.get('severity')} "
                        f"kind={o.get('verdict_kind')}  {_safe(o.get('verdict_reason') or '')}")

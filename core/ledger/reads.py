@@ -510,7 +510,9 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
     reason; by attempt), ``events`` (audit trail of every attempt of the lineage, oldest
     first, at most ``events_limit``), ``stdout`` / ``stderr`` (``read_output`` of
     ``<artifacts_dir>/stdout.log`` / ``stderr.log``, falling back to the outcome's stored
-    head and tail when the file is gone), ``escalations`` (rows naming this run as latest),
+    head and tail when the file is gone; plus ``total``: bytes the job wrote to the stream,
+    the larger of the outcome's count and the file's size, so a run abandoned or orphaned
+    before its output was counted does not read "0 bytes"), ``escalations`` (rows naming this run as latest),
     ``children`` (fan-out sub-task runs whose ``parent_run_id`` is this run: id, task,
     attempt, state, exit_code, signal, reason, started_at, ended_at; by task then attempt).
     """
@@ -536,6 +538,10 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
         if not got["exists"] and outcome:
             got = {"exists": False, "size": outcome.get(f"{name}_bytes") or 0,
                    "head": outcome.get(f"{name}_head") or "", "tail": outcome.get(f"{name}_tail") or ""}
+        # A run settled by someone other than its capture (abandoned, orphaned) has an outcome
+        # written before its output ended, counting 0 bytes; the file knows better. The file
+        # never holds more than the job wrote, so the larger figure is the truer one.
+        got["total"] = max(int((outcome or {}).get(f"{name}_bytes") or 0), int(got["size"] or 0))
         streams[name] = got
     escs = [row_dict(r) for r in ledger.query(
         "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))]

@@ -14,7 +14,8 @@ import uuid
 from typing import Any
 
 from core.ledger.connection import Ledger, add_event
-from core.vocabulary import RunState, Trigger
+from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
+from core.vocabulary import RunState, Trigger, sql_set
 
 
 class UnknownJob(LookupError):
@@ -58,10 +59,26 @@ def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | 
     return run_id
 
 
+def run_time(run: dict[str, Any]) -> float:
+    """The time a run is listed at (Unix seconds): when it ended, else when it started, else
+    when it was queued — the time ``watchkeeper runs`` prints beside it."""
+    return run["ended_at"] or run["started_at"] or run["created_at"]
+
+
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,
-              limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
-    """Newest runs first (keyset on ``runs.id``), each a dict of ``runs`` columns plus the
-    outcome's ``duration_s``, ``status`` and ``verdict_reason``. ``limit`` ≤ 10,000."""
+              limit: int = 50) -> list[dict[str, Any]]:
+    """The newest runs by ``run_time`` (newest first; ties by id), each a dict of ``runs``
+    columns plus the outcome's ``duration_s``, ``status``, ``verdict_reason`` and
+    ``severity``. ``limit`` is clamped to 1..10,000.
+
+    Ordered by time, not by id: a retry queued before another slot's run may end after it,
+    and a long run ends after runs queued later. Two bounded reads keep it cheap on a large
+    ledger: finished runs by ``ended_at`` (index ``runs_ended``) and runs still in flight
+    (index ``runs_state``), merged here.
+    """
+    limit = max(1, min(int(limit), 10000))
+    base = ("SELECT r.*, o.duration_s, o.status, o.verdict_reason, o.severity FROM runs r"
+            " LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE ")
     where, params = [], []
     if job:
         where.append("r.job = ?")
@@ -69,16 +86,24 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
     if state:
         where.append("r.state = ?")
         params.append(state)
-    if before_id is not None:
-        where.append("r.id < ?")
-        params.append(before_id)
-    sql = ("SELECT r.*, o.duration_s, o.status, o.verdict_reason, o.severity FROM runs r"
-           " LEFT JOIN job_outcomes o ON o.run_id = r.id")
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY r.id DESC LIMIT ?"
-    params.append(max(1, min(int(limit), 10000)))
-    return [dict(r) for r in ledger.query(sql, params)]
+    rows: list[dict[str, Any]] = []
+    if not state or state in TERMINAL:
+        conds = " AND ".join(["r.ended_at IS NOT NULL", *where])
+        rows += [dict(r) for r in ledger.query(f"{base}{conds} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
+                                               (*params, limit))]
+    if not state or state not in TERMINAL:
+        conds = " AND ".join([f"r.state IN {sql_set(NON_TERMINAL)}", *where])
+        rows += [dict(r) for r in ledger.query(
+            f"{base}{conds} ORDER BY COALESCE(r.started_at, r.created_at) DESC, r.id DESC LIMIT ?",
+            (*params, limit))]
+    rows.sort(key=lambda r: (run_time(r), r["id"]), reverse=True)
+    return rows[:limit]
+
+
+def job_known(ledger: Ledger, job: str) -> bool:
+    """True when ``job`` has a ``jobs`` row (enabled or not) or any run in ``runs``."""
+    return ledger.one("SELECT 1 FROM jobs WHERE name = ? UNION ALL SELECT 1 FROM runs WHERE job = ? LIMIT 1",
+                      (job, job)) is not None
 
 
 def trigger(ledger: Ledger, job: str, *, actor: str) -> int:

@@ -345,6 +345,15 @@ class JobSpec(_Strict):
     @classmethod
     def _cron(cls, v: str | None) -> str | None:
         if v is not None:
+            fields = v.split()
+            if len(fields) != 5:
+                # cronsim would take six fields as Quartz's seconds-first form, so
+                # "0 */5 * * * *" (meant as seconds last, or a year) would silently mean
+                # something else; refused rather than guessed.
+                raise ValueError(
+                    f"invalid cron expression {v!r}: cron has five fields (minute hour day-of-month month"
+                    f" day-of-week), this has {len(fields)}; for runs more often than once a minute use"
+                    " `every` (e.g. every = \"10s\")")
             try:
                 CronSim(v, datetime(2025, 1, 1))
             except (CronSimError, ValueError, KeyError, IndexError) as exc:
