@@ -197,6 +197,10 @@ MIGRATIONS: list[str] = [
         last_seen REAL NOT NULL
     );
     """,
+    # 2 → 3: notification repeats and retention look up an escalation's rows per sink.
+    """
+    CREATE INDEX notifications_escalation ON notifications(escalation_id, sink);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -262,6 +266,10 @@ class Ledger:
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         if not read_only:
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # Only possible before the first table: lets retention give pruned pages back
+                # to the file system in small steps (``PRAGMA incremental_vacuum``).
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
             self.migrate()

@@ -1,0 +1,103 @@
+"""``watchkeeper prune``: retention — delete old runs with their rows and artifact folders."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import humanize
+
+from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
+from console.cli.runs import config_option, ledger_option, open_settings
+from core.ledger import retention
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(prune_cmd)
+
+
+class _Size(click.ParamType):
+    """A size such as ``500MB``, ``2GiB`` or bytes (pydantic's ByteSize rules)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from pydantic import ByteSize, TypeAdapter, ValidationError
+        try:
+            size = int(TypeAdapter(ByteSize).validate_python(value))
+        except ValidationError:
+            self.fail(f"{value!r}: not a size (e.g. 500MB, 2GiB, 1048576)", param, ctx)
+        if size <= 0:
+            self.fail(f"{value!r}: must be more than 0 bytes", param, ctx)
+        return size
+
+
+def _print(rep: retention.PruneReport) -> None:
+    verb = "would remove" if rep.dry_run else "removed"
+    click.echo(f"{verb} {rep.runs} run(s) (+{rep.subtasks} sub-task runs), {rep.outcomes} outcomes, "
+               f"{rep.events} events, {rep.escalations} resolved escalations, {rep.notifications} notifications"
+               + ("" if rep.dry_run else f", {rep.artifact_dirs} artifact folders"))
+    if rep.kept_cited:
+        click.echo(f"kept {rep.kept_cited} old run(s) that an open escalation cites")
+    if not rep.dry_run:
+        click.echo(f"size {humanize.naturalsize(rep.size_before, binary=True)} → "
+                   f"{humanize.naturalsize(rep.size_after, binary=True)} in {rep.batches} batch(es), "
+                   f"longest write {rep.max_tx_s * 1000:.0f} ms")
+    for err in rep.artifact_errors[:20]:
+        click.echo(f"error: {err}", err=True)
+
+
+@click.command("prune")
+@click.argument("spec_dir", required=False, type=click.Path(exists=True, file_okay=False))
+@ledger_option
+@config_option
+@click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
+@click.option("--max-age", type=DURATION, default=None, help="Override retention.max_age (e.g. 30d).")
+@click.option("--max-size", type=_Size(), default=None, help="Override retention.max_size (e.g. 2GB).")
+@click.option("--keep-per-job", type=click.IntRange(0, 1_000_000), default=None,
+              help="Override retention.keep_per_job (newest ended runs kept per job).")
+@click.option("--vacuum-full", is_flag=True,
+              help="Once, for a ledger made before retention: rebuild it so pruned space is given back "
+                   "(blocks the runner while it runs).")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON document.")
+@ledger_errors
+def prune_cmd(spec_dir: str | None, ledger_path: str | None, config_path: str | None, dry_run: bool,
+              max_age: float | None, max_size: int | None, keep_per_job: int | None, vacuum_full: bool,
+              as_json: bool) -> None:
+    """Delete runs past retention, with their outcomes, events, notifications and artifact folders.
+
+    Limits come from the `retention` settings (watchkeeper.toml in SPEC_DIR or --config) or
+    the flags. Never removed: a run an open escalation cites, a run still going, and the
+    newest keep_per_job ended runs of each job (the history its baselines are learnt from).
+    Deletes go in short batches (a runner keeps running meanwhile), then the freed space is
+    given back to the file system. Exit 1 when artifact folders could not be removed.
+
+    \b
+    Example:
+      watchkeeper prune --ledger demo/watchkeeper.db --max-age 30d --dry-run
+      watchkeeper prune sample_jobs                     # limits from sample_jobs/watchkeeper.toml
+    """
+    settings = open_settings(spec_dir, config_path, ledger=ledger_path)
+    ret = settings.retention
+    age = max_age if max_age is not None else ret.max_age
+    size = max_size if max_size is not None else (int(ret.max_size) if ret.max_size is not None else None)
+    keep = keep_per_job if keep_per_job is not None else ret.keep_per_job
+    if age is None and size is None:
+        fail("no retention limit: set retention.max_age or retention.max_size in watchkeeper.toml, "
+             "or pass --max-age / --max-size", EXIT_CONFIG)
+    led = open_ledger_at(settings.ledger)
+    try:
+        if vacuum_full and not dry_run:
+            retention.vacuum_full(led)
+        rep = retention.prune(led, max_age=age, max_size=size, keep_per_job=keep,
+                              artifacts_dir=settings.artifacts_dir, batch=ret.batch, dry_run=dry_run,
+                              actor=f"operator:{settings.operator}")
+    finally:
+        led.close()
+    if as_json:
+        click.echo(json.dumps(rep.to_dict()))
+    else:
+        _print(rep)
+    if rep.artifact_errors:
+        raise SystemExit(EXIT_FINDINGS)

@@ -1,0 +1,171 @@
+"""Retention: old runs go with their outcomes, events, notifications and artifact folders;
+what an open escalation cites, unfinished runs and each job's newest history stay."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from core.ledger import retention
+from core.ledger.connection import Ledger
+
+DAY = 86400.0
+
+
+def add_runs(ledger: Ledger, art, job: str, n: int, *, ended_at: float, state: str = "succeeded",
+             parent: int | None = None, folder_bytes: int | None = 10) -> list[int]:
+    """Terminal runs with an outcome, two events and an artifacts folder each (fixture data)."""
+    ids = []
+
+    def tx(c):
+        for _ in range(n):
+            cur = c.execute(
+                "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, not_before,"
+                " created_at, updated_at, ended_at) VALUES (?,?,1,?,?,?,?,?,?,?,?,?)",
+                (job, uuid.uuid4().hex, state, uuid.uuid4().hex, "t" if parent else "", "manual", parent,
+                 ended_at, ended_at, ended_at, ended_at if state not in ("running", "queued") else None))
+            rid = int(cur.lastrowid)
+            c.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", (str(art / str(rid)), rid))
+            c.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, created_at, updated_at)"
+                      " VALUES (?,?,?,1,?,?,?,?)", (rid, job, "l", state, state, ended_at, ended_at))
+            for kind in ("run_queued", "transition"):
+                c.execute("INSERT INTO events (at, run_id, job, actor, kind) VALUES (?,?,?,?,?)",
+                          (ended_at, rid, job, "test", kind))
+            ids.append(rid)
+    ledger.write(tx)
+    for rid in ids if folder_bytes is not None else ():
+        (art / str(rid)).mkdir(parents=True)
+        (art / str(rid) / "stdout.log").write_bytes(b"x" * folder_bytes)
+    return ids
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger(tmp_path / "wk.db") as led:
+        yield led
+
+
+@pytest.fixture
+def art(tmp_path):
+    return tmp_path / "wk-artifacts"
+
+
+def count(ledger, sql, *args):
+    return ledger.one(sql, args)[0]
+
+
+def test_old_runs_go_with_their_rows_and_folders_keeping_each_jobs_newest(ledger, art):
+    now = time.time()
+    old = add_runs(ledger, art, "backup", 50, ended_at=now - 40 * DAY)
+    recent = add_runs(ledger, art, "backup", 5, ended_at=now - DAY)
+    other = add_runs(ledger, art, "report", 3, ended_at=now - 40 * DAY)  # fewer than keep_per_job
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=10, artifacts_dir=art, now=now)
+    # keep_per_job=10: the 5 recent plus the 5 newest old ones stay.
+    assert rep.runs == 45 and rep.artifact_dirs == 45 and not rep.artifact_errors
+    left = {r[0] for r in ledger.query("SELECT id FROM runs")}
+    assert left == set(old[-5:]) | set(recent) | set(other)
+    assert count(ledger, "SELECT COUNT(*) FROM job_outcomes") == len(left)
+    assert count(ledger, "SELECT COUNT(*) FROM events WHERE run_id IS NOT NULL") == 2 * len(left)
+    assert sorted(int(p.name) for p in art.iterdir()) == sorted(left)
+    audit = [json.loads(r["detail"]) for r in ledger.query("SELECT detail FROM events WHERE kind = 'runs_pruned'")]
+    assert sum(d["runs"] for d in audit) == 45
+    assert retention.last_prune_at(ledger) == pytest.approx(now)
+    assert not retention.prune_due(ledger, DAY, now=now + 60) and retention.prune_due(ledger, DAY, now=now + DAY)
+
+
+def test_a_run_an_open_escalation_cites_stays_and_resolved_ones_go_with_their_notifications(ledger, art):
+    now = time.time()
+    ids = add_runs(ledger, art, "job", 20, ended_at=now - 40 * DAY, state="failed")
+
+    def esc(c, run_id, state):
+        cur = c.execute("INSERT INTO escalations (dedup_key, job, kind, severity, state, first_seen, last_seen,"
+                        " latest_run_id, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (f"job:{state}", "job", "failed", "critical", state, now, now, run_id, now))
+        c.execute("INSERT INTO notifications (escalation_id, event, sink, payload, state, next_attempt_at,"
+                  " created_at) VALUES (?,?,?,?,?,?,?)", (cur.lastrowid, "opened", "mail", "{}", "sent", now, now))
+    ledger.write(lambda c: (esc(c, ids[0], "open"), esc(c, ids[1], "resolved")))
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+    assert rep.runs == 19 and rep.kept_cited == 1
+    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0]]
+    assert [r[0] for r in ledger.query("SELECT state FROM escalations")] == ["open"]
+    assert rep.escalations == 1 and rep.notifications == 1
+    assert count(ledger, "SELECT COUNT(*) FROM notifications") == 1
+
+
+def test_unfinished_runs_and_their_parents_stay(ledger, art):
+    now = time.time()
+    running = add_runs(ledger, art, "job", 1, ended_at=now - 40 * DAY, state="running")
+    parent = add_runs(ledger, art, "fan", 1, ended_at=now - 40 * DAY)[0]
+    add_runs(ledger, art, "fan", 1, ended_at=now - 40 * DAY, state="running", parent=parent)
+    done_parent = add_runs(ledger, art, "fan", 1, ended_at=now - 40 * DAY)[0]
+    kids = add_runs(ledger, art, "fan", 3, ended_at=now - 40 * DAY, parent=done_parent)
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+    assert rep.runs == 1 and rep.subtasks == 3
+    left = {r[0] for r in ledger.query("SELECT id FROM runs")}
+    assert set(running) <= left and parent in left and done_parent not in left and not (set(kids) & left)
+    assert not any((art / str(k)).exists() for k in kids)
+
+
+def test_dry_run_counts_and_deletes_nothing(ledger, art):
+    now = time.time()
+    add_runs(ledger, art, "job", 30, ended_at=now - 40 * DAY)
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now,
+                          dry_run=True)
+    assert rep.dry_run and rep.runs == 30 and rep.events == 60 and rep.artifact_dirs == 0
+    assert count(ledger, "SELECT COUNT(*) FROM runs") == 30 and len(list(art.iterdir())) == 30
+    assert retention.last_prune_at(ledger) is None
+
+
+def test_over_max_size_the_oldest_go_until_it_fits(ledger, art):
+    now = time.time()
+    ids = add_runs(ledger, art, "job", 100, ended_at=now - DAY, folder_bytes=100_000)  # ~10 MB of folders
+    before = retention.total_size(ledger, art)
+    rep = retention.prune(ledger, max_age=None, max_size=before // 2, keep_per_job=5, artifacts_dir=art, now=now)
+    assert 45 <= rep.runs <= 60
+    left = [r[0] for r in ledger.query("SELECT id FROM runs ORDER BY id")]
+    assert left == ids[-len(left):]  # oldest first
+    assert rep.size_after <= before // 2 + 200_000
+
+
+def test_pruning_gives_pages_back_to_the_file_system(ledger, art):
+    now = time.time()
+    for _ in range(10):
+        add_runs(ledger, art, "job", 300, ended_at=now - 40 * DAY, folder_bytes=None)
+    ledger.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert ledger.one("PRAGMA auto_vacuum")[0] == 2  # a new ledger is created incremental
+    big = (ledger.path.stat().st_size)
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now,
+                          batch=500)
+    assert rep.runs == 3000 and rep.vacuumed_pages > 0
+    assert ledger.path.stat().st_size < big / 2
+
+
+def test_prune_command_dry_run_then_for_real(tmp_path, art):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+    now = time.time()
+    with Ledger(tmp_path / "wk.db") as led:
+        add_runs(led, art, "job", 12, ended_at=now - 40 * DAY)
+    runner = CliRunner()
+    args = ["prune", "--ledger", str(tmp_path / "wk.db"), "--max-age", "30d", "--keep-per-job", "2"]
+    res = runner.invoke(cli, [*args, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "would remove 10 run(s)" in res.output
+    res = runner.invoke(cli, [*args, "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["runs"] == 10
+    with Ledger(tmp_path / "wk.db") as led:
+        assert led.one("SELECT COUNT(*) FROM runs")[0] == 2
+        assert led.one("SELECT actor FROM events WHERE kind = 'runs_pruned'")[0].startswith("operator:")
+
+
+def test_prune_without_a_limit_says_which_setting_to_set(tmp_path):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+    Ledger(tmp_path / "wk.db").close()
+    res = CliRunner().invoke(cli, ["prune", "--ledger", str(tmp_path / "wk.db")])
+    assert res.exit_code == 3 and "retention.max_age" in res.output
