@@ -9,7 +9,10 @@ Error style everywhere: ``error: …`` on stderr, then exit with
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import os
 import re
 import sqlite3
 from collections.abc import Callable
@@ -94,6 +97,43 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
             fail(f"{p}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
                  "start `watchkeeper run` on it once to migrate")
     return ledger
+
+
+def _probe_write(folder: Path) -> None:
+    """Create ``folder`` if needed and write, flush to disk and remove a small file in it:
+    a full disk or a read-only mount shows only on a write. Raises OSError."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    probe = folder / f".watchkeeper-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        try:
+            if os.write(fd, b"x" * 4096) != 4096:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+def prepare_places(ledger: str | Path, artifacts: str | Path | None) -> None:
+    """Make sure the places a runner writes to are usable before anything starts, or exit 2
+    with one line naming the path and the cause (read-only file system, permission denied,
+    no space left on the device, a file where a folder should be): the ledger's folder (a
+    probe write), the ledger itself (created and migrated), then the artifacts folder."""
+    ledger = Path(ledger)
+    try:
+        _probe_write(ledger.parent)
+    except OSError as exc:
+        fail(f"{ledger.parent}: ledger folder unusable ({exc.strerror or exc})")
+    open_ledger_at(ledger, must_exist=False).close()
+    if artifacts is None:
+        return
+    try:
+        _probe_write(Path(artifacts))
+    except OSError as exc:
+        fail(f"{artifacts}: artifacts folder unusable ({exc.strerror or exc})")
 
 
 def open_ledger_prefer_write(path: str | Path) -> Ledger:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at
+from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at, prepare_places
 from core.spec.settings import Settings, SettingsError, load_settings
 
 
@@ -99,12 +99,8 @@ def register(group: click.Group) -> None:
         from core.runner.runner import Runner
 
         settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
-        try:
-            Path(settings.ledger).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            fail(f"{settings.ledger}: cannot create its folder ({exc.strerror or exc})", EXIT_NOT_FOUND)
-        # create and migrate before either side opens it
-        open_ledger_at(settings.ledger, must_exist=False).close()
+        # create and migrate before either side opens it; a bad place is one line, exit 2
+        prepare_places(settings.ledger, settings.artifacts_dir)
         _quiet_logging(Path(settings.ledger).with_suffix(".log"))
         runner = Runner(spec_dir, settings, install_signal_handlers=False)
         failure: list[BaseException] = []

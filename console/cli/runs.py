@@ -20,6 +20,7 @@ from console.cli.common import (
     fail,
     ledger_errors,
     open_ledger_at,
+    prepare_places,
 )
 from console.safe_text import invisible
 from core.ledger.connection import Ledger
@@ -126,6 +127,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
     from core.spec.model import load_dir
 
     settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
+    prepare_places(settings.ledger, settings.artifacts_dir)
     result = load_dir(spec_dir)
     for err in result.errors:
         click.echo(f"spec error: {err}", err=True)
