@@ -1,36 +1,29 @@
-"""The Textual console app: thin. Screens hold the views, ``core`` holds the data."""
+"""The Textual console app: thin. Screens hold the views, ``core`` holds the data.
+
+Imports go one way: this module composes the screens; they reach it only through
+``console.context`` (``ConsoleApp``), so there is no app ↔ screens ↔ palette circle.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.screen import Screen
 
 import themes
+from console.context import ConsoleConfig
 from console.reader import LedgerThread
 from console.screens.dialogs import HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.palette import WatchkeeperCommands
 
-
-@dataclass
-class ConsoleConfig:
-    """How the console runs. ``refresh`` is the poll interval in seconds; ``clock`` returns
-    Unix seconds (tests freeze it)."""
-
-    ledger: Path
-    operator: str
-    read_only: bool = False
-    theme: str = themes.DARK.name
-    refresh: float = 0.25
-    clock: Callable[[], float] = field(default=time.time)
+__all__ = ["ConsoleConfig", "WatchkeeperApp"]
 
 
 class WatchkeeperApp(App):
-    """Watchkeeper's operations console."""
+    """Watchkeeper's operations console (implements ``console.context.ConsoleApp``)."""
 
     TITLE = "Watchkeeper"
     COMMANDS = App.COMMANDS | {WatchkeeperCommands}
@@ -39,10 +32,20 @@ class WatchkeeperApp(App):
     def __init__(self, config: ConsoleConfig) -> None:
         super().__init__()
         self.config = config
-        for theme in themes.THEMES.values():
-            self.register_theme(theme)
-        name = themes.resolve(config.theme)
-        self.theme = name if name in self.available_themes else themes.DARK.name
+        self.theme_errors: list[str] = []  # user theme files that did not load (shown once mounted)
+        aliases = dict(themes.ALIASES)
+        loaded = list(themes.BUILTIN)
+        if config.themes_dir is not None:
+            user, self.theme_errors = themes.load_dir(Path(config.themes_dir))
+            loaded += user
+        for t in loaded:
+            self.register_theme(t.theme)
+            aliases.update({a: t.theme.name for a in t.aliases})
+        name = themes.resolve(config.theme, aliases)
+        if name not in self.available_themes:
+            self.theme_errors.append(f"unknown theme {config.theme!r}: using {themes.DARK_NAME}")
+            name = themes.DARK_NAME
+        self.theme = name
         self.reader = LedgerThread(config.ledger, read_only=config.read_only, name="read")
         self.actor = LedgerThread(config.ledger, read_only=config.read_only, name="act")
         # Row counts (scrollbar size) may take a while on a filtered 1,000,000-run ledger:
@@ -54,9 +57,33 @@ class WatchkeeperApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
+        for err in self.theme_errors:
+            self.notify(err, severity="warning", markup=False, timeout=10)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # Textual's own "Screenshot" writes to a Downloads folder that may not exist and
+        # does not say where; ours (below) does both.
+        for cmd in super().get_system_commands(screen):
+            if cmd.title != "Screenshot":
+                yield cmd
+        where = self.config.screenshot_dir or "the current folder"
+        yield SystemCommand("Screenshot", f"Save an SVG screenshot of this screen in {where}",
+                            lambda: self.set_timer(0.1, self.action_screenshot))
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """The palette's "Save screenshot": an SVG in ``--screenshot-dir`` (default: the
+        current folder, which exists), and the notification says where."""
+        folder = Path(path) if path else (self.config.screenshot_dir or Path.cwd())
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            saved = self.save_screenshot(filename, str(folder))
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc}", severity="error", markup=False)
+            return
+        self.notify(f"screenshot saved to {Path(saved).resolve()}", markup=False, timeout=8)
 
     def on_unmount(self) -> None:
         self.reader.close()

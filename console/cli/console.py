@@ -28,6 +28,8 @@ def _console_options(f: Any) -> Any:
         click.option("--refresh", type=click.FloatRange(min=0.01, max=3600), default=None,
                      help="Poll interval in seconds [default 0.25]."),
         click.option("--as", "operator", default=None, help="Operator name on actions [default: $USER]."),
+        click.option("--screenshot-dir", type=click.Path(file_okay=False), default=None,
+                     help="Folder for the palette's screenshots [default: the current folder]."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -42,11 +44,13 @@ def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None,
         fail(str(exc), EXIT_CONFIG)
 
 
-def _app(settings: Settings, read_only: bool):
+def _app(settings: Settings, read_only: bool, screenshot_dir: str | None):
     from console.app import ConsoleConfig, WatchkeeperApp
 
     return WatchkeeperApp(ConsoleConfig(ledger=Path(settings.ledger), operator=settings.operator,
-                                        read_only=read_only, theme=settings.theme, refresh=settings.refresh))
+                                        read_only=read_only, theme=settings.theme, refresh=settings.refresh,
+                                        themes_dir=settings.themes_dir,
+                                        screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None))
 
 
 def _quiet_logging(path: Path) -> None:
@@ -63,7 +67,8 @@ def register(group: click.Group) -> None:
     @group.command("console")
     @_console_options
     def console_cmd(ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
-                    theme: str | None, refresh: float | None, operator: str | None) -> None:
+                    theme: str | None, refresh: float | None, operator: str | None,
+                    screenshot_dir: str | None) -> None:
         """Open the console on a ledger written by a separate `watchkeeper run`.
 
         \b
@@ -81,13 +86,14 @@ def register(group: click.Group) -> None:
         # media is one clear line instead of a console that cannot draw anything.
         open_ledger_at(settings.ledger, read_only=read_only).close()
         _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
-        _app(settings, read_only).run(mouse=not no_mouse)
+        _app(settings, read_only, screenshot_dir).run(mouse=not no_mouse)
 
     @group.command("up")
     @click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
     @_console_options
     def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
-               theme: str | None, refresh: float | None, operator: str | None) -> None:
+               theme: str | None, refresh: float | None, operator: str | None,
+               screenshot_dir: str | None) -> None:
         """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
         Quitting the console stops the runner cleanly (running jobs get the shutdown grace).
@@ -115,7 +121,7 @@ def register(group: click.Group) -> None:
         thread = threading.Thread(target=run_runner, name="wk-runner", daemon=True)
         thread.start()
         try:
-            _app(settings, read_only).run(mouse=not no_mouse)
+            _app(settings, read_only, screenshot_dir).run(mouse=not no_mouse)
         finally:
             runner.request_stop()
             thread.join(timeout=settings.shutdown_grace + 15)

@@ -12,25 +12,24 @@ import json
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from console import keys
+from console.context import ConsoleApp
+from console.labels import label
 from console.safe_text import clean, one_line
-from console.screens.main import confirm_run_action
-from console.screens.polling import PollingScreen
-from console.widgets.cells import RUN_STATE, clock, duration, exit_text
+from console.screens.operator_actions import confirm_run_action, refuse_read_only
+from console.screens.polling import IDLE_REFRESH_S, PollingScreen
+from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads as queries
-
-if TYPE_CHECKING:
-    from console.app import WatchkeeperApp
 
 
 def _section(out: Text, title: str) -> None:
@@ -62,15 +61,15 @@ def failed_before_verification(run: dict[str, Any], verification: Any) -> bool:
     return failed and no_checks
 
 
-def render_detail(d: dict[str, Any], now: float, width: int = 78) -> Text:
+def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: bool = False) -> Text:
     """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed).
     Attempt and sub-task rows are cut to ``width`` cells so each stays on one line."""
     run, outcome = d["run"], d["outcome"] or {}
     out = Text(end="")
-    label, style = RUN_STATE.get(run["state"], (run["state"], ""))
+    lab = label("run_state", run["state"])
     out.append(clean(run["job"], keep_newlines=False), style="bold")
     out.append(f"   run {run['id']}  attempt {run['attempt']}  ")
-    out.append(label, style=style)
+    out.append(lab.text, style=lab.style)
     out.append("\n")
     _kv(out, "trigger", run["trigger"])
     _kv(out, "created", clock(run["created_at"], now))
@@ -88,7 +87,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78) -> Text:
     _section(out, f"Attempts ({len(d['attempts'])})")
     for a in d["attempts"]:
         mark = "▶" if a["id"] == run["id"] else " "
-        lab, st = RUN_STATE.get(a["state"], (a["state"], ""))
+        lab, st = label("run_state", a["state"])
         head = f"{mark} #{a['attempt']:<2} run {a['id']:<6} "
         rest = (f" {one_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
                 f"exit {exit_text(a['exit_code'], a['signal']):<5}")
@@ -104,7 +103,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78) -> Text:
     if children:
         _section(out, f"Sub-tasks ({len(children)})")
         for c in children:
-            lab, st = RUN_STATE.get(c["state"], (c["state"], ""))
+            lab, st = label("run_state", c["state"])
             head = f"  {one_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
             rest = f" exit {exit_text(c['exit_code'], c['signal']):<5}"
             used = len(head) + 10 + len(rest)
@@ -165,20 +164,8 @@ class DetailScreen(PollingScreen, Screen):
     DetailScreen #search { display: none; height: 1; border: none; }
     DetailScreen #search.-active { display: block; }
     """
-    BINDINGS = [
-        Binding("escape,q", "back", "Back"),
-        # Priority, with the focus moved at once: keys typed right after "/" go into the
-        # search box, never to r (retry) or x (abandon). See MainScreen's filter.
-        Binding("slash", "search", "Search", priority=True),
-        Binding("n", "next_match", "Next match"),
-        Binding("r", "retry", "Retry"),
-        Binding("x", "abandon", "Abandon"),
-        Binding("j", "scroll(1)", "Down", show=False),
-        Binding("k", "scroll(-1)", "Up", show=False),
-        Binding("g", "top", "Top", show=False),
-        Binding("G", "bottom", "Bottom", show=False),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    SCOPE = "detail"
+    BINDINGS = keys.bindings(SCOPE)
 
     def __init__(self, run_id: int) -> None:
         super().__init__()
@@ -190,12 +177,13 @@ class DetailScreen(PollingScreen, Screen):
         self._data_version: int | None = None
         self._last_mono = 0.0
         self.term = ""
+        self.raw_json = False  # J: handoff and verification as the stored JSON
         self._matches: list[int] = []
         self._match_i = -1
 
     @property
-    def wk(self) -> WatchkeeperApp:
-        return self.app  # type: ignore[return-value]
+    def wk(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar()
@@ -223,8 +211,6 @@ class DetailScreen(PollingScreen, Screen):
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the run and the header when the ledger changed (or every few seconds, so
         ages and the runner status move); ``force`` re-reads regardless."""
-        from console.screens.main import IDLE_REFRESH_S
-
         now = self.wk.now()
         seen = None if force or self.detail is None else self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
@@ -270,7 +256,7 @@ class DetailScreen(PollingScreen, Screen):
             return
         body_box = self.query_one("#body", VerticalScroll)
         width = (body_box.scrollable_content_region.width or self.app.size.width - 3) - 1
-        body = render_detail(self.detail, self.wk.now(), width=max(40, width))
+        body = render_detail(self.detail, self.wk.now(), width=max(40, width), raw_json=self.raw_json)
         self._matches = []
         if self.term:
             pattern = re.compile(re.escape(self.term), re.IGNORECASE)
@@ -326,6 +312,10 @@ class DetailScreen(PollingScreen, Screen):
         self._match_i = (self._match_i + 1) % len(self._matches)
         self.query_one("#body", VerticalScroll).scroll_to(y=max(0, self._matches[self._match_i] - 2), animate=False)
 
+    def action_toggle_json(self) -> None:
+        self.raw_json = not self.raw_json
+        self._show_detail()
+
     def action_scroll(self, lines: int) -> None:
         body = self.query_one("#body", VerticalScroll)
         body.scroll_to(y=body.scroll_y + lines, animate=False, immediate=True)
@@ -337,10 +327,7 @@ class DetailScreen(PollingScreen, Screen):
         self.query_one("#body", VerticalScroll).scroll_end(animate=False)
 
     def _refuse(self) -> bool:
-        if self.wk.config.read_only:
-            self.notify("read-only console: actions are disabled (--read-only)", severity="warning", markup=False)
-            return True
-        return False
+        return refuse_read_only(self)
 
     def action_retry(self) -> None:
         if not self._refuse() and self.detail:

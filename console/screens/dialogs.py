@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from console import keys
 from console.safe_text import clean
 
 DIALOG_CSS = """
@@ -92,32 +94,31 @@ class SnoozeScreen(ModalScreen[float | None]):
         self.dismiss(None)
 
 
-HELP = """\
-Views       1 escalations   2 outcomes   3 live & orphans   4 jobs
-Move        j/k or ↓/↑   g/G or Home/End   PgUp/PgDn   mouse: click, wheel
-Open        enter  run detail (jobs: that job's outcomes; esc returns to jobs)
-Triage      a acknowledge   s snooze   R resolve   space mark (bulk)
-Runs        r retry (new attempt)   x abandon (kills, keeps artifacts)
-Live        p pause   f follow: keep the selected row where it is on screen
-Find        /  filter: job:NAME state:S kind:K free text; esc clears
-            (state: and kind: are exact words; job: and text match parts)
-Commands    ctrl+p or :  command palette (every view and action)
-Detail      / search output   n next match   r retry   x abandon
-Quit        q (at the top)   ctrl+q anywhere
-"""
-
-
 class HelpScreen(ModalScreen[None]):
-    """Every binding, in one screen; any of esc / q / ? closes it."""
+    """Every binding, from the key registry (``console.keys``), grouped by section. Long
+    descriptions wrap under their own column (a hanging indent), never under the keys."""
 
-    DEFAULT_CSS = DIALOG_CSS.format(name="HelpScreen").replace("width: 64", "width: 78")
+    DEFAULT_CSS = DIALOG_CSS.format(name="HelpScreen").replace("width: 64", "width: 100")
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(Text("Watchkeeper keys", style="bold"))
-            yield Static(Text(HELP))
+            yield Static(help_table())
             yield Static(Text("Flags: --read-only refuses actions; --no-mouse lets you select text.", style="dim"))
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def help_table() -> Table:
+    """The help screen's body: section, keys, what they do (wrapping in its own column)."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column("section", style="bold", no_wrap=True, width=8)
+    table.add_column("keys", style="bold", no_wrap=False, max_width=20)
+    table.add_column("does", ratio=1, overflow="fold")
+    last = ""
+    for section, shown, does in keys.help_rows():
+        table.add_row(Text(section if section != last else ""), Text(shown), Text(does))
+        last = section
+    return table

@@ -10,19 +10,28 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any, cast
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from console import keys
+from console.context import ConsoleApp
+from console.labels import canonical_filter, word
 from console.safe_text import clean, one_line
-from console.screens.dialogs import ConfirmScreen, HelpScreen, SnoozeScreen
-from console.screens.polling import PollingScreen
-from console.widgets.cells import SEVERITY
+from console.screens.detail import DetailScreen
+from console.screens.dialogs import HelpScreen, SnoozeScreen
+from console.screens.operator_actions import (
+    confirm_job_action,
+    confirm_run_action,
+    job_controls_available,
+    refuse_read_only,
+)
+from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
@@ -30,11 +39,6 @@ from core.ledger import escalations
 from core.ledger import reads as queries
 from core.vocabulary import ActionResult
 
-if TYPE_CHECKING:
-    from console.app import WatchkeeperApp
-
-#: Seconds between forced refreshes when nothing was committed (ages and runner status move).
-IDLE_REFRESH_S = 5.0
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
 COUNT_EVERY_S = 5.0
 RECOUNT_AFTER_S = 1.0  # a count overtaken by new rows is redone after this
@@ -98,28 +102,8 @@ class MainScreen(PollingScreen, Screen):
     MainScreen #filter.-active { display: block; }
     """
 
-    BINDINGS = [
-        Binding("question_mark", "help", "Help"),
-        # A priority binding runs when the key arrives, before later keys are routed: with
-        # the focus moved to the box there and then, everything typed after "/" in one burst
-        # (fast typing, a paste, one SSH read) goes into the filter, never to the table.
-        Binding("slash", "filter", "Filter", priority=True),
-        Binding("a", "acknowledge", "Ack"),
-        Binding("s", "snooze", "Snooze"),
-        Binding("R", "resolve", "Resolve", show=False),
-        Binding("r", "retry", "Retry"),
-        Binding("x", "abandon", "Abandon"),
-        Binding("space", "mark", "Mark", show=False),
-        Binding("p", "pause", "Pause", show=False),
-        Binding("f", "follow", "Follow", show=False),
-        Binding("escape", "back", "Back", show=False),
-        Binding("q", "quit", "Quit"),
-        Binding("colon", "palette", "Palette", show=False),
-        Binding("1", "view('escalations')", "Escalations", show=False),
-        Binding("2", "view('outcomes')", "Outcomes", show=False),
-        Binding("3", "view('orphans')", "Live & orphans", show=False),
-        Binding("4", "view('jobs')", "Jobs", show=False),
-    ]
+    SCOPE = "main"
+    BINDINGS = keys.bindings(SCOPE)
 
     def __init__(self) -> None:
         super().__init__()
@@ -140,8 +124,8 @@ class MainScreen(PollingScreen, Screen):
         self._back_to_jobs: tuple[int, str] | None = None
 
     @property
-    def wk(self) -> WatchkeeperApp:
-        return self.app  # type: ignore[return-value]
+    def wk(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -170,7 +154,7 @@ class MainScreen(PollingScreen, Screen):
         """Read what changed and render it. Marks the data stale on a ledger error."""
         now = self.wk.now()
         table = self.table
-        flt = queries.parse_filter(self.filter_text)
+        flt = queries.parse_filter(canonical_filter(self.filter_text))
         if flt == table.flt:
             flt = table.flt  # same filter, same object: reads begun under it still apply
         table.flt = flt
@@ -385,6 +369,50 @@ class MainScreen(PollingScreen, Screen):
         await self.action_view("jobs")
         self._render_bars()
 
+    def _selected_job(self) -> str | None:
+        """The job the cursor is on: the jobs view's row, or the job an outcomes filter names."""
+        row = self.table.current()
+        if self.view == "jobs":
+            return str(row["name"]) if row else None
+        if row is not None and row.get("job"):
+            return str(row["job"])
+        return None
+
+    def action_history(self) -> None:
+        job = self._selected_job()
+        if job is None:
+            self.notify("no job selected", severity="warning", markup=False)
+            return
+        self.open_history(job)
+
+    def open_history(self, job: str) -> None:
+        """Push the job history screen for ``job`` (key ``h``, or the palette)."""
+        from console.screens.history import JobHistoryScreen
+
+        self.app.push_screen(JobHistoryScreen(job))
+
+    def action_pause_job(self) -> None:
+        row = self.table.current()
+        if self.view != "jobs" or row is None or refuse_read_only(self) or self._refuse_changed_row():
+            return
+        confirm_job_action(self, "pause", str(row["name"]), self._after_run_action, paused=bool(row.get("paused")))
+
+    def action_trigger(self) -> None:
+        row = self.table.current()
+        if self.view != "jobs" or row is None or refuse_read_only(self) or self._refuse_changed_row():
+            return
+        confirm_job_action(self, "trigger", str(row["name"]), self._after_run_action)
+
+    def palette_extra(self) -> list[tuple[str, Any]]:
+        """The palette's per-job entries for the jobs loaded in the jobs view (names sanitised)."""
+        out: list[tuple[str, Any]] = []
+        jobs = self.query_one("#jobs", PagedTable)
+        for row in jobs.rows_data[:200]:
+            name, raw = one_line(row["name"], 60), str(row["name"])
+            out.append((f"Outcomes of job {name}", partial(self.show_job_outcomes, raw)))
+            out.append((f"History of job {name}", partial(self.open_history, raw)))
+        return out
+
     async def action_quit(self) -> None:
         await self.app.action_quit()
 
@@ -401,8 +429,6 @@ class MainScreen(PollingScreen, Screen):
         if run_id is None:
             self.notify("no run recorded for this row", severity="warning", markup=False)
             return
-        from console.screens.detail import DetailScreen
-
         self.app.push_screen(DetailScreen(int(run_id)))
 
     # -- actions ---------------------------------------------------------------------------
@@ -418,14 +444,14 @@ class MainScreen(PollingScreen, Screen):
             return False
         if action in {"retry", "abandon"} and self.view == "jobs":
             return False
+        if action in {"pause_job", "trigger"}:
+            return self.view == "jobs" and job_controls_available()
+        if action == "history":
+            return self.view == "jobs" or (self.view == "outcomes" and self.filter_text.startswith("job:"))
         return True
 
     def _refuse_read_only(self) -> bool:
-        if self.wk.config.read_only:
-            self.notify("read-only console: actions are disabled (--read-only)", severity="warning",
-                        markup=False)
-            return True
-        return False
+        return refuse_read_only(self)
 
     def report(self, results: list[ActionResult], verb: str) -> None:
         """Show what an action did; every message is our text plus sanitised ledger text."""
@@ -492,7 +518,7 @@ class MainScreen(PollingScreen, Screen):
         rows = self.table.selection()
         if len(rows) == 1:
             r = rows[0]
-            what = (f"{SEVERITY.get(r['severity'], (r['severity'], ''))[0]} {one_line(r['job'], 30)} · "
+            what = (f"{word('severity', r['severity'])} {one_line(r['job'], 30)} · "
                     f"{one_line(r['kind'], 24)} (#{r['id']})")
         else:
             what = f"{len(rows)} marked escalations"
@@ -541,39 +567,3 @@ class MainScreen(PollingScreen, Screen):
             for table in self.query(PagedTable):
                 if table.pinned is not None:
                     table.pinned, table.touched = None, True
-
-
-def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after, before=None) -> None:
-    """Ask, then retry or abandon ``run_id`` on the action thread and report the result.
-
-    Shared by the main and detail screens; ``before()`` runs once confirmed, before the write;
-    ``after(force=True)`` re-reads once done (also when the action failed).
-    """
-    from core import actions
-
-    app: WatchkeeperApp = screen.app  # type: ignore[assignment]
-    if verb == "retry":
-        question = f"Retry {one_line(job, 40)} (run {run_id})?"
-        detail = "Queues a new attempt of this run's lineage."
-    else:
-        question = f"Abandon {one_line(job, 40)} (run {run_id})?"
-        detail = "Marks the run abandoned and kills its live process group. Every artifact is kept."
-
-    async def answered(yes: bool | None) -> None:
-        if not yes:
-            return
-        fn = actions.retry if verb == "retry" else actions.abandon
-        op = app.config.operator
-        if before is not None:
-            before()
-        try:
-            result = await app.actor.call(lambda ledger: fn(ledger, run_id, op))
-        except Exception as exc:
-            screen.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
-            await after(force=True)
-            return
-        screen.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
-        await after(force=True)
-
-    screen.app.push_screen(ConfirmScreen(question, detail), answered)
-

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: Seconds between forced refreshes when nothing was committed (the runner status moves;
+#: ages tick on their own, every second, without a read).
+IDLE_REFRESH_S = 5.0
+
 
 class PollingScreen:
     """Mixin for a Textual ``Screen``: ``_tick`` calls ``poll()`` while the screen is on

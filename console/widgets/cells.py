@@ -1,5 +1,5 @@
-"""Cell formatting shared by the views: states and severities as words plus symbols (never
-colour alone), compact ages and durations. Every value from the ledger goes through
+"""Cell formatting shared by the views: states and severities as their labels
+(``console.labels``), compact ages and durations. Every value from the ledger goes through
 ``console.safe_text``."""
 
 from __future__ import annotations
@@ -8,19 +8,8 @@ from datetime import datetime
 
 from rich.text import Text
 
+from console.labels import label
 from console.safe_text import one_line
-from core.ledger.reads import KIND_SHORT
-
-SEVERITY = {"critical": ("▲ CRIT", "bold red"), "warning": ("◆ WARN", "yellow"), "info": ("· info", "")}
-ESC_STATE = {"open": ("● open", "bold"), "acknowledged": ("✓ acked", "dim"), "snoozed": ("z snoozed", "dim"),
-             "resolved": ("○ resolved", "dim")}
-RUN_STATE = {
-    "succeeded": ("✓ ok", "green"), "failed": ("✗ failed", "bold red"), "timed_out": ("⧗ timeout", "bold red"),
-    "orphaned": ("† orphan", "bold magenta"), "abandoned": ("⊘ abandon", "dim"), "blocked": ("■ blocked", "yellow"),
-    "queued": ("… queued", "dim"), "spawned": ("▹ spawned", "cyan"), "running": ("▸ running", "cyan"),
-    "verifying": ("? verify", "cyan"),
-}
-BREAKER = {"closed": ("closed", "dim"), "open": ("⚡ OPEN", "bold red"), "half_open": ("½ half", "yellow")}
 
 
 def cell(value: object, style: str = "", width: int | None = None) -> Text:
@@ -28,9 +17,10 @@ def cell(value: object, style: str = "", width: int | None = None) -> Text:
     return Text(one_line(value, width), style=style, no_wrap=True, overflow="ellipsis", end="")
 
 
-def word(table: dict[str, tuple[str, str]], value: str | None) -> Text:
-    label, style = table.get(value or "", (value or "-", ""))
-    return cell(label, style)
+def word(kind: str, value: object) -> Text:
+    """``value`` of vocabulary set ``kind`` as its label cell (``console.labels``)."""
+    lab = label(kind, value)
+    return cell(lab.text, lab.style)
 
 
 def age(seconds: float | None, units: int = 2) -> str:
@@ -56,7 +46,7 @@ def age(seconds: float | None, units: int = 2) -> str:
 
 def kind_label(kind: str | None) -> str:
     """An escalation kind as a short word for the table (full kind in the preview/detail)."""
-    return KIND_SHORT.get(kind or "", kind or "-")
+    return label("escalation_kind", kind).text
 
 
 def duration(seconds: float | None) -> str:

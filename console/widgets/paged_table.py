@@ -26,13 +26,13 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from console import keys
 from console.safe_text import one_line
 from core.ledger.reads import Filter, Page
 
@@ -65,15 +65,7 @@ class PagedTable(ScrollView, can_focus=True):
     #: The one line shown when the view has no rows (and no filter is set).
     EMPTY: ClassVar[str] = "Nothing here yet."
 
-    BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home,g", "scroll_top", "Top", show=False),
-        Binding("end,G", "scroll_bottom", "Bottom", show=False),
-        Binding("enter", "select", "Open", show=False),
-    ]
+    BINDINGS = keys.bindings("table")
 
     COMPONENT_CLASSES = {"table--header", "table--cursor", "table--marked", "table--loading"}
 

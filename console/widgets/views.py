@@ -8,10 +8,6 @@ from rich.text import Text
 
 from console.safe_text import clean
 from console.widgets.cells import (
-    BREAKER,
-    ESC_STATE,
-    RUN_STATE,
-    SEVERITY,
     age,
     cell,
     clock,
@@ -48,10 +44,10 @@ class EscalationsTable(PagedTable):
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         state = row["state"]
-        label = word(ESC_STATE, state)
+        label = word("escalation_state", state)
         if state == "snoozed" and row.get("snoozed_until"):
             label = cell(f"z {age(row['snoozed_until'] - self.now, 1)}", "dim")
-        return [word(SEVERITY, row["severity"]), cell(row["job"]), cell(kind_label(row["kind"])),
+        return [word("severity", row["severity"]), cell(row["job"]), cell(kind_label(row["kind"])),
                 cell(row["count"]), cell(age(self.now - (row["first_seen"] or row["last_seen"]))),
                 cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label]
 
@@ -90,7 +86,7 @@ class OutcomesTable(PagedTable):
         if silent == 1 and not reason:
             reason = "(silent)"
         return [cell(clock(row["ended_at"], self.now)), cell(row["job"]), cell(row["attempt"]),
-                word(RUN_STATE, row["state"]), cell(duration(row["duration_s"])),
+                word("run_state", row["state"]), cell(duration(row["duration_s"])),
                 cell(exit_text(row["exit_code"], row["signal"])), cell(reason)]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
@@ -125,7 +121,7 @@ class OrphansTable(PagedTable):
     def cells(self, row: dict[str, Any]) -> list[Text]:
         lease = row["lease_age_s"]
         lease_txt = "-" if lease is None else (f"+{age(lease, 1)}" if lease > 0 else f"ok {age(-lease, 1)}")
-        state = word(RUN_STATE, row["state"])
+        state = word("run_state", row["state"])
         if row["at_risk"]:
             state = cell(f"! {row['state']}", "bold yellow")
         job = f"{row['job']}/{row['task']}" if row.get("task") else row["job"]  # fan-out sub-tasks
@@ -180,8 +176,8 @@ class JobsTable(PagedTable):
         name = cell(row["name"])
         if row.get("last_error"):
             name = Text("! ", style="bold red") + name  # its last edit is invalid; the kept spec runs
-        return [name, cell(sched), cell(next_txt), word(RUN_STATE, row["last_state"]),
-                cell(rate_txt), word(BREAKER, row["breaker_state"])]
+        return [name, cell(sched), cell(next_txt), word("run_state", row["last_state"]),
+                cell(rate_txt), word("breaker", row["breaker_state"])]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")

@@ -52,7 +52,7 @@ class Filter:
     """A parsed ``/`` filter: ``job:NAME state:S kind:K`` tokens plus free text.
 
     ``state`` and ``kind`` match exactly (case-insensitive; ``kind:failed`` does not match
-    ``verification_failed``; the console's short words in ``ALIASES`` are accepted too);
+    ``verification_failed``; the console maps its display words to stored values first);
     ``job`` and free text are case-insensitive substrings. Empty means "any".
     """
 
@@ -67,20 +67,9 @@ class Filter:
         return not (self.job or self.state or self.kind or self.text)
 
 
-#: Short words the console shows for long kinds (``retries_exhausted`` → ``exhausted``), so
-#: an 80-column table need not cut them. The full kind is in the preview line and detail.
-KIND_SHORT = {
-    "retries_exhausted": "exhausted", "verification_failed": "verify_fail", "output_mismatch": "mismatch",
-    "low_confidence": "low_conf", "recovered_on_retry": "recovered", "first_success": "first_ok",
-    "circuit_open": "breaker",
-}
-#: Words a ``state:``/``kind:`` filter accepts besides the stored value: the console's state
-#: labels (``acked``, ``ok``, ``timeout`` …) and its short kinds.
-ALIASES = {
-    "state": {"acked": "acknowledged", "ok": "succeeded", "timeout": "timed_out", "orphan": "orphaned",
-              "abandon": "abandoned", "verify": "verifying", "half": "half_open"},
-    "kind": {short: kind for kind, short in KIND_SHORT.items()},
-}
+#: Filter fields matched exactly (stored states and kinds are closed-set words); the
+#: console turns its own display words into these values first (``console.labels``).
+EXACT_FIELDS = ("state", "kind")
 
 
 def parse_filter(text: str | None) -> Filter:
@@ -120,12 +109,12 @@ def _where(flt: Filter | None, cols: dict[str, str], text_cols: list[str]) -> tu
     params: list[Any] = []
     for name in ("job", "state", "kind"):
         value = getattr(flt, name)
-        if value and name in cols and name in ALIASES:
+        if value and name in cols and name in EXACT_FIELDS:
             # Exact, case-insensitive: stored states and kinds are lower-case words, so the
             # plain comparison keeps the column's index usable.
             value = value.lower()
             conds.append(f"{cols[name]} = ?")
-            params.append(ALIASES[name].get(value, value))
+            params.append(value)
         elif value and name in cols:
             conds.append(f"{cols[name]} LIKE ? ESCAPE '\\'")
             params.append(_like(value))

@@ -184,8 +184,9 @@ class Settings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="Run history retention.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
     refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
+    themes_dir: Path | None = Field(None, description="Folder of user console themes (*.toml, as in themes/).")
 
-    @field_validator("ledger", "artifacts")
+    @field_validator("ledger", "artifacts", "themes_dir")
     @classmethod
     def _absolute(cls, v: Path | None) -> Path | None:
         # Jobs run in their own cwd: a relative artifacts path would point somewhere else there.

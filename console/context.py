@@ -1,0 +1,47 @@
+"""What screens and widgets need from the app, without importing the app.
+
+``console.app`` composes the screens; the screens reach the app only through the
+``ConsoleApp`` protocol and ``ConsoleConfig`` here, so the import graph stays a tree
+(app → screens → widgets → context), never a circle (``tests/test_console_layers.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import themes
+from console.reader import LedgerThread
+
+
+@dataclass
+class ConsoleConfig:
+    """How the console runs. ``refresh`` is the poll interval in seconds; ``clock`` returns
+    Unix seconds (tests freeze it); ``themes_dir`` is a folder of user theme files (TOML,
+    see ``themes/``); ``screenshot_dir`` is where the palette's "save screenshot" writes
+    (default: the current folder)."""
+
+    ledger: Path
+    operator: str
+    read_only: bool = False
+    theme: str = themes.DARK_NAME
+    refresh: float = 0.25
+    clock: Callable[[], float] = field(default=time.time)
+    themes_dir: Path | None = None
+    screenshot_dir: Path | None = None
+
+
+class ConsoleApp(Protocol):
+    """The app as screens see it (``console.app.WatchkeeperApp`` implements it)."""
+
+    config: ConsoleConfig
+    reader: LedgerThread
+    actor: LedgerThread
+    counter: LedgerThread
+
+    def now(self) -> float:
+        """The console's clock (Unix seconds, UTC)."""
+        ...

@@ -1,0 +1,192 @@
+"""The one key registry: bindings, the help screen, the command palette and the README's key
+table all come from ``KEYS``, so they never disagree.
+
+A ``Key`` is bound on the screens named in ``scopes`` (``bindings(scope)`` builds a screen's
+``BINDINGS``); ``doc`` rows make the help screen and README table (``help_rows()``,
+``readme_table()``); ``palette`` entries are the command palette's commands for a screen
+(``palette(scope)``). Keys that are handled in ``on_key`` (dialog answers) or not keys at all
+(the mouse) are documented with ``bind=False``.
+
+Only keys that survive SSH and tmux: letters, digits, arrows, PgUp/PgDn/Home/End, Enter, Esc,
+Space and ctrl+letter (see TEXTUAL_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+#: Screens (and the table widget) that take bindings from here.
+SCOPES = ("main", "table", "detail", "escalation", "history", "help")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One binding and how it is documented.
+
+    ``key``: Textual key names, comma-separated (``"down,j"``). ``action``: the action run on
+    the scope's screen (``"view('jobs')"``, ``"app.help"``). ``label``: the footer's word.
+    ``section``: the help screen's group. ``shown``: how help and README write the key
+    (default: from ``key``). ``where`` / ``does``: README columns (``does`` is the help text
+    too). ``doc=False``: a second binding of a documented row (not listed again).
+    """
+
+    key: str
+    action: str
+    label: str
+    section: str
+    where: str = ""
+    does: str = ""
+    scopes: tuple[str, ...] = ("main",)
+    shown: str = ""
+    show: bool = True
+    priority: bool = False
+    palette: str = ""
+    doc: bool = True
+    bind: bool = True
+    code: bool = True  # README writes the keys as `code` (not for "mouse click, wheel")
+
+    @property
+    def display(self) -> str:
+        if self.shown:
+            return self.shown
+        names = {"question_mark": "?", "slash": "/", "colon": ":", "space": "space", "escape": "esc",
+                 "enter": "enter", "up": "↑", "down": "↓", "pageup": "PgUp", "pagedown": "PgDn",
+                 "home": "Home", "end": "End"}
+        return " / ".join(names.get(k, k) for k in self.key.split(","))
+
+
+TABLES = ("table",)
+EVERY_SCREEN = ("main", "detail", "escalation", "history")
+
+KEYS: tuple[Key, ...] = (
+    # -- general -------------------------------------------------------------------------
+    # The main screen's own "help" (its check_action sees it: the filter box takes "?").
+    Key("question_mark", "help", "Help", "General", "everywhere",
+        "every binding, from this same list (esc, q or ? closes it)", palette="Help: all keys"),
+    Key("question_mark", "app.help", "Help", "General", scopes=("detail", "escalation", "history"),
+        doc=False),
+    Key("colon", "palette", "Palette", "General", "everywhere",
+        "command palette: every view and action, \"Outcomes of job X\", \"History of job X\", "
+        "save a screenshot (to the current folder or --screenshot-dir; it says where)",
+        shown="ctrl+p / :", show=False),
+    Key("escape", "back", "Back", "General", "everywhere",
+        "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
+        "filter / leave a detail screen", scopes=EVERY_SCREEN, show=False),
+    Key("q", "quit", "Quit", "General", "main, detail screens", "quit (main), back (detail screens)",
+        scopes=("main",)),
+    Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history"), show=False),
+    Key("ctrl+q", "app.quit", "Quit", "General", "everywhere", "quit", scopes=(), bind=False),
+    # -- views -----------------------------------------------------------------------------
+    Key("1", "view('escalations')", "Escalations", "Views", "main", "switch view: 1 escalations, "
+        "2 outcomes, 3 live & orphans, 4 jobs", shown="1 2 3 4", show=False,
+        palette="View: escalations"),
+    Key("2", "view('outcomes')", "Outcomes", "Views", show=False, doc=False, palette="View: outcomes"),
+    Key("3", "view('orphans')", "Live & orphans", "Views", show=False, doc=False,
+        palette="View: live & orphans"),
+    Key("4", "view('jobs')", "Jobs", "Views", show=False, doc=False, palette="View: jobs"),
+    # -- move --------------------------------------------------------------------------------
+    Key("down,j", "cursor(1)", "Down", "Move", "tables, detail screens", "move one row / line",
+        scopes=TABLES, shown="j / ↓, k / ↑", show=False),
+    Key("up,k", "cursor(-1)", "Up", "Move", scopes=TABLES, show=False, doc=False),
+    Key("pagedown", "page(1)", "Page down", "Move", "tables", "one screen down / up", scopes=TABLES,
+        shown="PgDn / PgUp", show=False),
+    Key("pageup", "page(-1)", "Page up", "Move", scopes=TABLES, show=False, doc=False),
+    Key("home,g", "scroll_top", "Top", "Move", "tables, detail screens", "first / last row",
+        scopes=TABLES, shown="g / Home, G / End", show=False),
+    Key("end,G", "scroll_bottom", "Bottom", "Move", scopes=TABLES, show=False, doc=False),
+    Key("j", "scroll(1)", "Down", "Move", scopes=("detail",), show=False, doc=False),
+    Key("k", "scroll(-1)", "Up", "Move", scopes=("detail",), show=False, doc=False),
+    Key("g", "top", "Top", "Move", scopes=("detail",), show=False, doc=False),
+    Key("G", "bottom", "Bottom", "Move", scopes=("detail",), show=False, doc=False),
+    Key("click", "", "", "Move", "tables", "click moves the cursor; a click on the cursor row (or a "
+        "double click) opens it; the wheel scrolls", scopes=(), shown="mouse click, wheel", bind=False,
+        code=False),
+    # -- open --------------------------------------------------------------------------------
+    Key("enter", "select", "Open", "Open", "tables",
+        "open: an escalation's detail (its occurrences, who acted, notifications), a run's detail, "
+        "a job's outcomes (esc returns to jobs)", scopes=TABLES, show=False),
+    Key("h", "history", "History", "Open", "jobs, job's outcomes",
+        "the job's history: last runs as a chart, success rate, usual duration, next run",
+        palette="History of the selected job"),
+    Key("o", "outcomes", "Outcomes", "Open", "job history", "that job's outcomes in the main view",
+        scopes=("history",)),
+    Key("J", "toggle_json", "JSON", "Open", "run detail",
+        "handoff and verification as raw JSON / as readable fields", scopes=("detail",)),
+    # -- triage ------------------------------------------------------------------------------
+    Key("a", "acknowledge", "Ack", "Triage", "escalations, escalation detail",
+        "acknowledge (the marked rows, or the cursor row)", scopes=("main", "escalation"),
+        palette="Acknowledge selected escalation(s)"),
+    Key("s", "snooze", "Snooze", "Triage", "escalations, escalation detail",
+        "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5)", scopes=("main", "escalation"),
+        palette="Snooze selected escalation(s)"),
+    Key("R", "resolve", "Resolve", "Triage", "escalations, escalation detail", "resolve",
+        scopes=("main", "escalation"), show=False, palette="Resolve selected escalation(s)"),
+    Key("space", "mark", "Mark", "Triage", "tables",
+        "mark / unmark the row and move down (marks survive scrolling; a, s, R act on every "
+        "marked row)", show=False, palette=""),
+    # -- runs --------------------------------------------------------------------------------
+    Key("r", "retry", "Retry", "Runs", "escalations, outcomes, live & orphans, run detail",
+        "retry: a new attempt of the run's lineage (asks first)", scopes=("main", "detail"),
+        palette="Retry selected run"),
+    Key("x", "abandon", "Abandon", "Runs", "escalations, outcomes, live & orphans, run detail",
+        "abandon: kills a live process group, keeps every artifact (asks first)",
+        scopes=("main", "detail"), palette="Abandon selected run"),
+    Key("y,enter", "", "", "Runs", "confirm dialog",
+        "yes (n / esc: no; keys typed before the dialog appeared do not answer it)", scopes=(),
+        shown="y / enter, n / esc", bind=False),
+    # -- jobs --------------------------------------------------------------------------------
+    Key("P", "pause_job", "Pause job", "Jobs", "jobs, job history",
+        "pause / resume the job (asks first; held in the ledger, survives restarts)",
+        scopes=("main", "history"), palette="Pause / resume the selected job"),
+    Key("t", "trigger", "Run now", "Jobs", "jobs, job history", "run the job now (asks first)",
+        scopes=("main", "history"), palette="Run the selected job now"),
+    # -- live --------------------------------------------------------------------------------
+    Key("p", "pause", "Pause", "Live", "main", "pause live updates (the view freezes; p again resumes)",
+        show=False, palette="Pause / resume live updates"),
+    Key("f", "follow", "Follow", "Live", "main",
+        "follow: live inserts keep the selected row where it is on screen (the list scrolls with it)",
+        show=False, palette="Follow selected row on/off"),
+    # -- find --------------------------------------------------------------------------------
+    Key("slash", "filter", "Filter", "Find", "main",
+        "filter: job:NAME state:S kind:K plus free text; enter applies, esc clears. state: and "
+        "kind: are exact words, case-insensitive (the console's own words work too: state:acked, "
+        "state:timeout, kind:exhausted); job: and free text match any part. Everything typed "
+        "after / goes into the box, even in one burst", priority=True, palette="Filter…"),
+    Key("slash", "search", "Search", "Find", "run detail", "search the detail and output (n: next match)",
+        scopes=("detail",), priority=True),
+    Key("n", "next_match", "Next", "Find", scopes=("detail",), doc=False),
+)
+
+
+def bindings(scope: str) -> list[Binding]:
+    """The ``BINDINGS`` of screen (or widget) ``scope``: every bound key naming it."""
+    return [Binding(k.key, k.action, k.label, show=k.show, priority=k.priority)
+            for k in KEYS if k.bind and scope in k.scopes]
+
+
+def help_rows() -> list[tuple[str, str, str]]:
+    """(section, keys as written, what they do) for every documented key, in registry order."""
+    return [(k.section, k.display, k.does) for k in KEYS if k.doc]
+
+
+def palette(scope: str) -> list[tuple[str, str, str]]:
+    """(palette text, action, key as written) for the palette entries of screen ``scope``."""
+    return [(k.palette, k.action, k.display) for k in KEYS if k.palette and scope in k.scopes]
+
+
+def readme_table() -> str:
+    """The README's "Keys" table (Markdown), rendered from the registry; a test keeps
+    README.md equal to it."""
+    lines = ["| Key | Where | Does |", "|-----|-------|------|"]
+    for k in KEYS:
+        if k.doc:
+            keys = k.display
+            if k.code:
+                # Quote each key, not the separators between them (" / ", ", ", " ").
+                keys = "".join(p if p in (" / ", ", ", " ") else f"`{p}`"
+                               for p in re.split(r"( / |, | )", k.display) if p)
+            lines.append(f"| {keys} | {k.where} | {k.does} |")
+    return "\n".join(lines) + "\n"

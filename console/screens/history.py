@@ -1,0 +1,1 @@
+"""Job history (placeholder until the screen lands)."""
