@@ -74,7 +74,8 @@ KEYS: tuple[Key, ...] = (
         shown="ctrl+p / :", show=False),
     Key("escape", "back", "Back", "General", "everywhere",
         "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
-        "filter / leave a detail screen", scopes=EVERY_SCREEN, show=False),
+        "filter / leave a detail screen", show=False),
+    Key("escape", "back", "Back", "General", scopes=("detail", "escalation", "history"), doc=False),
     Key("q", "quit", "Quit", "General", "main, detail screens", "quit (main), back (detail screens)",
         scopes=("main",)),
     Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history"), show=False),
@@ -161,10 +162,17 @@ KEYS: tuple[Key, ...] = (
 )
 
 
+#: The footer's order (the most used first); keys not named here follow in registry order.
+FOOTER = ("help", "app.help", "filter", "search", "next_match", "acknowledge", "snooze", "retry", "abandon",
+          "history", "outcomes", "toggle_json", "pause_job", "trigger", "back", "quit")
+
+
 def bindings(scope: str) -> list[Binding]:
-    """The ``BINDINGS`` of screen (or widget) ``scope``: every bound key naming it."""
-    return [Binding(k.key, k.action, k.label, show=k.show, priority=k.priority)
-            for k in KEYS if k.bind and scope in k.scopes]
+    """The ``BINDINGS`` of screen (or widget) ``scope``: every bound key naming it, the footer's
+    keys in ``FOOTER`` order."""
+    mine = [k for k in KEYS if k.bind and scope in k.scopes]
+    mine.sort(key=lambda k: FOOTER.index(k.action) if k.action in FOOTER else len(FOOTER))
+    return [Binding(k.key, k.action, k.label, show=k.show, priority=k.priority) for k in mine]
 
 
 def help_rows() -> list[tuple[str, str, str]]:
