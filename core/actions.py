@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from typing import Any
 
 import psutil
 
-from core.ledger import jobs, runs, terminal
-from core.ledger.connection import Ledger, add_event
-from core.ledger.lifecycle import NON_TERMINAL, TERMINAL, State
+from core.ledger import events, jobs, runs, terminal
+from core.ledger.connection import Conn, Ledger, add_event
+from core.ledger.lifecycle import LIVE, NON_TERMINAL, TERMINAL, State
 from core.liveness import process_alive
 from core.text import iso
 from core.vocabulary import ActionResult, Trigger
@@ -32,10 +31,8 @@ def _actor(operator: str) -> str:
     return f"operator:{operator}"
 
 
-def _last_move(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
-    row = conn.execute("SELECT actor, at, to_state FROM events WHERE run_id = ? AND kind = 'transition'"
-                       " ORDER BY id DESC LIMIT 1", (run_id,)).fetchone()
-    return None if row is None else {"actor": row["actor"], "at": row["at"], "to_state": row["to_state"]}
+def _last_move(conn: Conn, run_id: int) -> dict[str, Any] | None:
+    return events.latest(conn, run_id, "transition")
 
 
 def _who(move: dict[str, Any] | None) -> str:
@@ -56,24 +53,22 @@ def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = Non
     """
     actor = _actor(operator)
 
-    def tx(conn: sqlite3.Connection) -> ActionResult:
-        run = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    def tx(conn: Conn) -> ActionResult:
+        run = runs.get(conn, run_id)
         if run is None:
             return ActionResult(False, f"no run {run_id}", run_id, missing=True)
-        latest = conn.execute("SELECT id, attempt, state, trigger FROM runs WHERE lineage = ? ORDER BY attempt DESC"
-                              " LIMIT 1", (run["lineage"],)).fetchone()
+        latest = runs.latest_attempt(conn, run["lineage"])
+        assert latest is not None  # the lineage holds at least ``run``
         if latest["state"] not in TERMINAL:
-            move = conn.execute("SELECT actor, at FROM events WHERE run_id = ? ORDER BY id LIMIT 1",
-                                (latest["id"],)).fetchone()
-            who = _who({"actor": move["actor"], "at": move["at"]}) if move else ""
+            who = _who(events.first(conn, latest["id"]))
             return ActionResult(False, f"{run['job']}: attempt {latest['attempt']} is already {latest['state']}"
                                 f" (run {latest['id']}{', queued' + who if who else ''})", latest["id"])
         ts = now if now is not None else time.time()
-        spec_hash = conn.execute("SELECT spec_hash FROM jobs WHERE name = ?", (run["job"],)).fetchone()
+        job = jobs.job_row(conn, run["job"])
         attempt = latest["attempt"] + 1
         new_id = runs.create(conn, job=run["job"], lineage=run["lineage"], attempt=attempt, slot=run["slot"],
                              task=run["task"], trigger=Trigger.MANUAL_RETRY, parent_run_id=run["parent_run_id"],
-                             spec_hash=spec_hash[0] if spec_hash else run["spec_hash"], not_before=ts, now=ts,
+                             spec_hash=job["spec_hash"] if job else run["spec_hash"], not_before=ts, now=ts,
                              actor=actor, event="manual_retry", reason=f"retry of run {run_id} requested by {operator}",
                              detail={"retry_of": run_id, "previous_attempt": latest["attempt"]})
         assert new_id is not None  # the lineage's next attempt: a conflict raises IntegrityError instead
@@ -152,7 +147,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     """
     actor = _actor(operator)
     for _ in range(5):  # the run may move under us (queued → spawned …); re-read and retry
-        row = ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        row = runs.get(ledger.conn, run_id)
         if row is None:
             return ActionResult(False, f"no run {run_id}", run_id, missing=True)
         if row["state"] not in NON_TERMINAL:
@@ -176,9 +171,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
                                             detail={"pid": row["pid"], "pgid": row["pgid"]}))
     # A fan-out parent's queued sub-tasks went with it in the transaction above; its running
     # ones are abandoned (and killed) too, or they would work on for nobody.
-    subtasks = [r["id"] for r in ledger.query(
-        "SELECT id FROM runs WHERE parent_run_id = ? AND state IN ('spawned','running','verifying') ORDER BY id",
-        (run_id,))]
+    subtasks = runs.children_in_states(ledger.conn, run_id, LIVE)
     done = [sub for sub in subtasks if abandon(ledger, sub, operator, grace_s=grace_s).ok]
     if done:
         note += f"; {len(done)} running sub-task(s) abandoned: runs {', '.join(map(str, done))}"

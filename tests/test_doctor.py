@@ -97,6 +97,17 @@ def test_one_slot_run_as_two_lineages(ledger, settings):
     assert "slot_duplicate" in codes(doctor.check(ledger, settings))
 
 
+def test_outcome_copy_disagreeing_with_its_run(ledger, settings):
+    run_id = gone_run(ledger)
+    doctor.diagnose(ledger, settings, repair=True)  # orphaned, with its job_outcomes row
+    assert "outcome_copy" not in codes(doctor.check(ledger, settings))
+    ledger.write(lambda c: c.execute("UPDATE job_outcomes SET attempt = 7, state = 'succeeded' WHERE run_id = ?",
+                                     (run_id,)))
+    found = [v for v in doctor.check(ledger, settings) if v.check == "outcome_copy"]
+    assert [v.run_id for v in found] == [run_id]
+    assert "attempt 7 (runs: 1)" in found[0].message and "state 'succeeded' (runs: 'orphaned')" in found[0].message
+
+
 def test_cli_exit_codes_and_json(ledger, settings, db):
     run_id = gone_run(ledger)
     cli_runner = CliRunner()

@@ -206,6 +206,17 @@ MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+#: A ledger connection, as passed to ``Ledger.write`` callbacks and the ``conn``-taking
+#: functions of ``core.ledger``. Code outside the ledger names it ``Conn`` and never imports
+#: ``sqlite3``, so the ledger package is the only code that knows the ledger is SQLite.
+Conn = sqlite3.Connection
+
+#: The store failed: locked beyond the caller's patience, read-only, disk full, damaged.
+#: Callers outside ``core.ledger`` catch this (never ``sqlite3.Error`` by name): such a
+#: failure is logged and the write happens again on the next pass.
+StorageError = sqlite3.Error
+
+
 class LedgerError(Exception):
     """A ledger problem the caller should surface (never swallow)."""
 

@@ -29,7 +29,7 @@ from typing import Any
 from core.ledger import lifecycle, outcomes, runs
 from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec
-from core.vocabulary import Trigger
+from core.vocabulary import Trigger, sql_set
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
 
@@ -74,6 +74,14 @@ def settle_children(conn: sqlite3.Connection, parent_id: int, *, actor: str,
             outcomes.record(conn, kid[0], state=State.ABANDONED.value, status="abandoned", reason=PARENT_ENDED)
             done.append(int(kid[0]))
     return done
+
+
+def stranded_parents(conn: sqlite3.Connection, limit: int = 1000) -> list[int]:
+    """Ids of ended (terminal) parent runs that still have ``queued`` sub-tasks: left by a path
+    that did not settle them (an older ledger); the sweep settles them."""
+    return [int(r[0]) for r in conn.execute(
+        "SELECT DISTINCT c.parent_run_id FROM runs c JOIN runs p ON p.id = c.parent_run_id"
+        f" WHERE c.state = 'queued' AND p.state IN {sql_set(TERMINAL)} ORDER BY 1 LIMIT ?", (limit,))]
 
 
 def task_results(conn: sqlite3.Connection, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:

@@ -361,3 +361,9 @@ def admit_slot(conn: sqlite3.Connection, job: str, slot: str, *, actor: str, now
               reason=f"paused by {by} at {_utc(pause['paused_at'])}",
               detail={"slot": slot, **pause}, at=now)
     return False
+
+
+def job_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    """The ``jobs`` row of ``name`` as a dict (``spec`` is the stored spec JSON), or None."""
+    row = conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone()
+    return None if row is None else {k: row[k] for k in row.keys()}

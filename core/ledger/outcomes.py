@@ -113,3 +113,42 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
         d["retried"] = bool(d["retried"])
         out.append(d)
     return out
+
+
+def exists(conn: sqlite3.Connection, run_id: int) -> bool:
+    """Whether ``run_id`` has a ``job_outcomes`` row."""
+    return conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+def judged_by(conn: sqlite3.Connection, run_id: int) -> str | None:
+    """``job_outcomes.judged_by`` of ``run_id`` (``rules``, ``claude:<model>`` …), or None when
+    the run has no outcome or was not judged yet."""
+    row = conn.execute("SELECT judged_by FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def set_verdict(conn: sqlite3.Connection, run_id: int, *, verdict: dict[str, Any], escalate: bool,
+                severity: str | None, kind: str, reason: str, silent: bool, judged_by: str,
+                now: float | None = None) -> bool:
+    """Write the supervisor's verdict into ``run_id``'s outcome, only if it has none yet
+    (compare-and-set on ``judged_by IS NULL``). Returns False when it was judged already
+    (the first verdict stands). Call inside the writing transaction; ``now`` is Unix seconds."""
+    cur = conn.execute(
+        "UPDATE job_outcomes SET verdict = ?, escalate = ?, severity = ?, verdict_kind = ?, verdict_reason = ?,"
+        " silent = ?, judged_by = ?, updated_at = ? WHERE run_id = ? AND judged_by IS NULL",
+        (json.dumps(verdict, default=str), int(escalate), severity, kind, reason, int(silent), judged_by,
+         time.time() if now is None else now, run_id))
+    return cur.rowcount == 1
+
+
+def judged_counts(conn: sqlite3.Connection, since: float) -> dict[str, Any]:
+    """Outcomes judged since ``since`` (Unix seconds, by ``created_at``): ``{runs, silent,
+    escalated, notes (neither silent nor escalated), by_verdict: {verdict_kind: n}}``."""
+    row = conn.execute("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
+                       " SUM(silent = 0 AND escalate = 0) AS notes FROM job_outcomes"
+                       " WHERE created_at >= ? AND judged_by IS NOT NULL", (since,)).fetchone()
+    kinds = {r["verdict_kind"]: int(r["n"]) for r in conn.execute(
+        "SELECT verdict_kind, COUNT(*) AS n FROM job_outcomes WHERE created_at >= ? AND judged_by IS NOT NULL"
+        " GROUP BY verdict_kind ORDER BY n DESC LIMIT 50", (since,))}
+    return {"runs": int(row["runs"] or 0), "silent": int(row["silent"] or 0),
+            "escalated": int(row["escalated"] or 0), "notes": int(row["notes"] or 0), "by_verdict": kinds}

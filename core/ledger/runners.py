@@ -28,9 +28,10 @@ from core import liveness
 from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
-from core.ledger.lifecycle import NON_TERMINAL
+from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.liveness import RunnerLiveness
 from core.spec.model import safe_text
+from core.vocabulary import sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
 
@@ -279,3 +280,10 @@ def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, 
               detail={"escalation_id": esc_id, "previous_runner": prev["id"], "from": gap.since, "to": gap.until,
                       "seconds": round(gap.seconds, 3), "slots": slots[:200]}, at=ts)
     return esc_id
+
+
+def owners_of_live_runs(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """``runners`` rows (as dicts, by id) of every runner that owns a live run (spawned,
+    running or verifying): what the sweep and doctor judge those runs' owners by."""
+    return {r["id"]: {k: r[k] for k in r.keys()} for r in conn.execute(
+        f"SELECT * FROM runners WHERE id IN (SELECT DISTINCT runner_id FROM runs WHERE state IN {sql_set(LIVE)})")}

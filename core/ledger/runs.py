@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from core.ledger.connection import Ledger, add_event
-from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
+from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
 from core.vocabulary import RunState, Trigger, sql_set
 
 
@@ -63,6 +63,63 @@ def run_time(run: dict[str, Any]) -> float:
     """The time a run is listed at (Unix seconds): when it ended, else when it started, else
     when it was queued — the time ``watchkeeper runs`` prints beside it."""
     return run["ended_at"] or run["started_at"] or run["created_at"]
+
+
+def get(conn: sqlite3.Connection, run_id: int, columns: str = "*") -> dict[str, Any] | None:
+    """The ``runs`` row ``run_id`` as a dict (only ``columns``, a comma-separated list of
+    column names, when given), or None when there is no such run."""
+    row = conn.execute(f"SELECT {columns} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else {k: row[k] for k in row.keys()}
+
+
+def state_of(conn: sqlite3.Connection, run_id: int) -> str | None:
+    """``runs.state`` of ``run_id``, or None when there is no such run."""
+    row = conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def latest_attempt(conn: sqlite3.Connection, lineage: str) -> dict[str, Any] | None:
+    """``{id, attempt, state, trigger}`` of the highest attempt of ``lineage``, or None."""
+    row = conn.execute("SELECT id, attempt, state, trigger FROM runs WHERE lineage = ? ORDER BY attempt DESC"
+                       " LIMIT 1", (lineage,)).fetchone()
+    return None if row is None else {k: row[k] for k in row.keys()}
+
+
+def has_attempt(conn: sqlite3.Connection, lineage: str, attempt: int) -> bool:
+    """Whether ``lineage`` has a run at ``attempt`` (e.g. whether a retry was queued)."""
+    return conn.execute("SELECT 1 FROM runs WHERE lineage = ? AND attempt = ?",
+                        (lineage, attempt)).fetchone() is not None
+
+
+def failed_attempts_before(conn: sqlite3.Connection, lineage: str, attempt: int) -> int:
+    """How many attempts of ``lineage`` before ``attempt`` ended failed, timed out or orphaned."""
+    return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE lineage = ? AND attempt < ?"
+                            f" AND state IN {sql_set(FAILED_STATES)}", (lineage, attempt)).fetchone()[0])
+
+
+def in_states(conn: sqlite3.Connection, states: Any, columns: str = "*", *,
+              limit: int = 100_000) -> list[dict[str, Any]]:
+    """Runs whose state is one of ``states`` (a set of ``RunState``), oldest id first, each a
+    dict of ``columns`` (comma-separated names)."""
+    return [{k: r[k] for k in r.keys()} for r in conn.execute(
+        f"SELECT {columns} FROM runs WHERE state IN {sql_set(states)} ORDER BY id LIMIT ?", (limit,))]
+
+
+def children_in_states(conn: sqlite3.Connection, parent_id: int, states: Any) -> list[int]:
+    """Ids of the sub-task runs of ``parent_id`` whose state is one of ``states``, oldest first."""
+    return [int(r[0]) for r in conn.execute(
+        f"SELECT id FROM runs WHERE parent_run_id = ? AND state IN {sql_set(states)} ORDER BY id LIMIT 10000",
+        (parent_id,))]
+
+
+def queued_of_removed_jobs(conn: sqlite3.Connection, *, removed_before: float,
+                           limit: int = 100) -> list[dict[str, Any]]:
+    """``{id, attempt}`` of top-level ``queued`` runs whose job is disabled in ``jobs`` (no spec
+    defines it) since at least ``removed_before`` (Unix seconds), oldest first."""
+    return [{"id": r[0], "attempt": r[1]} for r in conn.execute(
+        "SELECT r.id, r.attempt FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = ?"
+        " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
+        (RunState.QUEUED.value, removed_before, limit))]
 
 
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,

@@ -19,17 +19,15 @@ The policy table lives in ``core.supervisor.rules`` and README.md ("Supervisor")
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from core.ledger import escalations, outcomes, runners, terminal
-from core.ledger.connection import Ledger, add_event, row_dict
-from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
+from core.ledger import escalations, events, jobs, outcomes, runners, runs, terminal
+from core.ledger.connection import Conn, Ledger, StorageError, add_event
+from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec, spec_from_json
 from core.supervisor import evidence, notify
 from core.supervisor.rules import CLAIM_CHECKS, RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
@@ -63,17 +61,8 @@ def _sinks(settings: Any) -> list[Any]:
     return list(getattr(settings, "notify", None) or [])
 
 
-def _loads(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return None
-
-
-def _job_spec(conn: sqlite3.Connection, job: str) -> tuple[JobSpec | None, dict[str, Any] | None]:
-    jrow = row_dict(conn.execute("SELECT * FROM jobs WHERE name = ?", (job,)).fetchone())
+def _job_spec(conn: Conn, job: str) -> tuple[JobSpec | None, dict[str, Any] | None]:
+    jrow = jobs.job_row(conn, job)
     if jrow is None:
         return None, None
     try:
@@ -110,7 +99,7 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
         it), nothing is done and its current state is returned (``"missing"`` for no run).
     """
     settings = _settings(settings)
-    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    run = runs.get(ledger.conn, run_id)
     if run is None:
         return "missing"
     if run["state"] != State.VERIFYING:
@@ -146,8 +135,7 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
                                        "signal": sig})
     if won:
         judge_run(ledger, run_id, settings=settings)
-    now_state = ledger.one("SELECT state FROM runs WHERE id = ?", (run_id,))
-    return str(now_state["state"]) if now_state else "missing"
+    return runs.state_of(ledger.conn, run_id) or "missing"
 
 
 # -- judging ---------------------------------------------------------------------------------
@@ -202,7 +190,7 @@ def _facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = Fal
         stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims)
 
 
-def _history(conn: sqlite3.Connection, job: str, before_run: int) -> list[OutcomeFacts]:
+def _history(conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
     return [_facts({"job": job}, r, retry_queued=r["retried"])
             for r in outcomes.job_history(conn, job, before_run, HISTORY_LIMIT)]
 
@@ -215,16 +203,12 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
     does not exist.
     """
     conn = ledger.conn
-    run = row_dict(conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
+    run = runs.get(conn, run_id)
     if run is None:
         return None
     out = outcomes.get(conn, run_id) or {}
-    retry = conn.execute("SELECT 1 FROM runs WHERE lineage = ? AND attempt = ?",
-                         (run["lineage"], run["attempt"] + 1)).fetchone() is not None
-    failed_states = tuple(s.value for s in FAILED_STATES)
-    prior = conn.execute(
-        f"SELECT COUNT(*) FROM runs WHERE lineage = ? AND attempt < ? AND state IN ({','.join('?' * len(failed_states))})",
-        (run["lineage"], run["attempt"], *failed_states)).fetchone()[0]
+    retry = runs.has_attempt(conn, run["lineage"], run["attempt"] + 1)
+    prior = runs.failed_attempts_before(conn, run["lineage"], run["attempt"])
     spec, _ = _job_spec(conn, run["job"])
     return (_facts(run, out, retry_queued=retry, prior_failures=int(prior)), _history(conn, run["job"], run_id),
             spec, run)
@@ -263,8 +247,7 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     facts, history, spec, run = got
     if run["state"] not in {s.value for s in TERMINAL}:
         return
-    existing = ledger.one("SELECT judged_by FROM job_outcomes WHERE run_id = ?", (run_id,))
-    if existing is not None and existing["judged_by"] is not None:
+    if outcomes.judged_by(ledger.conn, run_id) is not None:
         return
     rules = evaluate(facts, history, spec)
     if run.get("task"):
@@ -276,17 +259,14 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     sinks = _sinks(settings)
     owner = (spec.owner if spec else None) or None
 
-    def tx(conn: sqlite3.Connection) -> None:
-        if conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone() is None:
+    def tx(conn: Conn) -> None:
+        if not outcomes.exists(conn, run_id):
             outcomes.record(conn, run_id, state=run["state"], status=run["state"], reason=run["reason"],
                             exit_code=run["exit_code"], signal=run["signal"])
-        cur = conn.execute(
-            "UPDATE job_outcomes SET verdict = ?, escalate = ?, severity = ?, verdict_kind = ?, verdict_reason = ?,"
-            " silent = ?, judged_by = ?, updated_at = ? WHERE run_id = ? AND judged_by IS NULL",
-            (json.dumps(verdict.to_json()), int(verdict.escalate), verdict.severity, verdict.kind, verdict.reason,
-             int(verdict.silent), verdict.judged_by, time.time(), run_id))
-        if cur.rowcount != 1:  # judged concurrently: the first verdict stands
-            return
+        if not outcomes.set_verdict(conn, run_id, verdict=verdict.to_json(), escalate=verdict.escalate,
+                                    severity=verdict.severity, kind=verdict.kind, reason=verdict.reason,
+                                    silent=verdict.silent, judged_by=verdict.judged_by):
+            return  # judged concurrently: the first verdict stands
         esc_id = None
         if verdict.escalate:
             esc_id, _ = escalations.raise_escalation(
@@ -313,13 +293,11 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     and verdict are not changed.
     """
     settings = _settings(settings)
-    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    run = runs.get(ledger.conn, run_id)
     if run is None:
         return
-    ev = ledger.one("SELECT detail FROM events WHERE run_id = ? AND kind = 'late_result' ORDER BY id DESC LIMIT 1",
-                    (run_id,))
-    detail = _loads(ev["detail"]) if ev is not None else None
-    detail = detail if isinstance(detail, dict) else {}
+    ev = events.latest(ledger.conn, run_id, "late_result")
+    detail = (ev or {}).get("detail") or {}
     facts = OutcomeFacts(run_id=run_id, job=run["job"], attempt=run["attempt"], state=run["state"],
                          status=run["state"], reason=run["reason"], exit_code=detail.get("exit_code"),
                          signal=detail.get("signal"), late_result=True)
@@ -332,9 +310,8 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     # after all) is still a late result a person must see.
     own_kill = run["state"] == State.ABANDONED and detail.get("signal") is not None
 
-    def tx(conn: sqlite3.Connection) -> None:
-        if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND kind = 'late_result_judged'",
-                        (run_id,)).fetchone():
+    def tx(conn: Conn) -> None:
+        if events.exists(conn, run_id, "late_result_judged"):
             return
         if own_kill:
             add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
@@ -377,7 +354,7 @@ def periodic(ledger: Ledger, settings: Any) -> None:
     for name, step in steps:
         try:
             step()
-        except sqlite3.Error as exc:  # the ledger is unwritable for now: one line, retried next beat
+        except StorageError as exc:  # the ledger is unwritable for now: one line, retried next beat
             log.warning("supervisor periodic step %s failed (%s); retrying next beat", name, exc)
         except Exception:
             log.exception("supervisor periodic step %s failed", name)
@@ -392,14 +369,10 @@ def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: fl
     outcome in the same transaction, then judged: a ``job_removed`` warning escalation.
     ``now`` is Unix seconds. Returns the run ids cancelled."""
     now = time.time() if now is None else now
-    rows = ledger.query(
-        "SELECT r.id, r.attempt FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = 'queued'"
-        " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT 100",
-        (now - grace_s,))
+    rows = runs.queued_of_removed_jobs(ledger.conn, removed_before=now - grace_s)
     done: list[int] = []
     for row in rows:
         run_id = row["id"]
-
         if terminal.finish_run(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
                                reason="job_removed", fields={"ended_at": now}):
             done.append(run_id)
@@ -415,15 +388,9 @@ def report(ledger: Ledger, since: float) -> dict[str, Any]:
     notifications: {pending, sent, failed}}`` from ``job_outcomes``, ``escalations`` and
     ``notifications``.
     """
-    row = ledger.one("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
-                     " SUM(silent = 0 AND escalate = 0) AS notes FROM job_outcomes"
-                     " WHERE created_at >= ? AND judged_by IS NOT NULL", (since,))
-    runs = int(row["runs"] or 0)
-    kinds = {r["verdict_kind"]: int(r["n"]) for r in ledger.query(
-        "SELECT verdict_kind, COUNT(*) AS n FROM job_outcomes WHERE created_at >= ? AND judged_by IS NOT NULL"
-        " GROUP BY verdict_kind ORDER BY n DESC LIMIT 50", (since,))}
-    return {"since": since, "runs": runs, "silent": int(row["silent"] or 0), "notes": int(row["notes"] or 0),
-            "escalated": int(row["escalated"] or 0),
-            "silent_share": (int(row["silent"] or 0) / runs) if runs else None, "by_verdict": kinds,
-            "escalations": escalations.counts_by_kind(ledger, since),
+    counts = outcomes.judged_counts(ledger.conn, since)
+    n = counts["runs"]
+    return {"since": since, "runs": n, "silent": counts["silent"], "notes": counts["notes"],
+            "escalated": counts["escalated"], "silent_share": (counts["silent"] / n) if n else None,
+            "by_verdict": counts["by_verdict"], "escalations": escalations.counts_by_kind(ledger, since),
             "notifications": notify.summary(ledger, since)}

@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,9 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import liveness
-from core.ledger import fanout, terminal
-from core.ledger.connection import Ledger, add_event, row_dict
-from core.ledger.lifecycle import LIVE, TERMINAL, State
+from core.ledger import fanout, jobs, runners, runs, terminal
+from core.ledger.connection import Conn, Ledger, StorageError, add_event
+from core.ledger.lifecycle import LIVE, State
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name
 from core.supervisor import supervisor
@@ -66,8 +65,6 @@ log = logging.getLogger(__name__)
 #: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
 DEFAULT_KILL_GRACE_CAP_S = 5.0
 
-_LIVE_SQL = ", ".join(f"'{s.value}'" for s in sorted(LIVE))
-_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
 #: What ``assess`` and ``_settle_run`` read of a run.
 _RUN_COLUMNS = ("id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
                 " spawned_at, updated_at")
@@ -226,7 +223,7 @@ class Sweeper:
                 ledger.write(lambda conn: add_event(conn, actor=self.actor, kind="sweep_paused",
                                                     reason="pause_detected", detail=gap),
                              max_wait_s=self.write_wait_s)
-            except sqlite3.Error as exc:
+            except StorageError as exc:
                 report.errors.append(f"sweep_paused event: {exc}")
             log.warning("sweep was paused (%s); declaring nothing dead for one heartbeat", gap)
             return report
@@ -242,16 +239,13 @@ class Sweeper:
         now = time.time() if now is None else now
         report = SweepReport(at=now)
         try:
-            runs = [row_dict(r) for r in ledger.query(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN ({_LIVE_SQL}) ORDER BY id")]
-            owners = {r["id"]: row_dict(r) for r in ledger.query(
-                "SELECT * FROM runners WHERE id IN"
-                f" (SELECT DISTINCT runner_id FROM runs WHERE state IN ({_LIVE_SQL}))")}
-        except sqlite3.Error as exc:
+            live = runs.in_states(ledger.conn, LIVE, _RUN_COLUMNS)
+            owners = runners.owners_of_live_runs(ledger.conn)
+        except StorageError as exc:
             report.errors.append(f"read: {exc}")
             return report
         stalled: set[str] = set()
-        for run in runs:
+        for run in live:
             owner = owners.get(run["runner_id"]) if run["runner_id"] else None
             verdict = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
                              own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now)
@@ -277,10 +271,10 @@ class Sweeper:
         out = LostReport()
         for run_id in sorted(run_ids):
             try:
-                row = ledger.one(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
-            except sqlite3.Error:
+                run = runs.get(ledger.conn, run_id, _RUN_COLUMNS)
+            except StorageError as exc:
+                log.warning("run %s: cannot read it to settle it, retried next call: %s", run_id, exc)
                 continue
-            run = row_dict(row)
             if run is None or run["state"] not in LIVE or run["runner_id"] != runner_id:
                 out.finished.append(run_id)
                 continue
@@ -321,7 +315,7 @@ class Sweeper:
         try:
             won = ledger.write(lambda conn: self._orphan_tx(conn, run, verdict.reason, fields, detail, findings),
                                max_wait_s=self.write_wait_s)
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             report.errors.append(f"run {run['id']}: orphan write failed, retried next pass: {exc}")
             return
         if not won:
@@ -359,24 +353,22 @@ class Sweeper:
         """Abandon queued fan-out sub-tasks whose parent run already ended (a parent ended by
         a path that did not settle them, e.g. an operator's abandon, or an older ledger)."""
         try:
-            parents = [r[0] for r in ledger.query(
-                "SELECT DISTINCT c.parent_run_id FROM runs c JOIN runs p ON p.id = c.parent_run_id"
-                f" WHERE c.state = 'queued' AND p.state IN ({_TERMINAL_SQL}) ORDER BY 1 LIMIT 1000")]
-        except sqlite3.Error as exc:
+            parents = fanout.stranded_parents(ledger.conn)
+        except StorageError as exc:
             report.errors.append(f"read sub-tasks: {exc}")
             return
         for parent_id in parents:
             try:
                 done = ledger.write(lambda conn, pid=parent_id: fanout.settle_children(conn, pid, actor=self.actor),
                                     max_wait_s=self.write_wait_s)
-            except sqlite3.Error as exc:
+            except StorageError as exc:
                 report.errors.append(f"run {parent_id}: settling its queued sub-tasks failed, retried next pass: {exc}")
                 continue
             if done:
                 log.warning("run %s ended: abandoned its queued sub-task run(s) %s", parent_id, done)
             report.settled_subtasks.extend(done)
 
-    def _orphan_tx(self, conn: sqlite3.Connection, run: dict[str, Any], reason: str | None,
+    def _orphan_tx(self, conn: Conn, run: dict[str, Any], reason: str | None,
                    fields: dict[str, Any], detail: dict[str, Any],
                    findings: list[dict[str, str]] | None = None) -> bool:
         # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
@@ -387,7 +379,7 @@ class Sweeper:
 
     @staticmethod
     def _job_grace(ledger: Ledger, job: str) -> float:
-        row = ledger.one("SELECT spec FROM jobs WHERE name = ?", (job,))
+        row = jobs.job_row(ledger.conn, job)
         try:
             return float(json.loads(row["spec"]).get("grace", 5.0)) if row else 5.0
         except (ValueError, TypeError, AttributeError):

@@ -18,13 +18,12 @@ dead runner is always reported:
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.ledger import escalations, runners
-from core.ledger.connection import Ledger
+from core.ledger.connection import Ledger, StorageError
 from core.spec import schedule
 from core.spec.model import JobSpec
 from core.supervisor import notify, supervisor
@@ -64,20 +63,20 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
     sinks = list(getattr(settings, "notify", None) or [])
     try:
         out.gap = supervisor.check_runner_gap(ledger, sinks=sinks, owner=settings.runner_owner)
-    except sqlite3.Error as exc:
+    except StorageError as exc:
         out.errors.append(f"runner gap check: {exc}")
     try:
         out.reopened = escalations.expire_snoozes(ledger, sinks=sinks)
-    except sqlite3.Error as exc:
+    except StorageError as exc:
         out.errors.append(f"snooze expiry: {exc}")
     try:
         notify.repeat_unacknowledged(ledger, sinks)
-    except sqlite3.Error as exc:
+    except StorageError as exc:
         out.errors.append(f"repeat of unacknowledged criticals: {exc}")
     try:
         stats = notify.deliver_due(ledger, sinks, budget_s=budget_s)
         out.sent, out.retried, out.failed = stats.sent, stats.retried, stats.failed
-    except sqlite3.Error as exc:
+    except StorageError as exc:
         out.errors.append(f"notification delivery: {exc}")
     return out
 
@@ -116,7 +115,7 @@ def record_past_gap(ledger: Ledger, settings: Any, *, runner_id: str, started_at
     """At runner start (``runner_id`` started at ``started_at``, Unix seconds): if the runner
     before it vanished without a clean stop, record the gap as one ``runner_gap`` escalation
     (opened, or the open one updated) with the slots of ``specs`` that fell in it. Returns
-    the escalation id, or None when there was no gap. Raises ``sqlite3.Error`` when the
+    the escalation id, or None when there was no gap. Raises ``StorageError`` when the
     write failed (the caller logs it; the gap stays visible through ``runner_gap``)."""
     gap = runners.past_gap(ledger, runner_id=runner_id, started_at=started_at)
     if gap is None:
