@@ -105,3 +105,56 @@ class ActionResult:
     message: str
     target_id: int | None = None
     missing: bool = False
+
+
+class MissionState(StrEnum):
+    """Where a mission is (``missions.state``).
+
+    ``planning``: the coordinator has news to read (a new goal, results, an answer);
+    ``working``: it waits, without tokens, for workers or a person; ``waiting_person``: an
+    ``ask_person`` question is open; ``awaiting_approval``: a report is in and the coordinator
+    asked to close (or its budget ran out); ``closed``: a person approved the report;
+    ``aborted``: a person aborted it (live workers killed, every artifact kept).
+    """
+
+    PLANNING = "planning"
+    WORKING = "working"
+    WAITING_PERSON = "waiting_person"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CLOSED = "closed"
+    ABORTED = "aborted"
+
+
+#: Mission states nothing moves out of.
+MISSION_ENDED: frozenset[MissionState] = frozenset({MissionState.CLOSED, MissionState.ABORTED})
+
+
+class WorkerState(StrEnum):
+    """One spawned worker of a mission (``mission_workers.state``).
+
+    ``running`` covers queued, live and retrying attempts of its run lineage; ``delivered``
+    means the supervisor program verified its delivery; ``failed`` that its last attempt
+    failed or its claim did not verify; ``abandoned`` that a person (or an abort) gave it up.
+    """
+
+    RUNNING = "running"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+class CoordinatorKind(StrEnum):
+    """Who plans a mission: Claude through tool use, a program speaking the same tool
+    protocol, or an external agent over MCP (``watchkeeper mcp``)."""
+
+    CLAUDE = "claude"
+    SCRIPTED = "scripted"
+    EXTERNAL = "external"
+
+
+class AgentTool(StrEnum):
+    """The tools an agent worker may be given (none by default)."""
+
+    READ_FILE = "read_file"
+    WRITE_FILE = "write_file"
+    RUN_COMMAND = "run_command"

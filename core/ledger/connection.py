@@ -201,6 +201,83 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX notifications_escalation ON notifications(escalation_id, sink);
     """,
+    # 3 → 4: missions (issue 15). A mission's worker runs are ordinary runs of the worker's
+    # job (trigger 'mission', slot 'mission:<id>:<seq>'), linked through mission_workers.
+    """
+    CREATE TABLE missions (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,              -- mission definition name ('adhoc' without one)
+        goal TEXT NOT NULL,
+        coordinator TEXT NOT NULL,       -- claude | scripted | external
+        command TEXT,                    -- scripted coordinator argv as JSON
+        cwd TEXT,                        -- folder the scripted coordinator runs in
+        model TEXT,
+        system TEXT,
+        workers TEXT NOT NULL,           -- JSON list of worker job names it may spawn
+        owner TEXT,
+        state TEXT NOT NULL,             -- planning | working | waiting_person | awaiting_approval | closed | aborted
+        budget TEXT NOT NULL,            -- JSON {turns, workers, tokens, cost}
+        turns INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost REAL NOT NULL DEFAULT 0,
+        report TEXT,
+        report_status TEXT,              -- success | partial | failed
+        close_requested INTEGER NOT NULL DEFAULT 0,
+        question TEXT,                   -- the open ask_person question
+        reason TEXT,                     -- why it stopped planning / was aborted
+        decided_by TEXT,                 -- the person who approved or aborted
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_at REAL
+    );
+    CREATE INDEX missions_state ON missions(state, id);
+    CREATE TABLE mission_workers (
+        id INTEGER PRIMARY KEY,
+        mission_id INTEGER NOT NULL REFERENCES missions(id),
+        seq INTEGER NOT NULL,            -- 1, 2, ... within the mission
+        worker TEXT NOT NULL,            -- the worker's job name
+        task TEXT NOT NULL,
+        context TEXT,                    -- JSON given by the coordinator
+        call_id TEXT,                    -- the spawn_worker tool call it answers
+        state TEXT NOT NULL,             -- running | delivered | failed | abandoned
+        lineage TEXT NOT NULL,           -- runs.lineage of its attempts
+        run_id INTEGER,                  -- latest attempt
+        attempts INTEGER NOT NULL DEFAULT 0,
+        status TEXT, confidence REAL, steps_used INTEGER, tokens INTEGER, cost REAL,
+        result TEXT,                     -- JSON: the handoff's result
+        error TEXT,
+        note TEXT,                       -- the verification verdict, one line
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        settled_at REAL,
+        abandoned_by TEXT,
+        UNIQUE (mission_id, seq)
+    );
+    CREATE INDEX mission_workers_state ON mission_workers(state, mission_id);
+    CREATE TABLE mission_calls (
+        id INTEGER PRIMARY KEY,
+        mission_id INTEGER NOT NULL REFERENCES missions(id),
+        turn INTEGER NOT NULL,
+        call_id TEXT NOT NULL,           -- tool_use id (Claude) or one we made
+        name TEXT NOT NULL,              -- spawn_worker | ask_person | report | close_mission | status
+        input TEXT NOT NULL,             -- JSON
+        result TEXT,                     -- JSON, NULL while waiting (a worker, a person)
+        is_error INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        answered_at REAL,
+        UNIQUE (mission_id, call_id)
+    );
+    CREATE INDEX mission_calls_turn ON mission_calls(mission_id, turn);
+    CREATE TABLE mission_turns (
+        mission_id INTEGER NOT NULL REFERENCES missions(id),
+        turn INTEGER NOT NULL,
+        at REAL NOT NULL,
+        reply TEXT NOT NULL,             -- JSON content blocks the coordinator answered with
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (mission_id, turn)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

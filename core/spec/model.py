@@ -264,6 +264,42 @@ class Task(_Strict):
         return v
 
 
+class Agent(_Strict):
+    """An agent worker (``kind = "agent"``): a Claude session that ends by writing the
+    structured result (status, result, confidence, steps_used, error) as its handoff.
+
+    ``task`` is a template: ``{task}``, ``{context}`` and ``{goal}`` are filled from the
+    mission that spawned the worker (empty outside a mission). ``tools`` are taken from
+    the small allowed set (``read_file``/``write_file`` under the job's cwd, ``run_command``
+    limited to ``allow_commands`` by program name); none by default. Prices are dollars per
+    million tokens, used to report ``cost`` against ``budget.cost``.
+    """
+
+    model: NonEmptyStr = "claude-sonnet-4-6"
+    system: str = "You are a careful worker. Do the task, then call submit_result once."
+    task: str = "{task}"
+    max_tokens: Int = Field(2048, ge=16, le=64000)
+    tools: list[Literal["read_file", "write_file", "run_command"]] = Field(default_factory=list)
+    allow_commands: list[NonEmptyStr] = Field(default_factory=list)
+    price_in: Number = Field(3.0, ge=0, description="$ per million input tokens")
+    price_out: Number = Field(15.0, ge=0, description="$ per million output tokens")
+    offline: Command | None = Field(None, description="stand-in command when no API key is set (demo)")
+
+    @model_validator(mode="after")
+    def _commands(self) -> Agent:
+        if self.allow_commands and "run_command" not in self.tools:
+            raise FieldProblem("agent.allow_commands", "allow_commands needs 'run_command' in tools")
+        if "run_command" in self.tools and not self.allow_commands:
+            raise FieldProblem("agent.allow_commands", "run_command needs at least one allowed program")
+        return self
+
+
+#: Exit codes of the agent worker process (``core.mission.agent``): transient (rate limit,
+#: overload, connection) is retried with backoff; refusal or invalid output is not.
+AGENT_EXIT_TRANSIENT = 75
+AGENT_EXIT_PERMANENT = 65
+
+
 class JobSpec(_Strict):
     """One job. Times are seconds; exactly one of ``schedule``/``every``/``once`` or none
     (a manual-only job, run with ``watchkeeper trigger``)."""
@@ -289,7 +325,8 @@ class JobSpec(_Strict):
     owner: NonEmptyStr | None = None
     expect: Expect = Field(default_factory=Expect)
     verify: list[VerifyCommand] = Field(default_factory=list)
-    kind: Literal["command", "fanout"] = "command"
+    kind: Literal["command", "fanout", "agent"] = "command"
+    agent: Agent | None = None
     tags: list[NonEmptyStr] = Field(default_factory=list)
     # orchestration (fan-out, fallback, breaker, budgets)
     tasks: list[Task] = Field(default_factory=list)
@@ -307,6 +344,18 @@ class JobSpec(_Strict):
         if not NAME_RE.match(v):
             raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_defaults(cls, data: Any) -> Any:
+        # An agent's rate limits and overloads are transient (exit 75, retried with backoff up
+        # to 3 attempts); a refusal or invalid output (exit 65) is not.
+        if isinstance(data, dict) and data.get("kind") == "agent":
+            data = dict(data)
+            data.setdefault("max_attempts", 3)
+            data.setdefault("no_retry_on", [AGENT_EXIT_PERMANENT])
+            data.setdefault("max_steps", 10)
+        return data
 
     @field_validator("every")
     @classmethod
@@ -374,6 +423,10 @@ class JobSpec(_Strict):
             raise FieldProblem("command", "field required (an argv list or a shell string)")
         if self.retry_on is not None and set(self.retry_on) & set(self.no_retry_on):
             raise FieldProblem("no_retry_on", "an exit code cannot be in both retry_on and no_retry_on")
+        if self.kind == "agent" and self.agent is None:
+            raise FieldProblem("agent", "an agent job needs an [agent] table (model, system, task)")
+        if self.agent is not None and self.kind != "agent":
+            raise FieldProblem("agent", "'agent' needs kind = \"agent\"")
         if self.kind == "fanout":
             if not self.tasks:
                 raise FieldProblem("tasks", "a fanout job needs at least one [[job.tasks]] entry")

@@ -1,0 +1,421 @@
+"""The supervisor program of missions: Watchkeeper's own code between coordinator and workers.
+
+One ``MissionEngine.step`` advances every mission that is not ended:
+
+1. **Settle workers.** A worker whose latest attempt is terminal (no retry queued: retries
+   with backoff are the ordinary run policy) is checked with code (``verify_delivery``):
+   delivered only when its run *succeeded* (the supervisor verified exit code, handoff,
+   claimed files, verify commands) and its handoff carries a status of success or partial
+   and a result. Anything else is ``failed`` and escalated to the mission's owner. The
+   worker's ``spawn_worker`` call gets its result either way.
+2. **Wake.** A mission waiting on workers or a person whose open calls are all answered
+   goes back to ``planning``: the coordinator sees the results in its next turn. Nothing
+   is sent to the coordinator while it waits, so waiting costs no tokens.
+3. **Turn.** A ``planning`` mission gets one coordinator turn (Claude, or the scripted
+   program), unless a budget (turns, tokens, cost) is exhausted: then it stops planning with
+   a partial report and waits for a person. Tool calls are carried out in the transaction
+   that records the turn (compare-and-set on state and turn number).
+
+Every decision is an audit event under ``job = 'mission:<id>'``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from core.ledger import escalations
+from core.ledger import missions as ml
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import TERMINAL, State
+from core.mission import protocol
+from core.vocabulary import MISSION_ENDED, MissionState, WorkerState
+
+log = logging.getLogger(__name__)
+
+ACTOR = "mission"
+#: Prices ($ per million tokens) for the coordinator's cost figure.
+PRICE_IN, PRICE_OUT = 3.0, 15.0
+COORDINATOR_MAX_TOKENS = 2048
+#: Consecutive coordinator errors after which the mission stops planning.
+MAX_COORDINATOR_ERRORS = 5
+NUDGE = ("You answered without a tool call. Use spawn_worker, ask_person, or finish with report(text, status) "
+         "and close_mission().")
+WAITING = MissionState.WORKING, MissionState.WAITING_PERSON
+
+
+class CoordinatorError(Exception):
+    """One coordinator turn failed (API error, bad output, the program crashed)."""
+
+
+@dataclass
+class Turn:
+    """A coordinator's answer: content blocks, and its usage (tokens, dollars)."""
+
+    reply: list[dict[str, Any]]
+    tokens: int = 0
+    cost: float = 0.0
+
+
+def verify_delivery(attempt: dict[str, Any] | None) -> tuple[bool, str]:
+    """(delivered?, one-line note) for a worker's final attempt (``missions.latest_attempt``).
+
+    Delivered only when the run ``succeeded`` — the supervisor already checked exit code,
+    handoff validity, claimed files/artifacts and verify commands — and the handoff's status
+    is success or partial with a non-empty result. A claim that failed verification ends
+    the run ``failed`` and is never counted as delivered.
+    """
+    if attempt is None:
+        return False, "no run"
+    state, run_id = attempt.get("state"), attempt.get("id")
+    if state != State.SUCCEEDED:
+        why = attempt.get("reason") or state
+        return False, f"run {run_id} {state}" + (f" ({why})" if why and why != state else "")
+    ver = attempt.get("verification")
+    if isinstance(ver, dict) and ver.get("ok") is False:
+        return False, f"run {run_id}: verification failed"
+    handoff = attempt.get("handoff")
+    if not isinstance(handoff, dict):
+        return False, f"run {run_id} succeeded without a valid handoff (the structured result is the delivery)"
+    if handoff.get("status") not in ("success", "partial"):
+        return False, f"run {run_id}: handoff status {handoff.get('status')!r}"
+    if handoff.get("result") in (None, "", [], {}):
+        return False, f"run {run_id}: handoff claims {handoff.get('status')} but carries no result"
+    return True, f"verified: run {run_id} succeeded, status {handoff['status']}"
+
+
+def worker_summary(w: dict[str, Any]) -> dict[str, Any]:
+    """What the coordinator (and a report) is told about a worker."""
+    return {k: w.get(k) for k in ("seq", "worker", "task", "state", "status", "result", "confidence",
+                                  "steps_used", "error", "note")}
+
+
+def auto_report(workers: list[dict[str, Any]], why: str) -> tuple[str, str]:
+    """(report text, status) written by the program when the coordinator cannot finish."""
+    done = [w for w in workers if w["state"] == WorkerState.DELIVERED]
+    missing = [w for w in workers if w["state"] != WorkerState.DELIVERED]
+    lines = [f"The coordinator stopped: {why}."]
+    for w in done:
+        lines.append(f"Delivered by worker {w['seq']} ({w['worker']}): {json.dumps(w.get('result'), default=str)[:2000]}")
+    if missing:
+        lines.append("Missing: " + "; ".join(f"worker {w['seq']} ({w['worker']}) {w['state']}"
+                                             + (f": {w['note'] or w['error']}" if (w.get('note') or w.get('error')) else "")
+                                             for w in missing))
+    return "\n".join(lines), ("partial" if done else "failed")
+
+
+def _sinks(settings: Any) -> list[Any]:
+    return list(getattr(settings, "notify", None) or [])
+
+
+class MissionEngine:
+    """Advances missions; one per runner. ``coordinator`` overrides how a turn is taken
+    (tests); by default Claude missions use ``settings.judge``'s API key and base URL."""
+
+    def __init__(self, settings: Any, *, actor: str = ACTOR) -> None:
+        self.settings = settings
+        self.actor = actor
+        self._errors: dict[int, int] = {}
+        self._not_before: dict[int, float] = {}
+
+    # -- the loop body ------------------------------------------------------------------------
+    def step(self, ledger: Ledger, now: float | None = None) -> list[int]:
+        """Advance every mission that is not ended; returns ids of missions that changed."""
+        changed = []
+        for mid in ml.due(ledger.conn):
+            try:
+                if self._advance(ledger, mid, now if now is not None else time.time()):
+                    changed.append(mid)
+            except Exception:
+                log.exception("mission %s: step failed; retrying next pass", mid)
+        return changed
+
+    def _advance(self, ledger: Ledger, mid: int, now: float) -> bool:
+        changed = self._settle_workers(ledger, mid)
+        m = ml.get(ledger.conn, mid)
+        if m is None or m["state"] in MISSION_ENDED:
+            return changed
+        if m["state"] in WAITING and not self._open_calls(ledger, m):
+            changed |= ledger.write(lambda conn: ml.move(conn, mid, WAITING, MissionState.PLANNING, actor=self.actor,
+                                                         reason="every waiting call answered: wake the coordinator"))
+            m = ml.get(ledger.conn, mid)
+        if m is not None and m["state"] == MissionState.PLANNING and now >= self._not_before.get(mid, 0):
+            changed |= self._turn(ledger, m)
+        return changed
+
+    @staticmethod
+    def _open_calls(ledger: Ledger, m: dict[str, Any]) -> list[dict[str, Any]]:
+        return [c for c in ml.calls_of(ledger.conn, m["id"], m["turns"]) if c["result"] is None]
+
+    # -- 1. settle workers ----------------------------------------------------------------------
+    def _settle_workers(self, ledger: Ledger, mid: int) -> bool:
+        changed = False
+        for w in ml.workers_of(ledger.conn, mid):
+            if w["state"] != WorkerState.RUNNING:
+                continue
+            attempt = ml.latest_attempt(ledger.conn, w["lineage"])
+            if attempt is None or attempt["state"] not in {s.value for s in TERMINAL}:
+                if attempt is not None and attempt["id"] != w["run_id"]:
+                    ledger.write(lambda conn, w=w, a=attempt: conn.execute(
+                        "UPDATE mission_workers SET run_id = ?, attempts = ? WHERE id = ?", (a["id"], a["attempt"], w["id"])))
+                continue
+            changed |= self._settle_one(ledger, mid, w, attempt)
+        return changed
+
+    def _settle_one(self, ledger: Ledger, mid: int, w: dict[str, Any], attempt: dict[str, Any]) -> bool:
+        delivered, note = verify_delivery(attempt)
+        handoff = attempt.get("handoff") if isinstance(attempt.get("handoff"), dict) else {}
+        to = WorkerState.DELIVERED if delivered else WorkerState.FAILED
+        fields = {"run_id": attempt["id"], "attempts": attempt["attempt"], "status": handoff.get("status"),
+                  "confidence": handoff.get("confidence"), "steps_used": handoff.get("steps_used"),
+                  "tokens": handoff.get("tokens"), "cost": handoff.get("cost"), "result": handoff.get("result"),
+                  "error": handoff.get("error") or (None if delivered else attempt.get("reason")), "note": note}
+        m = ml.get(ledger.conn, mid) or {}
+
+        def tx(conn: Any) -> bool:
+            if not ml.settle_worker(conn, w["id"], to, actor=self.actor, reason=f"worker {w['seq']} ({w['worker']}): {note}",
+                                    fields=fields):
+                return False
+            summary = worker_summary({**w, **fields, "state": to.value})
+            if handoff.get("notes"):
+                summary["notes"] = handoff["notes"]
+            if w.get("call_id"):
+                ml.answer_call(conn, mid, w["call_id"], summary, is_error=not delivered)
+            if not delivered and m.get("state") not in MISSION_ENDED:
+                escalations.raise_escalation(
+                    conn, job=ml.mission_job(mid), kind="mission_worker_failed", severity="warning",
+                    reason=(f"mission {mid}: worker {w['seq']} ({w['worker']}) failed after {attempt['attempt']} "
+                            f"attempt(s): {note}; abandon it or abort the mission"),
+                    run_id=attempt["id"], owner=m.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+            return True
+        return bool(ledger.write(tx))
+
+    # -- 3. coordinator turn ------------------------------------------------------------------
+    def _exhausted(self, m: dict[str, Any]) -> str | None:
+        b = m.get("budget") or {}
+        if b.get("turns") is not None and m["turns"] >= b["turns"]:
+            return f"turn budget exhausted ({m['turns']}/{b['turns']} turns)"
+        if b.get("tokens") is not None and m["tokens"] >= b["tokens"]:
+            return f"token budget exhausted ({m['tokens']}/{b['tokens']} tokens)"
+        if b.get("cost") is not None and m["cost"] >= b["cost"]:
+            return f"cost budget exhausted (${m['cost']:.4f}/${b['cost']:g})"
+        return None
+
+    def _stop(self, ledger: Ledger, m: dict[str, Any], why: str, kind: str) -> bool:
+        """Stop planning: a partial report by the program (unless the coordinator wrote one),
+        ``awaiting_approval``, and an escalation to the owner."""
+        mid = m["id"]
+        text, status = (m["report"], m["report_status"] or "partial") if m.get("report") else \
+            auto_report(ml.workers_of(ledger.conn, mid), why)
+
+        def tx(conn: Any) -> bool:
+            if not ml.move(conn, mid, [MissionState.PLANNING], MissionState.AWAITING_APPROVAL, actor=self.actor,
+                           reason=why, fields={"report": text, "report_status": status, "reason": why}):
+                return False
+            escalations.raise_escalation(
+                conn, job=ml.mission_job(mid), kind=kind, severity="warning",
+                reason=f"mission {mid} stopped planning: {why}; a partial report waits for approval or abort",
+                run_id=None, owner=m.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+            return True
+        return bool(ledger.write(tx))
+
+    def _turn(self, ledger: Ledger, m: dict[str, Any]) -> bool:
+        mid = m["id"]
+        why = self._exhausted(m)
+        if why:
+            return self._stop(ledger, m, why, "mission_budget_exhausted")
+        try:
+            turn = self.take_turn(ledger, m)
+        except CoordinatorError as exc:
+            n = self._errors.get(mid, 0) + 1
+            self._errors[mid] = n
+            self._not_before[mid] = time.time() + min(60.0, 0.5 * 2 ** n)
+            msg = str(exc)[:500]
+            ledger.write(lambda conn: ml.event(conn, mid, "mission_coordinator_error", actor=self.actor, reason=msg,
+                                               detail={"consecutive": n}))
+            if n >= MAX_COORDINATOR_ERRORS:
+                return self._stop(ledger, m, f"coordinator failed {n} times in a row: {msg}", "mission_coordinator_failed")
+            return True
+        self._errors.pop(mid, None)
+        self._not_before.pop(mid, None)
+        return bool(ledger.write(lambda conn: self._apply_turn(conn, m, turn)))
+
+    def _apply_turn(self, conn: Any, m: dict[str, Any], turn: Turn) -> bool:
+        """Record a turn and carry out its tool calls (inside one write transaction)."""
+        mid = m["id"]
+        cur = ml.get(conn, mid)
+        if cur is None or cur["state"] != MissionState.PLANNING or cur["turns"] != m["turns"]:
+            return False  # aborted, or another runner took this turn meanwhile
+        n = m["turns"] + 1
+        ml.record_turn(conn, mid, n, turn.reply, tokens=turn.tokens, cost=turn.cost, actor=self.actor)
+        pending = asked = closing = False
+        spawned = conn.execute("SELECT COUNT(*) FROM mission_workers WHERE mission_id = ?", (mid,)).fetchone()[0]
+        budget = m.get("budget") or {}
+        for call in protocol.tool_calls(turn.reply):
+            cid, name, inp = str(call.get("id") or ml.new_call_id()), call.get("name"), call.get("input") or {}
+            result: Any = None
+            error = False
+            if name == protocol.SPAWN_WORKER:
+                result, error, spawned = self._spawn(conn, cur, cid, inp, spawned, budget)
+                pending |= result is None
+            elif name == protocol.ASK_PERSON and isinstance(inp.get("question"), str) and inp["question"].strip():
+                if asked or cur.get("question"):
+                    result, error = "one question at a time: wait for the answer", True
+                else:
+                    asked = True
+                    q = inp["question"].strip()[:4000]
+                    ml.update(conn, mid, question=q)
+                    ml.event(conn, mid, "mission_question", actor=self.actor, reason=q[:500], detail={"call_id": cid})
+                    escalations.raise_escalation(
+                        conn, job=ml.mission_job(mid), kind="mission_question", severity="warning",
+                        reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.get("owner"),
+                        sinks=_sinks(self.settings), actor=self.actor)
+            elif name == protocol.REPORT and isinstance(inp.get("text"), str) and inp["text"].strip():
+                status = inp.get("status") if inp.get("status") in ("success", "partial", "failed") else None
+                if status is None:
+                    states = [w[0] for w in conn.execute("SELECT state FROM mission_workers WHERE mission_id = ?",
+                                                         (mid,)).fetchall()]
+                    status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"
+                ml.update(conn, mid, report=inp["text"][:100_000], report_status=status)
+                cur["report"] = inp["text"]
+                ml.event(conn, mid, "mission_report", actor=self.actor, reason=f"report recorded ({status})",
+                         detail={"status": status, "chars": len(inp["text"])})
+                result = {"recorded": True, "status": status}
+            elif name == protocol.CLOSE_MISSION:
+                result, error = self._close_request(conn, cur)
+                closing = not error
+            else:
+                result, error = f"unknown tool or bad input: {name!r} (tools: spawn_worker, ask_person, report, " \
+                                "close_mission)", True
+            ml.add_call(conn, mid, n, cid, str(name), inp if isinstance(inp, dict) else {"input": inp},
+                        result=result, is_error=error)
+        if closing:
+            ml.move(conn, mid, [MissionState.PLANNING], MissionState.AWAITING_APPROVAL, actor=self.actor,
+                    reason="the coordinator asked to close: the report waits for a person's approval",
+                    fields={"close_requested": 1})
+            escalations.raise_escalation(
+                conn, job=ml.mission_job(mid), kind="mission_report", severity="info",
+                reason=f"mission {mid} report ({cur.get('report_status') or 'partial'}) waits for approval",
+                run_id=None, owner=cur.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+        elif asked:
+            ml.move(conn, mid, [MissionState.PLANNING], MissionState.WAITING_PERSON, actor=self.actor,
+                    reason="ask_person: waiting for the owner's answer")
+        elif pending:
+            ml.move(conn, mid, [MissionState.PLANNING], MissionState.WORKING, actor=self.actor,
+                    reason="waiting for workers (no coordinator calls meanwhile)")
+        return True
+
+    def _spawn(self, conn: Any, m: dict[str, Any], cid: str, inp: dict[str, Any], spawned: int,
+               budget: dict[str, Any]) -> tuple[Any, bool, int]:
+        worker, task = inp.get("worker"), inp.get("task")
+        if not isinstance(worker, str) or worker not in (m.get("workers") or []):
+            return f"unknown worker {worker!r}; allowed: {', '.join(m.get('workers') or [])}", True, spawned
+        if not isinstance(task, str) or not task.strip():
+            return "spawn_worker needs a non-empty task", True, spawned
+        job = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (worker,)).fetchone()
+        if job is None or not job[1]:
+            return f"worker job {worker!r} is not defined in the spec folder", True, spawned
+        if budget.get("workers") is not None and spawned >= budget["workers"]:
+            return f"worker budget exhausted ({spawned}/{budget['workers']}): report with what you have", True, spawned
+        ml.queue_worker(conn, m["id"], worker=worker, task=task[:20_000], context=inp.get("context"), call_id=cid,
+                        spec_hash=job[0], actor=self.actor)
+        return None, False, spawned + 1
+
+    def _close_request(self, conn: Any, m: dict[str, Any]) -> tuple[Any, bool]:
+        if not m.get("report"):
+            return "call report(text, status) before close_mission()", True
+        rows = conn.execute("SELECT seq, worker, state FROM mission_workers WHERE mission_id = ? ORDER BY seq",
+                            (m["id"],)).fetchall()
+        running = [f"{r[0]} ({r[1]})" for r in rows if r[2] == WorkerState.RUNNING]
+        if running:
+            return f"workers still running: {', '.join(running)}; wait for their results", True
+        failed = [f"{r[0]} ({r[1]})" for r in rows if r[2] == WorkerState.FAILED]
+        note = "the report waits for a person's approval"
+        if failed:
+            note += f"; a person must abandon failed worker(s) {', '.join(failed)} first"
+        return {"closing": True, "note": note}, False
+
+    # -- coordinators -------------------------------------------------------------------------
+    def take_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
+        """One coordinator turn for mission ``m`` (Claude or the scripted program).
+
+        Raises:
+            CoordinatorError: the call failed or its answer was unusable.
+        """
+        if m["coordinator"] == "claude":
+            return self._claude_turn(ledger, m)
+        if m["coordinator"] == "scripted":
+            return self._scripted_turn(ledger, m)
+        raise CoordinatorError(f"coordinator {m['coordinator']!r} takes no turns here (external: over MCP)")
+
+    def transcript(self, ledger: Ledger, m: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Messages API conversation so far: goal, then per turn the coordinator's reply and
+        the results of its calls (or a nudge when it made none)."""
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": protocol.opening(m)}]
+        calls = ml.calls_of(ledger.conn, m["id"])
+        for t in ml.turns_of(ledger.conn, m["id"]):
+            reply = [b for b in t["reply"] if b.get("type") in ("text", "tool_use")] or \
+                [{"type": "text", "text": "(no answer)"}]
+            msgs.append({"role": "assistant", "content": reply})
+            results = [{"type": "tool_result", "tool_use_id": c["call_id"], "is_error": bool(c["is_error"]),
+                        "content": protocol.result_text(c["result"]) if c["result"] is not None else "still waiting"}
+                       for c in calls if c["turn"] == t["turn"]]
+            msgs.append({"role": "user", "content": results or [{"type": "text", "text": NUDGE}]})
+        return msgs
+
+    def _claude_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
+        import anthropic  # only Claude missions need the client
+
+        judge = getattr(self.settings, "judge", None)
+        key = judge.resolved_api_key() if judge is not None else os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise CoordinatorError("no Anthropic API key configured (judge.api_key or ANTHROPIC_API_KEY)")
+        client = anthropic.Anthropic(api_key=key, base_url=getattr(judge, "base_url", None),
+                                     timeout=getattr(judge, "timeout", 60.0), max_retries=1)
+        try:
+            msg = client.messages.create(model=m.get("model") or "claude-sonnet-4-6",
+                                         max_tokens=COORDINATOR_MAX_TOKENS, system=protocol.system_prompt(m),
+                                         tools=protocol.TOOLS, messages=self.transcript(ledger, m))
+        except anthropic.APIError as exc:
+            raise CoordinatorError(f"{type(exc).__name__}: {exc}") from None
+        reply = []
+        for b in msg.content:
+            if b.type == "text":
+                reply.append({"type": "text", "text": b.text})
+            elif b.type == "tool_use":
+                reply.append({"type": "tool_use", "id": b.id, "name": b.name, "input": dict(b.input or {})})
+        tin, tout = msg.usage.input_tokens or 0, msg.usage.output_tokens or 0
+        return Turn(reply, tin + tout, (tin * PRICE_IN + tout * PRICE_OUT) / 1e6)
+
+    def turn_input(self, ledger: Ledger, m: dict[str, Any]) -> dict[str, Any]:
+        """The JSON document a scripted coordinator reads on stdin (see ``protocol``)."""
+        return {
+            "mission": {k: m.get(k) for k in ("id", "name", "goal", "owner", "workers", "budget", "state",
+                                              "report", "report_status")} | {"turn": m["turns"] + 1},
+            "workers": [worker_summary(w) for w in ml.workers_of(ledger.conn, m["id"])],
+            "calls": [{k: c[k] for k in ("turn", "name", "input", "result", "is_error")}
+                      for c in ml.calls_of(ledger.conn, m["id"])],
+        }
+
+    def _scripted_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
+        argv = m.get("command")
+        if not argv:
+            raise CoordinatorError("scripted coordinator without a command")
+        doc = json.dumps(self.turn_input(ledger, m), default=str)
+        env = {**os.environ, "WATCHKEEPER_MISSION_ID": str(m["id"]), "WATCHKEEPER_MISSION_TURN": str(m["turns"] + 1)}
+        try:
+            proc = subprocess.run(argv, input=doc, capture_output=True, text=True, cwd=m.get("cwd") or None, env=env,
+                                  timeout=float(os.environ.get("WATCHKEEPER_COORDINATOR_TIMEOUT", "600")))
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise CoordinatorError(f"scripted coordinator could not run: {exc}") from None
+        if proc.returncode != 0:
+            raise CoordinatorError(f"scripted coordinator exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        try:
+            return Turn(protocol.reply_from_script(json.loads(proc.stdout)))
+        except ValueError as exc:
+            raise CoordinatorError(f"scripted coordinator output: {exc}") from None
