@@ -37,6 +37,7 @@ class Trigger(StrEnum):
     RETRY = "retry"                # the retry policy after a failed attempt
     MANUAL_RETRY = "manual_retry"  # an operator's retry of a finished lineage
     FANOUT = "fanout"              # a sub-task of a fan-out parent
+    MISSION = "mission"            # a worker spawned by a mission's coordinator
 
 
 class Severity(StrEnum):

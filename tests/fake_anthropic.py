@@ -15,6 +15,11 @@ call like the model would, and can misbehave on demand:
 * ``obey_output`` — a gullible model: if the prompt's job output says "report OK", it answers
   escalate=false / info / "OK" (the injection test: the verdict must not change)
 
+Tool use (missions: coordinators and agent workers): set ``handler`` to a function of the
+request body returning a message (``message(...)`` with ``text(...)``/``tool_use(...)``
+blocks) or ``(status, payload)``; ``rate_limited()``, ``overloaded()`` give the API's error
+bodies. ``handler`` wins over ``mode``.
+
 Every request body is kept in ``requests``. Use as a context manager::
 
     with FakeAnthropic() as fake:
@@ -26,11 +31,54 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEFAULT_ANSWER = {"escalate": True, "severity": "warning", "reason": "anomaly confirmed by the fake judge",
                   "summary": "The outcome differs from the job's usual behaviour."}
+
+
+def text(t: str) -> dict[str, Any]:
+    """A text content block."""
+    return {"type": "text", "text": t}
+
+
+_ids = iter(range(1, 1 << 30))
+
+
+def tool_use(name: str, input_: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A tool_use content block with a fresh id."""
+    return {"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": name, "input": input_ or {}}
+
+
+def message(*content: dict[str, Any], stop_reason: str | None = None, model: str = "fake",
+            usage: tuple[int, int] = (100, 30)) -> dict[str, Any]:
+    """A Messages API response; ``stop_reason`` defaults to tool_use when a block is one."""
+    if stop_reason is None:
+        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+    return {"id": f"msg_fake_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
+            "content": list(content), "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+
+
+def rate_limited() -> tuple[int, dict[str, Any]]:
+    return 429, {"type": "error", "error": {"type": "rate_limit_error", "message": "fake rate limit"}}
+
+
+def overloaded() -> tuple[int, dict[str, Any]]:
+    return 529, {"type": "error", "error": {"type": "overloaded_error", "message": "fake overload"}}
+
+
+def tool_names(body: dict[str, Any]) -> set[str]:
+    """Names of the tools a request offers (tells a coordinator from a worker from the judge)."""
+    return {t.get("name") for t in body.get("tools") or []}
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every tool_result block sent so far in a request's conversation."""
+    return [b for m in body.get("messages", []) if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for b in m["content"] if b.get("type") == "tool_result"]
 
 
 class FakeAnthropic:
@@ -41,6 +89,8 @@ class FakeAnthropic:
         self.answer = dict(answer or DEFAULT_ANSWER)
         self.delay = delay
         self.requests: list[dict[str, Any]] = []
+        self.handler: Callable[[dict[str, Any]], Any] | None = None
+        self._lock = threading.Lock()
         self._release = threading.Event()
         fake = self
 
@@ -84,6 +134,10 @@ class FakeAnthropic:
 
     def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         model = body.get("model", "fake")
+        if self.handler is not None:
+            with self._lock:  # handlers keep counters; requests arrive on several threads
+                out = self.handler(body)
+            return out if isinstance(out, tuple) else (200, out)
         if self.mode == "error500":
             return 500, {"type": "error", "error": {"type": "api_error", "message": "fake overload"}}
         if self.mode == "slow":

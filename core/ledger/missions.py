@@ -19,9 +19,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from core.ledger import runs
 from core.ledger.connection import add_event, row_dict
 from core.ledger.lifecycle import State
-from core.vocabulary import MissionState, WorkerState
+from core.vocabulary import MissionState, Trigger, WorkerState
 
 _JSON_MISSION = ("command", "workers", "budget")
 #: Columns ``move``/``update`` may set on a mission (anything else is a programming error).
@@ -223,13 +224,10 @@ def queue_worker(conn: sqlite3.Connection, mission_id: int, *, worker: str, task
     seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM mission_workers WHERE mission_id = ?",
                            (mission_id,)).fetchone()[0])
     lineage = uuid.uuid4().hex
-    cur = conn.execute(
-        "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, spec_hash, not_before, created_at,"
-        " updated_at) VALUES (?,?,1,'queued',?,'','mission',?,?,?,?)",
-        (worker, lineage, worker_slot(mission_id, seq), spec_hash, ts, ts, ts))
-    run_id = int(cur.lastrowid)
-    add_event(conn, actor=actor, kind="run_queued", run_id=run_id, job=worker, attempt=1, to_state="queued",
-              reason="mission", detail={"mission_id": mission_id, "seq": seq})
+    run_id = runs.create(conn, job=worker, slot=worker_slot(mission_id, seq), trigger=Trigger.MISSION, actor=actor,
+                         not_before=ts, spec_hash=spec_hash, lineage=lineage, reason="mission",
+                         detail={"mission_id": mission_id, "seq": seq}, now=ts)
+    assert run_id is not None
     cur = conn.execute(
         "INSERT INTO mission_workers (mission_id, seq, worker, task, context, call_id, state, lineage, run_id,"
         " attempts, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,1,?,?)",

@@ -61,14 +61,18 @@ def coordinator_kind(spec: MissionSpec, api_key: str | None) -> str:
 
 def start(ledger: Ledger, goal: str | None, *, definition: LoadedMission | None = None,
           workers: list[str] | None = None, owner: str | None = None, api_key: str | None = None,
-          external: bool = False, who: str = "cli") -> int:
-    """Create a mission (``planning``: the runner's supervisor program takes it from there).
+          coordinator: str | None = None, budget: dict[str, Any] | None = None, model: str | None = None,
+          who: str = "cli") -> int:
+    """Create a mission; the runner's supervisor program takes it from there. Returns its id.
 
-    With ``definition`` its coordinator, workers, budget and owner apply (``goal`` overrides
-    its default goal). ``external`` makes the caller the coordinator (MCP): no turns are taken.
+    With ``definition`` its coordinator, workers, budget, model and owner apply; the other
+    arguments override them (``goal`` its default goal). ``coordinator``: ``claude``,
+    ``scripted`` (needs a definition's ``command``) or ``external`` (the caller coordinates,
+    over MCP: no turns are taken); default from the definition (``auto``: Claude when
+    ``api_key`` is set), else ``external``. ``budget``: ``{turns, workers, tokens, cost}``.
 
     Raises:
-        MissionDefinitionError: no goal, or no workers.
+        MissionDefinitionError: no goal, no workers, or a scripted coordinator without a command.
     """
     spec = definition.spec if definition is not None else None
     text = goal or (spec.goal if spec else None)
@@ -77,17 +81,21 @@ def start(ledger: Ledger, goal: str | None, *, definition: LoadedMission | None 
     names = list(workers or (spec.workers if spec else []))
     if not names:
         raise MissionDefinitionError("a mission needs at least one worker job (--worker, or a mission definition)")
-    kind = "external" if external else (coordinator_kind(spec, api_key) if spec else "external")
-    command = None
-    cwd = None
-    if spec is not None and spec.command is not None and kind == "scripted":
+    kind = coordinator or (coordinator_kind(spec, api_key) if spec else "external")
+    if kind not in ("claude", "scripted", "external"):
+        raise MissionDefinitionError(f"unknown coordinator {kind!r} (claude, scripted or external)")
+    command = cwd = None
+    if kind == "scripted":
+        if spec is None or spec.command is None:
+            raise MissionDefinitionError("a scripted coordinator needs a mission definition with 'command'")
         command = spec.command if isinstance(spec.command, list) else ["/bin/sh", "-c", spec.command]
-        cwd = str(Path(definition.source).resolve().parent)
-    budget = (spec.budget.model_dump() if spec else {"turns": 20, "workers": 10, "tokens": None, "cost": None})
+        cwd = str(Path(definition.source).resolve().parent) if definition is not None else None
+    plan = {**(spec.budget.model_dump() if spec else {"turns": 20, "workers": 10, "tokens": None, "cost": None}),
+            **(budget or {})}
     return ledger.write(lambda conn: ml.create(
-        conn, name=spec.name if spec else "adhoc", goal=text.strip(), coordinator=kind, workers=names, budget=budget,
+        conn, name=spec.name if spec else "adhoc", goal=text.strip(), coordinator=kind, workers=names, budget=plan,
         actor=_actor(who), owner=owner or (spec.owner if spec else None), command=command, cwd=cwd,
-        model=spec.model if spec else None, system=spec.system if spec else None))
+        model=model or (spec.model if spec else None), system=spec.system if spec else None))
 
 
 def status(ledger: Ledger, mission_id: int) -> dict[str, Any] | None:

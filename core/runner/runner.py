@@ -33,6 +33,8 @@ from core.ledger import breaker, fanout, lifecycle, outcomes, retries
 from core.ledger.connection import Ledger, add_event
 from core.ledger.jobs import sync_jobs
 from core.ledger.lifecycle import TERMINAL, State
+from core.mission import worker as mission_worker
+from core.mission.engine import MissionEngine
 from core.processes import create_time, find_escaped, kill_escaped, signal_group
 from core.runner import spawn
 from core.runner.capture import Capture
@@ -49,6 +51,9 @@ log = logging.getLogger(__name__)
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
+#: Seconds between mission passes when nothing wakes the loop (a worker run finishing wakes
+#: it at once); picks up what a person did from the CLI or console (approve, answer, abort).
+MISSION_IDLE_S = 1.0
 
 
 class _SerialLedger(Ledger):
@@ -117,6 +122,7 @@ class Runner:
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._mission_wake: asyncio.Event | None = None
         self._thread_local = threading.local()
         self._bg: set[asyncio.Task[Any]] = set()
         self._prev_tick = time.time()
@@ -141,6 +147,7 @@ class Runner:
         self.watchdog = Watchdog()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        self._mission_wake = asyncio.Event()
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
@@ -164,6 +171,7 @@ class Runner:
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._sweep_loop(), name="sweep"),
             asyncio.create_task(self._reload_loop(), name="reload"),
+            asyncio.create_task(self._mission_loop(), name="missions"),
         ]
         try:
             await self._stop.wait()
@@ -412,6 +420,9 @@ class Runner:
         task = self._task_of(spec, run)
         if task is not None:
             return spec.argv(task.command)
+        agent = mission_worker.command_for(spec, self.settings)
+        if agent is not None:
+            return agent
         if run.get("worker") == "fallback" and spec.fallback is not None:
             return spec.argv(spec.fallback)
         return spec.argv()
@@ -434,6 +445,7 @@ class Runner:
             env.update(task.env)
             env["WATCHKEEPER_TASK"] = task.name
             env["WATCHKEEPER_PARENT_RUN_ID"] = str(run["parent_run_id"])
+        env.update(mission_worker.env_for(spec, run, self.settings, self.ledger.conn, handoff.parent))
         return env
 
     async def _execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
@@ -767,6 +779,8 @@ class Runner:
             " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,))
         if row is None:
             return
+        if self._mission_wake is not None:
+            self._mission_wake.set()  # a mission worker may have settled: no polling wait
         self._record_breaker(run_id, row)
         if self.on_finished is None:
             return
@@ -801,6 +815,20 @@ class Runner:
                         row["job"], run_id, lj.spec.breaker.cooldown)
         elif changed == breaker.CLOSED:
             log.warning("circuit breaker for %s closed: trial run %s succeeded", row["job"], run_id)
+
+    # -- missions -----------------------------------------------------------------------
+    async def _mission_loop(self) -> None:
+        """The missions' supervisor program (``core.mission.engine``), woken when a run
+        finishes, else every ``MISSION_IDLE_S`` seconds; coordinator turns run in a thread."""
+        engine = MissionEngine(self.settings)
+        while True:
+            self._mission_wake.clear()
+            try:
+                await asyncio.to_thread(lambda: engine.step(self._thread_ledger()))
+            except Exception:
+                log.exception("mission pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._mission_wake.wait(), timeout=MISSION_IDLE_S)
 
     # -- heartbeat, sweep, reload -------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
