@@ -12,7 +12,8 @@ import click
 # Areas, each a module with register(group). Kept as names so one broken area cannot hide
 # the others' --help.
 AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
-         "console.cli.console", "console.cli.prune")
+         "console.cli.console", "console.cli.prune",
+         "console.cli.import_crontab")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

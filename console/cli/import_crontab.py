@@ -1,0 +1,79 @@
+"""``watchkeeper import-crontab``: adopt an existing crontab, as job specs or rewritten to run
+each line under ``watchkeeper exec``."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from console.cli.common import EXIT_FINDINGS, fail
+from core.spec import crontab
+from core.spec.model import safe_text
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(import_crontab_cmd)
+
+
+def _watchkeeper_path() -> str:
+    # cron's PATH is short: the rewritten lines name this very program by its full path.
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "watchkeeper" and argv0.exists():
+        return str(argv0.resolve())
+    return shutil.which("watchkeeper") or "watchkeeper"
+
+
+@click.command("import-crontab")
+@click.argument("source", required=False, default="-", type=click.File("r", encoding="utf-8", errors="replace"))
+@click.option("--write", "write_dir", type=click.Path(file_okay=False), default=None,
+              help="Write one job spec file per cron line into this folder (created if missing).")
+@click.option("--rewrite", is_flag=True,
+              help="Print the crontab rewritten so each line runs under `watchkeeper exec` (for `crontab -`).")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Ledger the rewritten lines record into (made absolute).")
+@click.option("--prefix", default="", help="Put this before every job name (e.g. 'host1-').")
+@click.option("--force", is_flag=True, help="Overwrite spec files that exist already.")
+def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, ledger_path: str | None, prefix: str,
+                       force: bool) -> None:
+    """Read a crontab (FILE, or - for stdin: `crontab -l | watchkeeper import-crontab`).
+
+    With --write DIR, each line becomes a job spec: schedule, command (run through the
+    crontab's SHELL), environment lines, MAILTO as owner, CRON_TZ as timezone, the comment
+    above as intent. With --rewrite, the crontab is printed with each line wrapped in
+    `watchkeeper exec --job NAME`, so cron keeps the schedule and every run is recorded.
+    Without either, the jobs found are listed. Lines that cannot be taken (@reboot, an
+    unescaped %, a bad schedule) are named with their line numbers on stderr; exit 1 then.
+
+    \b
+    Example:
+      crontab -l | watchkeeper import-crontab --write jobs/
+      crontab -l | watchkeeper import-crontab --rewrite --ledger /var/lib/watchkeeper/wk.db | crontab -
+    """
+    text = source.read()
+    src = getattr(source, "name", "-")
+    name = "stdin" if src in ("-", "<stdin>") else str(Path(src).resolve())
+    imp = crontab.parse(text, prefix=prefix)
+    if write_dir is not None:
+        folder = Path(write_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for job in imp.jobs:
+            path = folder / f"{job.name}.toml"
+            if path.exists() and not force:
+                fail(f"{path} exists already (pass --force to overwrite, or --prefix to rename)")
+            path.write_text(crontab.spec_toml(job, name), encoding="utf-8")
+            click.echo(f"line {job.line}: wrote {path}", err=rewrite)
+    if rewrite:
+        ledger = str(Path(ledger_path).expanduser().absolute()) if ledger_path else None
+        jobs = str(Path(write_dir).absolute()) if write_dir else None
+        click.echo(crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=ledger, jobs_dir=jobs), nl=False)
+    elif write_dir is None:
+        for job in imp.jobs:
+            click.echo(f"line {job.line}: {job.name}  {job.fields['schedule']}  "
+                       f"{safe_text(job.fields['command'] if isinstance(job.fields['command'], str) else job.fields['command'][-1])}")
+    for bad in imp.refused:
+        click.echo(f"skipped {safe_text(str(bad))}", err=True)
+    if imp.refused:
+        raise SystemExit(EXIT_FINDINGS)

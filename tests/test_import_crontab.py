@@ -1,0 +1,66 @@
+"""Cron adoption: a crontab becomes job specs (schedule, command, env, MAILTO → owner,
+comments → intent) or is rewritten under `watchkeeper exec`; lines it cannot take are named
+with their line numbers."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.spec import crontab
+from core.spec.model import load_dir
+
+SAMPLE = (Path(__file__).parent / "crontab_sample.txt").read_text()
+
+
+def test_jobs_carry_schedule_command_env_owner_and_intent():
+    imp = crontab.parse(SAMPLE)
+    jobs = {j.name: j for j in imp.jobs}
+    assert sorted(jobs) == ["backup", "curl", "echo", "find", "report"]
+    backup = jobs["backup"].fields
+    assert backup["schedule"] == "30 2 * * *" and jobs["backup"].line == 8
+    assert backup["command"] == ["/bin/bash", "-c", "/usr/local/bin/backup.sh --full >> /var/log/backup.log 2>&1"]
+    assert backup["env"] == {"PATH": "/usr/bin:/bin"} and backup["timezone"] == "Europe/Paris"
+    assert backup["owner"] == "ana@example.com" and backup["intent"] == "nightly backup of the db"
+    assert jobs["find"].fields["schedule"] == "0 0 * * *"                      # @daily
+    assert jobs["echo"].fields["command"][-1] == 'echo "100% done" | mail -s hi x'  # \% unescaped
+    assert jobs["report"].fields["owner"] == "bob@example.com"                  # a later MAILTO
+    assert jobs["report"].fields["intent"] == "inline comment"
+
+
+def test_lines_it_cannot_take_are_named_with_their_numbers():
+    refused = {r.line: r.reason for r in crontab.parse(SAMPLE).refused}
+    assert sorted(refused) == [10, 13, 14]
+    assert "@reboot" in refused[10] and "unescaped %" in refused[13] and "not in 0-59" in refused[14]
+
+
+def test_written_specs_load_as_valid_jobs(tmp_path):
+    res = CliRunner().invoke(cli, ["import-crontab", "--write", str(tmp_path / "jobs")], input=SAMPLE)
+    assert res.exit_code == 1  # three lines skipped
+    assert "skipped line 10: @reboot" in res.output
+    loaded = load_dir(tmp_path / "jobs")
+    assert not loaded.errors
+    assert sorted(loaded.jobs) == ["backup", "curl", "echo", "find", "report"]
+    spec = loaded.jobs["backup"].spec
+    assert spec.schedule == "30 2 * * *" and spec.owner == "ana@example.com" and spec.timezone == "Europe/Paris"
+    again = CliRunner().invoke(cli, ["import-crontab", "--write", str(tmp_path / "jobs")], input=SAMPLE)
+    assert again.exit_code == 2 and "exists already" in again.output  # never overwritten silently
+
+
+def test_rewrite_wraps_each_taken_line_and_keeps_the_rest(tmp_path):
+    res = CliRunner().invoke(
+        cli, ["import-crontab", "--rewrite", "--ledger", str(tmp_path / "wk.db")], input=SAMPLE)
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(SAMPLE.splitlines())
+    assert lines[1] == "SHELL=/bin/bash" and lines[13] == "61 * * * * bad minute"   # untouched
+    sched, rest = lines[7].split(" ", 5)[:5], lines[7].split(" ", 5)[5]
+    assert sched == ["30", "2", "*", "*", "*"]
+    argv = shlex.split(rest)
+    assert argv[1:5] == ["exec", "--job", "backup", "--ledger"] and argv[5] == str(tmp_path / "wk.db")
+    assert argv[6:] == ["--", "/bin/bash", "-c", "/usr/local/bin/backup.sh --full >> /var/log/backup.log 2>&1"]
+    assert lines[8].startswith("@daily ") and "exec --job find" in lines[8]
+    assert "100\\% done" in lines[11]  # still a crontab line: cron reads the escape
+    assert "skipped line 13" in res.stderr
