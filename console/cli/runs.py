@@ -103,6 +103,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(show_cmd)
     cli.add_command(trigger_cmd)
     cli.add_command(abandon_cmd)
+    cli.add_command(retry_cmd)
     cli.add_command(jobs_cmd)
 
 
@@ -321,6 +322,45 @@ def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes:
                 click.echo("not abandoned", err=True)
                 raise SystemExit(EXIT_FINDINGS)
         result = actions.abandon(ledger, run_id, settings.operator)
+    click.echo(_safe(result.message), err=not result.ok)
+    if not result.ok:
+        raise SystemExit(EXIT_FINDINGS)
+
+
+@click.command("retry")
+@click.argument("run_id", type=ID)
+@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@ledger_option
+@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@ledger_errors
+def retry_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
+    """Retry run RUN_ID: queue a new attempt of its lineage (a running runner picks it up).
+    Asks first unless --yes; the same action, checks and messages as `r` in the console.
+
+    Refused when the lineage's latest attempt has not ended yet (already queued or running,
+    e.g. someone else's retry: says which run, by whom and when). Exit 0 when queued, 1 when
+    refused or the question was answered no, 2 when there is no such run.
+
+    \b
+    Example:
+      watchkeeper retry 42 --as ana --yes
+      backup: queued attempt 3 (run 57)
+    """
+    from core import actions
+
+    settings = open_settings(None, None, ledger=ledger_path, operator=operator)
+    with open_ledger(ledger_path) as ledger:
+        run = run_row(ledger, run_id)
+        if run is None:
+            fail(f"no run {run_id}", EXIT_NOT_FOUND)
+        if not yes:
+            question = f"Retry {_safe(_one_line(run['job'], 60))} (run {run_id})? Queues a new attempt of this run's lineage."
+            if not click.confirm(question, default=False):
+                click.echo("not retried", err=True)
+                raise SystemExit(EXIT_FINDINGS)
+        result = actions.retry(ledger, run_id, settings.operator)
+    if result.missing:
+        fail(_safe(result.message), EXIT_NOT_FOUND)
     click.echo(_safe(result.message), err=not result.ok)
     if not result.ok:
         raise SystemExit(EXIT_FINDINGS)
