@@ -16,6 +16,7 @@ from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail
 from core.ledger.connection import Ledger, LedgerError
 from core.ledger.jobs import recent_spec_errors
 from core.spec.model import LoadedJob, load_dir, safe_text
+from core.spec.preflight import preflight
 from core.spec.schedule import next_fire, once_slot
 from core.spec.settings import SettingsError, load_settings
 
@@ -58,7 +59,10 @@ def register(group: click.Group) -> None:
         """Validate the job specs in DIR (and DIR/watchkeeper.toml).
 
         Every error is printed on its own line as
-        FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. Without errors, the valid jobs are
+        FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. A valid job is also checked against
+        this machine: its cwd must be a folder and every program it starts (command,
+        fallback, synthesize, tasks, verify) must be found and executable (JSON: these
+        errors have "check": "preflight"). Without errors, the valid jobs are
         listed with their schedule and next run. Exit status: 0 all valid, 1 errors found,
         2 DIR does not exist. Errors recorded in the ledger (--ledger) are shown but do
         not change the exit status: they may already be fixed.
@@ -75,6 +79,9 @@ def register(group: click.Group) -> None:
             fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
         result = load_dir(spec_dir)
         errors = [e.to_dict() for e in result.errors]
+        # Valid specs that could not start here (missing cwd or program), before anything runs.
+        for _name, job in sorted(result.jobs.items()):
+            errors.extend({**e.to_dict(), "check": "preflight"} for e in preflight(job))
         try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
             load_settings(spec_dir)
         except SettingsError as exc:

@@ -889,6 +889,22 @@ def resolve_cwd(job: LoadedJob) -> str:
     return str((base / job.spec.cwd).resolve())
 
 
+def field_line(job: LoadedJob, loc: tuple[Any, ...]) -> int | None:
+    """The line in ``job.source`` where field ``loc`` (e.g. ``("cwd",)``) of ``job`` is
+    written, else the job's own line; None when the file cannot be read any more."""
+    try:
+        text = _read_spec_text(Path(job.source))
+    except (_Unreadable, ValueError, OSError):
+        return job.line
+    multi = any(_SourceMap._HEADER.match(ln) for ln in text.splitlines())
+    smap = _SourceMap(text, multi)
+    index = 0
+    if multi and job.line is not None:
+        # The job's block is the last [[job]] header at or before its name line.
+        index = max((i for i, h in enumerate(smap.headers) if h <= job.line), default=0)
+    return smap.line_for(index, loc) or job.line
+
+
 def spec_json(spec: JobSpec) -> str:
     """Canonical JSON of a spec (what the ``jobs.spec`` column holds)."""
     return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
