@@ -1,0 +1,207 @@
+"""``watchkeeper service install|uninstall``: run the runner under systemd, watched from outside.
+
+``install`` writes three units: ``NAME.service`` (the runner: ``Type=notify``, ``Restart=always``,
+``WatchdogSec``; the runner signals readiness and pings the watchdog from its heartbeat), and
+``NAME-sweep.service`` + ``NAME-sweep.timer`` running ``watchkeeper sweep`` every minute as the
+outside watcher (a dead or wedged runner is noticed, its runs orphaned, the owner told). With
+``--cron`` it prints a cron line for the sweep instead of the timer.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from console.cli.common import EXIT_FINDINGS, fail
+from console.cli.runs import open_settings
+from core.spec.settings import Settings
+
+SWEEP_EVERY_S = 60
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(service_group)
+
+
+@click.group("service")
+def service_group() -> None:
+    """Install or remove the systemd units that run Watchkeeper as a service."""
+
+
+def _unit_dir(user: bool, unit_dir: str | None) -> Path:
+    if unit_dir:
+        return Path(unit_dir)
+    if user:
+        return Path.home() / ".config" / "systemd" / "user"
+    return Path("/etc/systemd/system")
+
+
+def _watchkeeper() -> str:
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "watchkeeper" and argv0.exists():
+        return str(argv0.resolve())
+    return shutil.which("watchkeeper") or str(Path(sys.executable).parent / "watchkeeper")
+
+
+def _q(value: str) -> str:
+    # ExecStart takes shell-like quotes; '%' starts a systemd specifier and '$' a variable.
+    return shlex.quote(value).replace("%", "%%").replace("$", "$$")
+
+
+def watchdog_s(settings: Settings) -> int:
+    """``WatchdogSec``: several heartbeats, never under 30 s, so one slow beat never restarts."""
+    return int(max(30, 4 * settings.heartbeat))
+
+
+def runner_unit(name: str, spec_dir: Path, settings: Settings, exe: str, config: Path | None, user: bool) -> str:
+    """The runner's unit text (``NAME.service``)."""
+    args = [exe, "run", str(spec_dir), "--ledger", str(settings.ledger), "--quiet"]
+    if config is not None:
+        args += ["--config", str(config)]
+    return f"""[Unit]
+Description=Watchkeeper runner for {spec_dir}
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={' '.join(_q(a) for a in args)}
+WorkingDirectory={str(spec_dir).replace("%", "%%")}
+Environment=PYTHONUNBUFFERED=1
+Restart=always
+RestartSec=5
+# The runner pings the watchdog from its heartbeat ({settings.heartbeat:g}s): a wedged runner is restarted.
+WatchdogSec={watchdog_s(settings)}
+# SIGTERM to the runner only: running jobs get shutdown_grace ({settings.shutdown_grace:g}s); what is left
+# then is killed with the unit and settled by the next runner.
+KillMode=mixed
+TimeoutStopSec={int(settings.shutdown_grace + 20)}
+
+[Install]
+WantedBy={'default.target' if user else 'multi-user.target'}
+"""
+
+
+def sweep_args(settings: Settings, exe: str, config: Path | None) -> list[str]:
+    args = [exe, "sweep", "--ledger", str(settings.ledger)]
+    if config is not None:
+        args += ["--config", str(config)]
+    return args
+
+
+def sweep_units(name: str, settings: Settings, exe: str, config: Path | None, user: bool) -> tuple[str, str]:
+    """``NAME-sweep.service`` and ``NAME-sweep.timer``: the outside watcher, every minute."""
+    service = f"""[Unit]
+Description=Watchkeeper outside watcher: orphan sweep and runner gap for {settings.ledger}
+
+[Service]
+Type=oneshot
+ExecStart={' '.join(_q(a) for a in sweep_args(settings, exe, config))}
+"""
+    timer = f"""[Unit]
+Description=Run the Watchkeeper sweep every minute (watches {name}.service from outside)
+
+[Timer]
+OnBootSec={SWEEP_EVERY_S}s
+OnUnitActiveSec={SWEEP_EVERY_S}s
+AccuracySec=5s
+
+[Install]
+WantedBy=timers.target
+"""
+    return service, timer
+
+
+def _systemctl(user: bool, *args: str) -> None:
+    cmd = ["systemctl", *(["--user"] if user else []), *args]
+    if shutil.which("systemctl") is None:
+        fail("systemctl not found: the unit files are written; start them on a systemd machine", EXIT_FINDINGS)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        fail(f"{' '.join(cmd)}: {res.stderr.strip() or res.returncode}", EXIT_FINDINGS)
+
+
+@service_group.command("install")
+@click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--user", "user", is_flag=True, help="A user unit (~/.config/systemd/user) instead of a system one.")
+@click.option("--name", default="watchkeeper", show_default=True, help="Unit name.")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Ledger file [default: the settings' ledger, made absolute].")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Settings file [default: watchkeeper.toml in SPEC_DIR].")
+@click.option("--unit-dir", type=click.Path(file_okay=False), default=None,
+              help="Write the units here instead of the systemd folder (to inspect or package them).")
+@click.option("--cron", "cron", is_flag=True, help="No timer: print a cron line running the sweep instead.")
+@click.option("--now", "now", is_flag=True, help="Also run systemctl daemon-reload and enable --now.")
+def install_cmd(spec_dir: str, user: bool, name: str, ledger_path: str | None, config_path: str | None,
+                unit_dir: str | None, cron: bool, now: bool) -> None:
+    """Write the runner's systemd unit and the sweep timer for SPEC_DIR.
+
+    \b
+    Example:
+      watchkeeper service install --user --now ~/jobs
+      systemctl --user status watchkeeper
+    """
+    folder = Path(spec_dir).resolve()
+    settings = open_settings(str(folder), config_path, ledger=ledger_path)
+    config = Path(config_path).resolve() if config_path else None
+    exe = _watchkeeper()
+    target = _unit_dir(user, unit_dir)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        files = {f"{name}.service": runner_unit(name, folder, settings, exe, config, user)}
+        if not cron:
+            svc, timer = sweep_units(name, settings, exe, config, user)
+            files[f"{name}-sweep.service"] = svc
+            files[f"{name}-sweep.timer"] = timer
+        for fname, text in files.items():
+            (target / fname).write_text(text)
+            click.echo(f"wrote {target / fname}")
+    except OSError as exc:
+        fail(f"{target}: cannot write units ({exc.strerror or exc}); try --user or run as root")
+    if cron:
+        line = " ".join(shlex.quote(a) for a in sweep_args(settings, exe, config))
+        click.echo("add this line to your crontab (crontab -e) as the outside watcher:")
+        click.echo(f"* * * * * {line} >/dev/null 2>&1")
+    units = [f"{name}.service"] + ([] if cron else [f"{name}-sweep.timer"])
+    sc = "systemctl --user" if user else "systemctl"
+    if now:
+        _systemctl(user, "daemon-reload")
+        _systemctl(user, "enable", "--now", *units)
+        click.echo(f"started {', '.join(units)}")
+    else:
+        click.echo(f"then: {sc} daemon-reload && {sc} enable --now {' '.join(units)}")
+
+
+@service_group.command("uninstall")
+@click.option("--user", "user", is_flag=True, help="The user units (~/.config/systemd/user).")
+@click.option("--name", default="watchkeeper", show_default=True, help="Unit name.")
+@click.option("--unit-dir", type=click.Path(file_okay=False), default=None, help="Where the units were written.")
+@click.option("--now", "now", is_flag=True, help="Also stop and disable them with systemctl first.")
+def uninstall_cmd(user: bool, name: str, unit_dir: str | None, now: bool) -> None:
+    """Remove the runner's unit and the sweep timer (the ledger and artifacts stay)."""
+    target = _unit_dir(user, unit_dir)
+    names = [f"{name}.service", f"{name}-sweep.service", f"{name}-sweep.timer"]
+    if now:
+        _systemctl(user, "disable", "--now", f"{name}.service", f"{name}-sweep.timer")
+    removed = 0
+    for fname in names:
+        path = target / fname
+        try:
+            path.unlink()
+            removed += 1
+            click.echo(f"removed {path}")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            fail(f"{path}: cannot remove ({exc.strerror or exc})")
+    if not removed:
+        fail(f"no {name} units in {target}")
+    if now:
+        _systemctl(user, "daemon-reload")

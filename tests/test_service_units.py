@@ -1,0 +1,84 @@
+"""`watchkeeper service install|uninstall`: the runner's systemd unit (Type=notify,
+Restart=always, WatchdogSec), the sweep timer as the outside watcher, checked with
+systemd-analyze where it is installed; and the notify protocol the runner speaks."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.runner.systemd import ServiceNotifier
+
+
+def _install(tmp_path, *extra):
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    return CliRunner().invoke(cli, ["service", "install", str(tmp_path / "jobs"), "--unit-dir",
+                                    str(tmp_path / "units"), "--ledger", str(tmp_path / "wk.db"), *extra])
+
+
+def test_install_writes_a_notify_unit_with_a_watchdog_and_a_sweep_timer(tmp_path):
+    res = _install(tmp_path)
+    assert res.exit_code == 0, res.output
+    units = tmp_path / "units"
+    assert sorted(p.name for p in units.iterdir()) == [
+        "watchkeeper-sweep.service", "watchkeeper-sweep.timer", "watchkeeper.service"]
+    unit = (units / "watchkeeper.service").read_text()
+    for line in ("Type=notify", "Restart=always", "WatchdogSec=30", "KillMode=mixed",
+                 f"WorkingDirectory={tmp_path / 'jobs'}", "WantedBy=multi-user.target"):
+        assert line in unit.splitlines()
+    assert f"run {tmp_path / 'jobs'} --ledger {tmp_path / 'wk.db'} --quiet" in unit
+    assert f"sweep --ledger {tmp_path / 'wk.db'}" in (units / "watchkeeper-sweep.service").read_text()
+    assert "OnUnitActiveSec=60s" in (units / "watchkeeper-sweep.timer").read_text()
+    assert "systemctl daemon-reload && systemctl enable --now watchkeeper.service watchkeeper-sweep.timer" in res.output
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_units_pass_systemd_analyze_verify(tmp_path):
+    assert _install(tmp_path, "--user").exit_code == 0
+    files = sorted(str(p) for p in (tmp_path / "units").iterdir())
+    res = subprocess.run(["systemd-analyze", "verify", *files], capture_output=True, text=True, timeout=60)
+    complaints = [ln for ln in res.stderr.splitlines() if str(tmp_path) in ln]
+    assert res.returncode == 0 and not complaints, res.stderr
+
+
+def test_cron_flag_prints_the_sweep_line_instead_of_a_timer(tmp_path):
+    res = _install(tmp_path, "--cron")
+    assert res.exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "units").iterdir()) == ["watchkeeper.service"]
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("* * * * * "))
+    assert f"sweep --ledger {tmp_path / 'wk.db'}" in line
+
+
+def test_uninstall_removes_the_units(tmp_path):
+    _install(tmp_path)
+    res = CliRunner().invoke(cli, ["service", "uninstall", "--unit-dir", str(tmp_path / "units")])
+    assert res.exit_code == 0 and not list((tmp_path / "units").iterdir())
+    again = CliRunner().invoke(cli, ["service", "uninstall", "--unit-dir", str(tmp_path / "units")])
+    assert again.exit_code == 2 and "no watchkeeper units" in again.output
+
+
+def test_notifier_sends_ready_and_watchdog_to_the_notify_socket(tmp_path, monkeypatch):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "notify"))
+    sock.settimeout(5)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify"))
+    n = ServiceNotifier()
+    n.ready()
+    n.alive("3 running")
+    n.stopping()
+    got = [sock.recv(4096).decode() for _ in range(3)]
+    assert got[0].startswith("READY=1") and got[1] == "WATCHDOG=1\nSTATUS=3 running" and got[2].startswith("STOPPING=1")
+    sock.close()
+
+
+def test_notifier_is_silent_outside_systemd(monkeypatch):
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    n = ServiceNotifier()
+    assert not n.enabled
+    n.ready()
+    n.alive()  # nothing to send to, nothing raised
