@@ -25,12 +25,12 @@ import signal
 import socket
 import time
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 import psutil
 
 from core.processes import run_processes
+from core.vocabulary import RunnerLiveness  # noqa: F401 (re-exported: callers import it from here)
 
 #: Seconds two create-time readings of the same process may differ by. psutil derives the
 #: create time from boot time plus clock ticks (1/100 s); pids are handed out sequentially,
@@ -38,10 +38,6 @@ from core.processes import run_processes
 CREATE_TIME_TOLERANCE_S = 0.5
 
 
-class RunnerLiveness(StrEnum):
-    ALIVE = "alive"
-    STALLED = "stalled"
-    GONE = "gone"
 
 
 def hostname() -> str:

@@ -40,6 +40,131 @@ class Trigger(StrEnum):
     MISSION = "mission"            # a worker spawned by a mission's coordinator
 
 
+class OutcomeStatus(StrEnum):
+    """What a finished run delivered (``job_outcomes.status``).
+
+    Not a synonym of ``RunState``: the run state says where the lifecycle ended
+    (``succeeded``), the status says what the work amounted to, in the handoff's own words
+    (``success`` or ``partial`` for a succeeded run; DESIGN.md fixes the handoff contract).
+    Runs that ended otherwise carry their state's word.
+    """
+
+    SUCCESS = "success"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    TIMED_OUT = "timed_out"
+    ORPHANED = "orphaned"
+    ABANDONED = "abandoned"
+
+
+class Worker(StrEnum):
+    """Which worker a run uses (``runs.worker``): the job's command, or its ``fallback``."""
+
+    PRIMARY = "primary"
+    FALLBACK = "fallback"
+
+
+class EscalationState(StrEnum):
+    """``escalations.state``: open → acknowledged | snoozed → resolved (reopened on news)."""
+
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    SNOOZED = "snoozed"
+    RESOLVED = "resolved"
+
+
+class EscalationKind(StrEnum):
+    """``escalations.kind`` and ``job_outcomes.verdict_kind``: what the supervisor found.
+
+    ``core.supervisor.rules`` sorts them into hard, soft, note and silent classes.
+    """
+
+    # hard: a person must look, Claude can never silence them
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    ORPHANED = "orphaned"
+    INTERRUPTED = "interrupted"
+    VERIFICATION_FAILED = "verification_failed"
+    BLOCKED = "blocked"
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    LATE_RESULT = "late_result"
+    RUNNER_GAP = "runner_gap"
+    JOB_REMOVED = "job_removed"
+    FALSE_CLAIM = "false_claim"
+    # soft: the run succeeded but departs from what it declared or usually does
+    SLOW = "slow"
+    TOO_FAST = "too_fast"
+    OUTPUT_MISMATCH = "output_mismatch"
+    LOW_CONFIDENCE = "low_confidence"
+    PARTIAL = "partial"
+    FLAPPING = "flapping"
+    PARTIAL_CONTENT = "partial_content"
+    EMPTY_FILE = "empty_file"
+    ZERO_WORK = "zero_work"
+    FORBIDDEN_OUTPUT = "forbidden_output"
+    SMALL_FILE = "small_file"
+    SHRUNKEN_FILE = "shrunken_file"
+    WORK_COUNT = "work_count"
+    NEW_OUTPUT_SHAPE = "new_output_shape"
+    MISSING_OUTPUT = "missing_output"
+    # notes and silent verdicts (never an escalation on their own)
+    FIRST_SUCCESS = "first_success"
+    RECOVERED_ON_RETRY = "recovered_on_retry"
+    ROUTINE = "routine"
+    RETRY_PENDING = "retry_pending"
+    ABANDONED = "abandoned"
+    SUBTASK = "subtask"
+    # raised outside the rules: the breaker and the spec loader
+    CIRCUIT_OPEN = "circuit_open"
+    SPEC_INVALID = "spec_invalid"
+
+
+class BreakerState(StrEnum):
+    """``jobs.breaker_state``: closed (runs), open (cooling down, slots skipped), half_open
+    (one trial run decides)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class NotificationState(StrEnum):
+    """``notifications.state``: pending until sent, or failed for good after its retries."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class NotificationEvent(StrEnum):
+    """``notifications.event``: which change of an escalation a notification tells of."""
+
+    OPENED = "opened"
+    REOPENED = "reopened"
+    RECOVERED = "recovered"
+    REPEATED = "repeated"
+
+
+class RunnerLiveness(StrEnum):
+    """How a runner is judged from ``runners`` (``core.liveness.runner_liveness``): alive
+    (fresh heartbeat), stalled (its process alive on this host, heartbeat stale), gone."""
+
+    ALIVE = "alive"
+    STALLED = "stalled"
+    GONE = "gone"
+
+
+class SweepAction(StrEnum):
+    """What the orphan sweep does with one live run (``core.sweep.sweep.assess``)."""
+
+    SKIP = "skip"          # its owner runner is alive, or it is the sweeping runner's own
+    STALLED = "stalled"    # its owner's process is alive but not heartbeating: left alone
+    PENDING = "pending"    # its owner is gone but the lease has not expired yet
+    ORPHAN = "orphan"      # nothing runs it: declare it orphaned
+    KILL = "kill"          # its process is still alive: kill the group, then orphan it
+
+
 class Severity(StrEnum):
     """How loudly an escalation speaks (``escalations.severity``)."""
 

@@ -23,8 +23,31 @@ def _queued_run(led: Ledger, attempt: int = 1) -> int:
     return led.write(tx)
 
 
+#: The lifecycle of DESIGN.md, written out by hand: the table under test must equal it, and
+#: the illegal cases below come from this literal, never from the table itself (a wrongly
+#: allowed move would otherwise be skipped by its own test).
+EXPECTED_MOVES = {
+    ("queued", "spawned"), ("queued", "abandoned"),
+    ("spawned", "running"), ("spawned", "failed"), ("spawned", "orphaned"), ("spawned", "abandoned"),
+    ("running", "verifying"), ("running", "timed_out"), ("running", "orphaned"), ("running", "abandoned"),
+    ("verifying", "succeeded"), ("verifying", "failed"), ("verifying", "blocked"), ("verifying", "orphaned"),
+    ("verifying", "abandoned"),
+}
+EXPECTED_STATES = {"queued", "spawned", "running", "verifying", "succeeded", "failed", "blocked", "timed_out",
+                   "orphaned", "abandoned"}
+
 ALL = list(State)
-ILLEGAL = [(a, b) for a in ALL for b in ALL if b not in TRANSITIONS[a]]
+ILLEGAL = [(State(a), State(b)) for a in sorted(EXPECTED_STATES) for b in sorted(EXPECTED_STATES)
+           if (a, b) not in EXPECTED_MOVES]
+
+
+def test_transition_table_is_exactly_the_designed_lifecycle():
+    assert {s.value for s in State} == EXPECTED_STATES
+    assert {(a.value, b.value) for a, nxt in TRANSITIONS.items() for b in nxt} == EXPECTED_MOVES
+    assert {s.value for s in lifecycle.TERMINAL} == {"succeeded", "failed", "blocked", "timed_out", "orphaned",
+                                                     "abandoned"}
+    assert {s.value for s in lifecycle.LIVE} == {"spawned", "running", "verifying"}
+    assert {s.value for s in lifecycle.FAILED_STATES} == {"failed", "timed_out", "orphaned"}
 
 
 @pytest.mark.parametrize(("src", "dst"), ILLEGAL, ids=[f"{a}->{b}" for a, b in ILLEGAL])

@@ -27,7 +27,7 @@ def test_baseline_is_robust_to_one_outlier():
 
 def test_slow_run_outside_learned_range_is_a_soft_anomaly():
     v = evaluate(OutcomeFacts(duration_s=80), _hist([20, 21, 19, 20, 22, 20, 18, 20, 21, 20]), SPEC)
-    assert v.kind == "slow" and v.escalate and v.severity == "warning" and "took 80.0s" in v.reason
+    assert v.kind == "slow" and v.escalate and v.severity == "warning" and "duration was 80.0s" in v.reason
 
 
 def test_slow_but_within_range_is_silent():

@@ -23,10 +23,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.ledger.connection import add_event
+from core.ledger.lifecycle import FAILED_STATES
 from core.spec.model import JobSpec
+from core.vocabulary import BreakerState, sql_set
 
-CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
-FAILED_FINAL = ("failed", "timed_out", "orphaned")
+CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
+#: Terminal states that count against the breaker (``lifecycle.FAILED_STATES``).
+FAILED_FINAL = FAILED_STATES
 
 
 def _escalations():
@@ -41,7 +44,7 @@ def recent_failures(conn: sqlite3.Connection, job: str, window: float, now: floa
     that were retried: a transient failure that a retry absorbs is not the job failing)
     that ended within the last ``window`` seconds; only ``worker``'s runs when given. From
     the ``runs`` table."""
-    sql = ("SELECT COUNT(*) FROM runs r WHERE job = ? AND task = '' AND state IN ('failed','timed_out','orphaned')"
+    sql = (f"SELECT COUNT(*) FROM runs r WHERE job = ? AND task = '' AND state IN {sql_set(FAILED_FINAL)}"
            " AND ended_at >= ? AND NOT EXISTS (SELECT 1 FROM runs n WHERE n.lineage = r.lineage"
            " AND n.attempt = r.attempt + 1)")
     params: list[Any] = [job, now - window]

@@ -31,7 +31,7 @@ from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
 from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, safe_text, spec_from_json, spec_json
 from core.text import iso
-from core.vocabulary import ActionResult, JobEvent
+from core.vocabulary import ActionResult, EscalationKind, JobEvent
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
 
 # -- invalid spec files (invalid_specs) ------------------------------------------------------
 
-SPEC_INVALID = "spec_invalid"
+SPEC_INVALID = EscalationKind.SPEC_INVALID
 
 
 def _invalid_key(err: SpecError) -> str:

@@ -31,14 +31,14 @@ from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.liveness import RunnerLiveness
 from core.spec.model import safe_text
-from core.vocabulary import sql_set
+from core.vocabulary import EscalationKind, sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
 
 #: ``escalations.job`` of runner-level escalations (not about one job).
 RUNNER_JOB = "(runner)"
 #: Escalation kind of a runner gap.
-GAP_KIND = "runner_gap"
+GAP_KIND = EscalationKind.RUNNER_GAP
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def runners(ledger: Ledger, *, now: float | None = None, limit: int = 20) -> lis
     host = liveness.hostname()
     rows = ledger.query("SELECT * FROM runners ORDER BY heartbeat_at DESC LIMIT ?", (int(limit),))
     counts = {r["runner_id"]: r["n"] for r in ledger.query(
-        "SELECT runner_id, count(*) AS n FROM runs WHERE state IN ('spawned','running','verifying')"
+        f"SELECT runner_id, count(*) AS n FROM runs WHERE state IN {sql_set(LIVE)}"
         " AND runner_id IS NOT NULL GROUP BY runner_id")}
     out = []
     for r in rows:

@@ -329,13 +329,13 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         dur = case.duration_s
         explicit = spec.expect.duration if spec is not None else None
         if explicit is not None and dur > explicit[1]:
-            found["slow"] = f"it took {dur:.1f}s, above expect.duration max {explicit[1]:g}s"
+            found["slow"] = f"its duration was {dur:.1f}s, above expect.duration max {explicit[1]:g}s"
         elif explicit is not None and dur < explicit[0]:
-            found["too_fast"] = f"it took {dur:.1f}s, below expect.duration min {explicit[0]:g}s"
+            found["too_fast"] = f"its duration was {dur:.1f}s, below expect.duration min {explicit[0]:g}s"
         elif base is not None:
             cls = base.classify(dur)
             if cls is not None:
-                found[cls] = f"it took {dur:.1f}s, outside its learned range ({base.describe()})"
+                found[cls] = f"its duration was {dur:.1f}s, outside its learned range ({base.describe()})"
     found.update(work_signals(case, successes, spec))
     finals = [h.ok for h in hist if not h.retry_queued and h.state != "abandoned"][-(FLAP_WINDOW - 1):]
     finals.append(True)

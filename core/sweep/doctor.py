@@ -40,6 +40,7 @@ from core.ledger.connection import Ledger
 from core.ledger.invariants import Violation
 from core.ledger.lifecycle import LIVE
 from core.sweep import sweep
+from core.vocabulary import SweepAction
 
 
 @dataclass
@@ -78,14 +79,14 @@ def _live_runs(ledger: Ledger, settings: Any, now: float) -> list[Violation]:
     out = []
     for run in live:
         owner = owners.get(run["runner_id"]) if run["runner_id"] else None
-        verdict = sweep.assess(run, owner, now=now, settings=settings, this_host=host)
+        assessment = sweep.assess(run, owner, now=now, settings=settings, this_host=host)
         lease_expired = run["lease_until"] is None or run["lease_until"] < now
         who = f"runner {run['runner_id']}" if run["runner_id"] else "no runner"
-        if verdict.action in ("orphan", "kill"):
-            alive = "process still alive" if verdict.action == "kill" else "process not alive"
+        if assessment.action in (SweepAction.ORPHAN, SweepAction.KILL):
+            alive = "process still alive" if assessment.action == SweepAction.KILL else "process not alive"
             out.append(Violation("unowned_live_run", f"{run['state']} with {who} gone, lease expired, {alive}"
-                                 f" (would be orphaned: {verdict.reason})", run["id"], repairable=True))
-        elif verdict.action == "stalled" and lease_expired:
+                                 f" (would be orphaned: {assessment.reason})", run["id"], repairable=True))
+        elif assessment.action == SweepAction.STALLED and lease_expired:
             out.append(Violation("stalled_owner", f"{run['state']}, lease expired, owner {run['runner_id']} is"
                                  " stalled (process alive, heartbeat stale)", run["id"]))
     return out

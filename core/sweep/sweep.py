@@ -58,7 +58,7 @@ from core.ledger.lifecycle import LIVE, State
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name
 from core.supervisor import supervisor
-from core.vocabulary import OrphanReason
+from core.vocabulary import OrphanReason, SweepAction
 
 log = logging.getLogger(__name__)
 
@@ -114,30 +114,30 @@ class LostReport:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The sweep's decision for one live run: ``action`` is one of ``skip`` (owner alive or
-    own run), ``stalled`` (owner stalled), ``pending`` (lease not yet expired), ``orphan``,
-    ``kill`` (kill the process group, then orphan). ``reason`` is recorded on the run.
-    ``local``: the run's processes are on this host, so they can be probed and killed."""
+class Assessment:
+    """The sweep's decision for one live run (not a supervisor verdict: the sweep judges
+    whether a run still has an owner, not its work). ``action`` is a ``SweepAction``;
+    ``reason`` (an ``OrphanReason``) is recorded on the run. ``local``: the run's processes
+    are on this host, so they can be probed and killed."""
 
-    action: str
+    action: SweepAction
     reason: str | None = None
     local: bool = True
 
 
 def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: float, settings: Any,
-           this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False) -> Verdict:
+           this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False) -> Assessment:
     """Decide what to do with one live run (a ``runs`` row) whose owner is the ``runners``
     row ``owner`` (None when unrecorded or missing). ``now`` is Unix seconds. Pure apart
     from process probes (psutil); never writes. See the module docstring for the policy."""
     if own_runner_id is not None and run["runner_id"] == own_runner_id:
-        return Verdict("skip")
+        return Assessment(SweepAction.SKIP)
     if owner is not None:
         state = liveness.runner_liveness(owner, now=now, this_host=this_host)
         if state is RunnerLiveness.ALIVE:
-            return Verdict("skip")
+            return Assessment(SweepAction.SKIP)
         if state is RunnerLiveness.STALLED:
-            return Verdict("stalled")
+            return Assessment(SweepAction.STALLED)
     start_missed = (run["state"] == State.SPAWNED and run["spawned_at"] is not None
                     and run["spawned_at"] + settings.start_timeout < now)
     if run["lease_until"] is not None:
@@ -147,19 +147,19 @@ def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: floa
         limit = settings.start_timeout if run["state"] == State.SPAWNED else settings.lease
         lease_expired = base + limit < now
     if not (settle_gone_now or lease_expired or start_missed):
-        return Verdict("pending")
+        return Assessment(SweepAction.PENDING)
     same_host = owner is None or owner["hostname"] == this_host
     # A runner that stopped cleanly listed this run as left behind: not a crash, never critical.
     interrupted = owner is not None and owner["stopped_at"] is not None
     if same_host and liveness.process_alive(run["pid"], run["pid_create_time"]):
-        return Verdict("kill", OrphanReason.INTERRUPTED if interrupted else OrphanReason.RUNNER_GONE)
+        return Assessment(SweepAction.KILL, OrphanReason.INTERRUPTED if interrupted else OrphanReason.RUNNER_GONE)
     if interrupted:
-        return Verdict("orphan", OrphanReason.INTERRUPTED, local=same_host)
+        return Assessment(SweepAction.ORPHAN, OrphanReason.INTERRUPTED, local=same_host)
     if start_missed:
-        return Verdict("orphan", OrphanReason.START_TIMEOUT, local=same_host)
+        return Assessment(SweepAction.ORPHAN, OrphanReason.START_TIMEOUT, local=same_host)
     if lease_expired:
-        return Verdict("orphan", OrphanReason.LEASE_EXPIRED, local=same_host)
-    return Verdict("orphan", OrphanReason.RUNNER_GONE, local=same_host)
+        return Assessment(SweepAction.ORPHAN, OrphanReason.LEASE_EXPIRED, local=same_host)
+    return Assessment(SweepAction.ORPHAN, OrphanReason.RUNNER_GONE, local=same_host)
 
 
 class Sweeper:
@@ -247,14 +247,14 @@ class Sweeper:
         stalled: set[str] = set()
         for run in live:
             owner = owners.get(run["runner_id"]) if run["runner_id"] else None
-            verdict = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
+            assessment = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
                              own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now)
-            if verdict.action == "stalled":
+            if assessment.action == SweepAction.STALLED:
                 stalled.add(run["runner_id"])
-            elif verdict.action == "pending":
+            elif assessment.action == SweepAction.PENDING:
                 report.pending.append(run["id"])
-            elif verdict.action in ("orphan", "kill"):
-                self._settle_run(ledger, run, verdict, report)
+            elif assessment.action in (SweepAction.ORPHAN, SweepAction.KILL):
+                self._settle_run(ledger, run, assessment, report)
         self._settle_stranded_subtasks(ledger, report)
         report.stalled_runners = sorted(stalled)
         if stalled:
@@ -280,7 +280,7 @@ class Sweeper:
                 continue
             alive = bool(run["pid"]) and liveness.process_alive(run["pid"], run["pid_create_time"])
             report = SweepReport(at=time.time())
-            self._settle_run(ledger, run, Verdict("kill" if alive else "orphan", reason), report)
+            self._settle_run(ledger, run, Assessment(SweepAction.KILL if alive else SweepAction.ORPHAN, reason), report)
             if run_id in report.orphaned:
                 out.orphaned.append(run_id)
                 out.finished.append(run_id)
@@ -288,12 +288,12 @@ class Sweeper:
                 out.finished.append(run_id)  # someone else moved it first
         return out
 
-    def _settle_run(self, ledger: Ledger, run: dict[str, Any], verdict: Verdict, report: SweepReport) -> None:
+    def _settle_run(self, ledger: Ledger, run: dict[str, Any], assessment: Assessment, report: SweepReport) -> None:
         detail: dict[str, Any] = {"pid": run["pid"], "runner_id": run["runner_id"],
                                   "lease_until": run["lease_until"]}
         fields: dict[str, Any] = {}
-        leader_dead = verdict.action == "orphan" and verdict.local
-        if verdict.action == "kill":
+        leader_dead = assessment.action == SweepAction.ORPHAN and assessment.local
+        if assessment.action == SweepAction.KILL:
             try:
                 pgid = os.getpgid(run["pid"])
                 sig = liveness.kill_group(pgid, grace=min(self._job_grace(ledger, run["job"]),
@@ -313,7 +313,7 @@ class Sweeper:
         if leader_dead and run["pgid"]:
             findings = self._kill_leftovers(ledger, run, detail, report)
         try:
-            won = ledger.write(lambda conn: self._orphan_tx(conn, run, verdict.reason, fields, detail, findings),
+            won = ledger.write(lambda conn: self._orphan_tx(conn, run, assessment.reason, fields, detail, findings),
                                max_wait_s=self.write_wait_s)
         except StorageError as exc:
             report.errors.append(f"run {run['id']}: orphan write failed, retried next pass: {exc}")
@@ -322,7 +322,7 @@ class Sweeper:
             return  # someone else moved it first (the owner, an operator, another sweep)
         report.orphaned.append(run["id"])
         name = f"{run['job']}/{run['task']}" if run.get("task") else run["job"]
-        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], name, run["attempt"], verdict.reason)
+        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], name, run["attempt"], assessment.reason)
         try:
             supervisor.judge_run(ledger, run["id"], settings=self.settings)
         except Exception as exc:  # the terminal move stands; judging is the supervisor's to retry
