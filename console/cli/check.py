@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail
+from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, shown
 from core.ledger.connection import Ledger, LedgerError
 from core.ledger.jobs import recent_spec_errors
-from core.spec.model import LoadedJob, load_dir, safe_text
+from core.spec.model import LoadedJob, load_dir
 from core.spec.preflight import preflight
 from core.spec.schedule import next_fire, once_slot
 from core.spec.settings import SettingsError, load_settings
@@ -86,7 +86,7 @@ def register(group: click.Group) -> None:
             load_settings(spec_dir)
         except SettingsError as exc:
             for line in str(exc).splitlines():
-                line = safe_text(line)  # values from the file or a variable: shown, never obeyed
+                line = shown(line)  # values from the file or a variable: shown, never obeyed
                 where = line.split(": ", 1)[0]  # the file, the variable or the flag
                 errors.append({"file": where, "line": None, "job": None,
                                "field": None, "message": line, "text": line})
@@ -103,7 +103,7 @@ def register(group: click.Group) -> None:
                                    "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
         else:
             for err in errors:
-                click.echo(err["text"])
+                click.echo(shown(err["text"]))
             if errors:
                 click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
                            err=True)
@@ -118,7 +118,8 @@ def _print_table(jobs: list[dict[str, Any]]) -> None:
     if not jobs:
         click.echo("no jobs found")
         return
-    rows = [("JOB", "SCHEDULE", "NEXT RUN")] + [(j["name"], j["schedule"], _when(j["next_run"])) for j in jobs]
+    rows = [("JOB", "SCHEDULE", "NEXT RUN")] + [(shown(j["name"]), shown(j["schedule"]), _when(j["next_run"]))
+                                               for j in jobs]
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for r in rows:
         click.echo(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}")
@@ -135,4 +136,4 @@ def _print_recorded(recorded: list[dict[str, Any]], note: str | None) -> None:
         return
     click.echo("spec errors recorded by the runner (newest first):")
     for item in recorded:
-        click.echo(f"  {_when(item['at'])}  {item['text']}")
+        click.echo(f"  {_when(item['at'])}  {shown(item['text'])}")

@@ -21,8 +21,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from console.safe_text import invisible
 from core.ledger.connection import SCHEMA_VERSION, Ledger, LedgerError, SchemaTooNew
-from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
+from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration, safe_text
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -35,6 +36,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The ledger the current command opened, for messages about errors that surface later.
 _current_ledger: Path | None = None
+
+
+def shown(value: Any, width: int | None = None) -> str:
+    """The CLI's one escaper for untrusted text on one line (job output, worker-supplied
+    reasons, handoff fields, names, owners, spec values): whitespace runs become one space;
+    control characters (ESC of CSI/OSC sequences, BEL, C1), bidi and other format characters
+    and invisible fillers are shown escaped (``\\x1b``, ``\\u202e``) through
+    ``core.spec.model.safe_text`` — never obeyed by the terminal, never hidden. Cut to
+    ``width`` characters with an ellipsis. None → ""."""
+    if value is None:
+        return ""
+    text = safe_text(" ".join(str(value).split()), also=invisible)
+    if width is not None and len(text) > width:
+        text = text[: max(0, width - 1)] + "…"
+    return text
+
+
+def shown_lines(value: Any) -> str:
+    """``shown`` for multi-line text (output heads and tails): newlines and tabs stay."""
+    return "" if value is None else safe_text(value, keep="\n\t", also=invisible)
 
 
 def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:

@@ -27,8 +27,8 @@ from console.cli.common import (
     ledger_errors,
     open_ledger_at,
     open_ledger_prefer_write,
+    shown,
 )
-from console.safe_text import one_line
 from core.ledger import escalations as esc_api
 from core.ledger.connection import Ledger
 from core.spec.settings import JudgeSettings, SettingsError, load_settings
@@ -76,9 +76,9 @@ def escalation_line(e: dict[str, Any], *, colour: bool = False) -> str:
     sev_txt = f"{sev:<8}"
     if colour:
         sev_txt = click.style(sev_txt, fg=SEV_COLOURS.get(e.get("severity") or ""))
-    reason = one_line(e.get("reason"), 160)  # untrusted: escapes and controls never reach the terminal
-    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {one_line(e['job'], 20):<20} "
-            f"{one_line(e['kind']):<19} x{e['count']:<4} {one_line(e.get('owner') or '-'):<24} {e['state']:<12} "
+    reason = shown(e.get("reason"), 160)  # untrusted: escapes and controls shown escaped, never obeyed
+    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {shown(e['job'], 20):<20} "
+            f"{shown(e['kind']):<19} x{e['count']:<4} {shown(e.get('owner') or '-'):<24} {e['state']:<12} "
             f"{reason}")
 
 
@@ -114,7 +114,7 @@ def register(group: click.Group) -> None:
             click.echo(f"no {state} escalations", err=True)
 
     def _finish(res: Any) -> None:
-        click.echo(res.message, err=not res.ok)
+        click.echo(shown(res.message), err=not res.ok)
         if not res.ok:
             raise SystemExit(EXIT_NOT_FOUND if res.missing else EXIT_LOST)
 
@@ -242,7 +242,7 @@ def register(group: click.Group) -> None:
         click.echo(f"escalated       {rep['escalated']}")
         click.echo("escalations by kind:")
         for r in rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]:
-            click.echo(f"  {r['kind']:<20} {r['escalations']:>4} escalation(s), {r['occurrences'] or 0:>5} occurrence(s)")
+            click.echo(f"  {shown(r['kind']):<20} {r['escalations']:>4} escalation(s), {r['occurrences'] or 0:>5} occurrence(s)")
         n = rep["notifications"]
         click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}")
 

@@ -21,14 +21,14 @@ from console.cli.common import (
     ledger_errors,
     open_ledger_at,
     prepare_places,
+    shown,
+    shown_lines,
 )
-from console.safe_text import invisible
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.reads import run_detail, run_row
 from core.ledger.runs import UnknownJob, job_known, list_runs, run_time, trigger
 from core.processes import signal_name
-from core.spec.model import safe_text
 from core.spec.settings import SettingsError, load_settings
 from core.text import iso, local_hms
 
@@ -90,10 +90,10 @@ def fmt_exit(exit_code: int | None, sig: int | None) -> str:
 def finished_line(ended_at: float, job: str, attempt: int, state: str, duration: float | None,
                   exit_code: int | None, sig: int | None, reason: str | None) -> str:
     """One line per finished run: time, job, attempt, state, duration, exit."""
-    line = (f"{local_hms(ended_at)}  {job:<22.22} #{attempt:<2} {styled_state(state)} "
+    line = (f"{local_hms(ended_at)}  {shown(job, 22):<22.22} #{attempt:<2} {styled_state(state)} "
             f"{fmt_duration(duration):>8}  exit {fmt_exit(exit_code, sig)}")
     if reason and state != "succeeded":
-        line += f"  ({reason})"
+        line += f"  ({shown(reason, 200)})"
     return line
 
 
@@ -181,23 +181,20 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
     for r in rows:
         t = run_time(r)
-        name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
+        name = _one_line(f"{r['job']}/{r['task']}" if r.get("task") else r["job"], 22)
         click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
                    f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
                    f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
 
 
-def _one_line(text: str, width: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _one_line(text: Any, width: int = 60) -> str:
+    """Untrusted text on one line, escaped (``common.shown``: the CLI's one escaper)."""
+    return shown(text, width)
 
 
 def _safe(text: Any) -> str:
-    """Untrusted text for a terminal: control characters (ESC, C1, …), Unicode format
-    characters (bidi overrides such as U+202E, zero-width characters, …), line/paragraph
-    separators and invisible fillers shown escaped (``core.spec.model.safe_text``), so output
-    cannot reorder or hide what surrounds it. Newlines and tabs stay."""
-    return safe_text(text, keep="\n\t", also=invisible)
+    """Untrusted multi-line text, escaped (``common.shown_lines``): newlines and tabs stay."""
+    return shown_lines(text)
 
 
 @click.command("show")
@@ -220,8 +217,9 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
         click.echo(json.dumps(d, default=str, indent=2))
         return
     r, o = d["run"], d["outcome"] or {}
-    click.echo(f"run {r['id']}  job {r['job']}  attempt {r['attempt']}  state {r['state']}")
-    click.echo(f"  slot {r['slot']}  trigger {r['trigger']}  worker {r['worker']}  runner {r['runner_id'] or '-'}")
+    click.echo(f"run {r['id']}  job {shown(r['job'])}  attempt {r['attempt']}  state {r['state']}")
+    click.echo(f"  slot {shown(r['slot'])}  trigger {r['trigger']}  worker {r['worker']}"
+               f"  runner {shown(r['runner_id'] or '-')}")
     click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
                f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
                f"pid {r['pid'] or '-'}")
@@ -235,7 +233,7 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     if d["children"]:
         click.echo("sub-tasks:")
         for c in d["children"]:
-            click.echo(f"   {c['task']:<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
+            click.echo(f"   {shown(c['task']):<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
                        f"exit {fmt_exit(c['exit_code'], c['signal'])}")
     if o:
         click.echo(f"outcome: status {o.get('status')}  stdout {d['stdout']['total']} bytes, stderr "
@@ -249,13 +247,13 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
         elif ver:
             click.echo(f"verification: {_safe(json.dumps(ver, default=str))[:2000]}")
         for f in o.get("handoff_findings") or []:
-            click.echo(f"handoff finding: {f.get('code')}: {_safe(f.get('message'))}")
+            click.echo(f"handoff finding: {shown(f.get('code'))}: {_safe(f.get('message'))}")
         if o.get("handoff") is not None:
             click.echo(f"handoff: {_safe(json.dumps(o['handoff'], default=str))[:2000]}")
     click.echo("audit trail (every attempt of the lineage):")
     for e in d["events"]:
         move = f"{e['from_state'] or ''} → {e['to_state'] or ''}" if e["to_state"] or e["from_state"] else ""
-        click.echo(f"  {iso(e['at'])}  run {e['run_id'] or '-':<5} {e['kind']:<16} {move:<24} {e['actor']}  "
+        click.echo(f"  {iso(e['at'])}  run {e['run_id'] or '-':<5} {e['kind']:<16} {move:<24} {shown(e['actor'])}  "
                    f"{_safe(e.get('reason') or '')}")
     for name in ("stdout", "stderr"):
         sl = d[name]
@@ -287,7 +285,7 @@ def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None
             run_id = trigger(ledger, job, actor=f"operator:{settings.operator}")
         except UnknownJob as exc:
             fail(str(exc), EXIT_NOT_FOUND)
-    click.echo(f"queued run {run_id} of {job}")
+    click.echo(f"queued run {run_id} of {shown(job)}")
 
 
 @click.command("abandon")

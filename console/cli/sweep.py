@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, fail, ledger_errors, open_ledger_at
+from console.cli.common import EXIT_CONFIG, fail, ledger_errors, open_ledger_at, shown, shown_lines
 from core.ledger import runners as core_status
 from core.ledger.connection import Ledger
 from core.spec.settings import Settings, SettingsError, load_settings
@@ -57,7 +57,7 @@ def _print_report(report: core_sweep.SweepReport, watched: core_watch.WatchRepor
         how = " (process group killed)" if run_id in report.killed else ""
         click.echo(f"orphaned run {run_id}{how}")
     for rid in report.stalled_runners:
-        click.echo(f"runner {rid} stalled: process alive, heartbeat stale; its runs were left alone")
+        click.echo(f"runner {shown(rid)} stalled: process alive, heartbeat stale; its runs were left alone")
     if watched.gap == "opened":
         click.echo("runner gap: no runner is running jobs; escalation runner_gap opened")
     elif watched.gap == "resolved":
@@ -65,7 +65,7 @@ def _print_report(report: core_sweep.SweepReport, watched: core_watch.WatchRepor
     if watched.sent or watched.failed:
         click.echo(f"notifications: {watched.sent} sent, {watched.failed} failed, {watched.retried} to retry")
     for err in [*report.errors, *watched.errors]:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {shown_lines(err)}", err=True)
 
 
 @click.command("sweep")
@@ -140,7 +140,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
         click.echo(json.dumps(st))
     else:
         for line in core_status.format_status(st):
-            click.echo(line)
+            click.echo(shown_lines(line))
     sys.exit(2 if st["gap"] else 0)
 
 
@@ -172,10 +172,10 @@ def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, a
         click.echo(json.dumps(report.to_dict()))
     else:
         for line in report.repaired:
-            click.echo(f"repaired: {line}")
+            click.echo(f"repaired: {shown_lines(line)}")
         for err in report.errors:
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {shown_lines(err)}", err=True)
         for v in report.violations:
-            click.echo(str(v) + ("  (repairable: --repair)" if v.repairable and not repair else ""))
+            click.echo(shown_lines(str(v)) + ("  (repairable: --repair)" if v.repairable and not repair else ""))
         click.echo("ledger ok" if report.ok else f"{len(report.violations)} violation(s)")
     sys.exit(0 if report.ok else 1)
