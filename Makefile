@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench torture lint clean
+.PHONY: demo test test-fast bench torture lint clean eval
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
@@ -28,6 +28,10 @@ test: lint
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto -m "not slow"
+
+# The judge's figures on tests/eval/corpus.jsonl: rules alone and via a local fake Claude.
+eval: $(STAMP)
+	$(BIN)/python -m tests.eval.figures
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+MODES = ("ok", "malformed", "no_tool", "error500", "slow", "agree", "always_escalate", "always_silent",
+         "obey_output")
 DEFAULT_ANSWER = {"escalate": True, "severity": "warning", "reason": "anomaly confirmed by the fake judge",
                   "summary": "The outcome differs from the job's usual behaviour."}
 
@@ -102,7 +104,9 @@ class FakeAnthropic:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append(body)
-                status, payload = fake.respond(body)
+                # A base_url of <url>/<mode> answers in that mode: one server, several judges.
+                first = self.path.strip("/").split("/", 1)[0]
+                status, payload = fake.respond(body, mode=first if first in MODES else None)
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -132,7 +136,16 @@ class FakeAnthropic:
     def _tool(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "record_verdict", "input": data}]
 
-    def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def respond(self, body: dict[str, Any], mode: str | None = None) -> tuple[int, dict[str, Any]]:
+        """The answer to one request in ``mode`` (default: the server's)."""
+        saved = self.mode
+        self.mode = mode or saved
+        try:
+            return self._respond(body)
+        finally:
+            self.mode = saved
+
+    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         model = body.get("model", "fake")
         if self.handler is not None:
             with self._lock:  # handlers keep counters; requests arrive on several threads

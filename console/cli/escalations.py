@@ -1,4 +1,4 @@
-"""CLI: ``escalations``, ``ack``, ``snooze``, ``resolve``, ``tail``, ``report``, ``eval``.
+"""CLI: ``escalations``, ``ack``, ``snooze``, ``resolve``, ``tail``, ``report`` (``eval`` is in ``console.cli.eval``).
 
 No SQL here: everything goes through ``core.ledger.escalations``, ``core.supervisor.supervisor`` and
 ``core.supervisor.rules``.
@@ -31,9 +31,8 @@ from console.cli.common import (
 )
 from core.ledger import escalations as esc_api
 from core.ledger.connection import Ledger
-from core.spec.settings import JudgeSettings, SettingsError, load_settings
+from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
-from core.supervisor.rules import load_corpus, run_eval
 from core.text import iso
 
 EXIT_LOST = EXIT_FINDINGS
@@ -245,52 +244,3 @@ def register(group: click.Group) -> None:
             click.echo(f"  {shown(r['kind']):<20} {r['escalations']:>4} escalation(s), {r['occurrences'] or 0:>5} occurrence(s)")
         n = rep["notifications"]
         click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}")
-
-    @group.command("eval")
-    @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
-    @click.option("--claude-base-url", default=None,
-                  help="Also judge through the Claude path at this Messages API URL (e.g. a local fake).")
-    @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
-    @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
-    @click.option("--json", "as_json", is_flag=True)
-    def eval_cmd(corpus: str, claude_base_url: str | None, model: str, show_misses: bool, as_json: bool) -> None:
-        """Measure the judge on a labeled CORPUS (JSONL): hard-class recall, soft-anomaly
-        recall, routine silence and precision. Exit 1 when a goal is missed.
-
-        \b
-        Example:
-          watchkeeper eval tests/eval_corpus.jsonl
-        """
-        try:
-            cases = load_corpus(corpus)
-        except (OSError, ValueError) as exc:
-            fail(str(exc), EXIT_CONFIG)
-        passes: list[tuple[str, Any, dict[str, int]]] = []
-        rep, calls = run_eval(cases)
-        passes.append(("rules alone", rep, calls))
-        if claude_base_url:
-            js = JudgeSettings(enabled=True, api_key=os.environ.get("ANTHROPIC_API_KEY") or "eval-fake",
-                               base_url=claude_base_url, model=model, timeout=10.0, max_retries=1,
-                               max_calls_per_hour=100_000)
-            rep2, calls2 = run_eval(cases, claude=js)
-            passes.append((f"rules + claude ({claude_base_url})", rep2, calls2))
-        ok = all(r.meets_goals() for _, r, _ in passes)
-        if as_json:
-            click.echo(json.dumps([{"label": lbl, "hard_recall": r.hard_recall, "soft_recall": r.soft_recall,
-                                    "routine_silence": r.routine_silence, "precision": r.precision,
-                                    "counts": r.counts, "claude_calls": c, "misses": r.misses,
-                                    "meets_goals": r.meets_goals()} for lbl, r, c in passes]))
-        else:
-            click.echo(f"{len(cases)} cases from {corpus}")
-            for lbl, r, c in passes:
-                for line in r.lines(lbl):
-                    click.echo(line)
-                if any(c.values()):
-                    click.echo(f"  claude calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
-                               f" (rules verdict kept), {c['budget']} over budget")
-                if show_misses:
-                    for m in r.misses:
-                        click.echo(f"  miss: {m}")
-            click.echo("goals met" if ok else "GOALS MISSED")
-        if not ok:
-            raise SystemExit(EXIT_LOST)

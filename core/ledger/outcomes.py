@@ -152,3 +152,15 @@ def judged_counts(conn: sqlite3.Connection, since: float) -> dict[str, Any]:
         " GROUP BY verdict_kind ORDER BY n DESC LIMIT 50", (since,))}
     return {"runs": int(row["runs"] or 0), "silent": int(row["silent"] or 0),
             "escalated": int(row["escalated"] or 0), "notes": int(row["notes"] or 0), "by_verdict": kinds}
+
+
+def judged_since(conn: sqlite3.Connection, since: float, limit: int) -> list[dict[str, Any]]:
+    """Top-level judged outcomes created at or after ``since`` (Unix seconds), oldest first, at
+    most ``limit``: ``run_id, job, verdict_kind, escalate, severity, verdict_reason, created_at``
+    from ``job_outcomes`` (sub-tasks excluded)."""
+    rows = conn.execute(
+        "SELECT o.run_id, o.job, o.verdict_kind, o.escalate, o.severity, o.verdict_reason, o.created_at"
+        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+        " WHERE o.created_at >= ? AND o.judged_by IS NOT NULL AND r.task = ''"
+        " ORDER BY o.run_id LIMIT ?", (since, limit)).fetchall()
+    return [{k: row[k] for k in row.keys()} for row in rows]

@@ -57,7 +57,7 @@ _ERROR_WORDS = re.compile(
     r"(?i)\b(error|errors|errno|fail|failed|failing|failure|fatal|exception|traceback|panic|abort(?:ed)?|"
     r"denied|refused|unreachable|timed?\s?out|timeout|cannot|can't|could not|unable|invalid|corrupt(?:ed)?|"
     r"missing|not found|no such|killed|oom|out of memory|disk full|no space|quota|rejected|skipp(?:ed|ing)|"
-    r"degraded|partial|warn(?:ing)?|retrying|rollback|rolled back|truncated|empty|nothing to)\b")
+    r"degraded|partial|rollback|rolled back|truncated|empty|nothing to)\b")
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,9 @@ _NONE_WRONG = re.compile(
 
 def error_like(text: str) -> bool:
     """True when the line reads like an error, a warning or skipped work (a tally of zero
-    errors does not count)."""
+    errors does not count). A level tag alone (``WARN``, ``WARNING``) is not evidence — routine
+    logs are full of them — the words naming what went wrong are. "retrying" alone is not an error: a job that retried and went on
+    to succeed handled it, as a run recovered on retry is a note, not an escalation."""
     return _ERROR_WORDS.search(_NONE_WRONG.sub(" ", text)) is not None
 
 

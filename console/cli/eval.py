@@ -1,0 +1,136 @@
+"""CLI: ``eval`` — measure the judge on a labelled corpus, or replay a real ledger (shadow mode).
+
+No SQL here: the corpus is read by ``core.supervisor.eval``; a ledger through
+``core.ledger.outcomes`` and ``core.supervisor.supervisor.gather``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import click
+
+from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
+from console.safe_text import one_line
+from core.ledger import outcomes
+from core.spec.settings import JudgeSettings
+from core.supervisor import supervisor
+from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
+from core.text import iso
+
+#: Outcomes one replay reads at most (newest dropped beyond it, with a note).
+REPLAY_LIMIT = 20_000
+
+
+def _judge_settings(base_url: str, model: str) -> JudgeSettings:
+    return JudgeSettings(enabled=True, api_key=os.environ.get("ANTHROPIC_API_KEY") or "eval-fake", base_url=base_url,
+                         model=model, timeout=10.0, max_retries=1, max_calls_per_hour=100_000)
+
+
+def register(group: click.Group) -> None:
+    @group.command("eval")
+    @click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False))
+    @click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False),
+                  help="Replay this ledger's recorded outcomes with today's judge instead (shadow mode).")
+    @click.option("--since", default="7d", show_default=True, type=DURATION,
+                  help="With --ledger: outcomes recorded in this window, e.g. 24h, 7d.")
+    @click.option("--all", "show_all", is_flag=True, help="With --ledger: list every outcome, not only changed ones.")
+    @click.option("--claude-base-url", "claude_urls", multiple=True,
+                  help="Also judge through the Claude path at this Messages API URL (e.g. a local fake); repeatable.")
+    @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
+    @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
+    @click.option("--json", "as_json", is_flag=True)
+    @ledger_errors
+    def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all: bool,
+                 claude_urls: tuple[str, ...], model: str, show_misses: bool, as_json: bool) -> None:
+        """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases): hard-class
+        recall, soft-anomaly recall, routine silence and precision, each with rules alone and
+        through every --claude-base-url. Exit 1 when a goal is missed.
+
+        With --ledger PATH, re-judge the outcomes recorded there since --since with today's
+        supervisor and print what it would have escalated or silenced next to what it did.
+        Nothing is written to the ledger.
+
+        \b
+        Example:
+          watchkeeper eval tests/eval/corpus.jsonl
+          watchkeeper eval --ledger demo/watchkeeper.db --since 7d
+        """
+        if ledger_path is not None:
+            _replay(ledger_path, since, show_all, claude_urls, model, as_json)
+            return
+        if corpus is None:
+            fail("give a CORPUS file, or --ledger PATH to replay a ledger", EXIT_CONFIG)
+        try:
+            cases = load_corpus(corpus)
+        except (OSError, ValueError) as exc:
+            fail(str(exc), EXIT_CONFIG)
+        passes: list[tuple[str, Any, dict[str, int]]] = []
+        rep, calls = run_eval(cases)
+        passes.append(("rules alone", rep, calls))
+        for url in claude_urls:
+            rep2, calls2 = run_eval(cases, claude=_judge_settings(url, model))
+            passes.append((f"rules + claude ({url})", rep2, calls2))
+        ok = all(r.meets_goals() for _, r, _ in passes)
+        if as_json:
+            click.echo(json.dumps([{**r.to_json(lbl), "claude_calls": c} for lbl, r, c in passes]))
+        else:
+            by_cls: dict[str, int] = {}
+            for c in cases:
+                by_cls[c.cls] = by_cls.get(c.cls, 0) + 1
+            click.echo(f"{len(cases)} cases from {corpus} ("
+                       + ", ".join(f"{n} {k}" for k, n in sorted(by_cls.items())) + ")")
+            for lbl, r, c in passes:
+                for line in r.lines(lbl):
+                    click.echo(line)
+                if any(c.values()):
+                    click.echo(f"  claude calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
+                               f" (rules verdict kept), {c['budget']} over budget")
+                if show_misses:
+                    for m in r.misses:
+                        click.echo(f"  miss: {one_line(m)}")
+            click.echo("goals met" if ok else "GOALS MISSED")
+        if not ok:
+            raise SystemExit(EXIT_FINDINGS)
+
+
+def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...], model: str, as_json: bool) -> None:
+    start = time.time() - since
+    with open_ledger_at(path, read_only=True) as ledger:
+        rows = outcomes.judged_since(ledger.conn, start, REPLAY_LIMIT)
+
+        def gathered() -> Any:
+            for row in rows:
+                got = supervisor.gather(ledger, int(row["run_id"]))
+                if got is not None:
+                    facts, history, spec, _ = got
+                    yield row, facts, history, spec
+        claude = _judge_settings(claude_urls[0], model) if claude_urls else None
+        items, calls = replay(gathered(), claude=claude)
+    summary = replay_summary(items)
+    if as_json:
+        click.echo(json.dumps({**summary, "since": start, "claude_calls": calls,
+                               "outcomes_list": [vars(r) | {"changed": r.changed} for r in items
+                                                 if show_all or r.changed]}, default=str))
+        return
+    click.echo(f"{len(items)} outcome(s) recorded since {iso(start)} in {path}, re-judged by today's supervisor"
+               + (" (limit reached)" if len(rows) >= REPLAY_LIMIT else ""))
+    click.echo(f"{'job':<24} {'outcomes':>8} {'escalated then':>14} {'would now':>10} {'changed':>8}")
+    for job, j in sorted(summary["jobs"].items()):
+        click.echo(f"{one_line(job, 24):<24} {j['outcomes']:>8} {j['was_escalated']:>14} {j['now_escalated']:>10}"
+                   f" {j['changed']:>8}")
+    shown = [r for r in items if show_all or r.changed]
+    if shown:
+        click.echo("")
+        click.echo("run     job                      was                    would now")
+    for r in shown:
+        was = f"{'escalate' if r.was_escalate else 'silent'} {r.was_kind or '-'}"
+        now = f"{'escalate' if r.now_escalate else 'silent'} {r.now_kind}"
+        click.echo(f"{r.run_id:<7} {one_line(r.job, 24):<24} {was:<22} {now}")
+        if r.now_escalate:
+            click.echo(f"        why: {one_line(r.now_reason, 160)}")
+    if not items:
+        click.echo("nothing recorded in that window")

@@ -1,0 +1,65 @@
+"""From a ledger record to the facts the judge reads: one function for the supervisor (rows of
+``runs`` + ``job_outcomes``), ``watchkeeper eval`` (corpus cases shaped like those rows) and the
+replay of a real ledger, so all three judge exactly the same evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.supervisor import evidence
+from core.supervisor.rules import CLAIM_CHECKS, OutcomeFacts
+
+#: Characters of job output carried in ``output_excerpt`` (what the Claude judge sees).
+OUTPUT_CHARS = 4000
+
+
+def _joined(head: Any, tail: Any) -> str:
+    """Head and tail of one captured stream as one text (once when they are the same bytes)."""
+    head, tail = head or "", tail or ""
+    if not tail or head == tail or head.endswith(tail):
+        return head
+    if not head or tail.startswith(head):
+        return tail
+    return head + "\n" + tail
+
+
+def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = False,
+                  prior_failures: int = 0) -> OutcomeFacts:
+    """Facts of one outcome with its raw evidence, from a ``runs`` row and a ``job_outcomes``
+    row (JSON columns decoded; a corpus case gives the same keys). Claimed and expected files
+    come from the sizes verification measured (``verification.checks[].path/size``); claim
+    checks that failed are the worker's false claims."""
+    handoff = out.get("handoff") if isinstance(out.get("handoff"), dict) else {}
+    ver = out.get("verification") if isinstance(out.get("verification"), dict) else None
+    output_matches = None
+    failed_checks: list[str] = []
+    false_claims: list[str] = []
+    if ver is not None:
+        for c in ver.get("checks", []):
+            if c.get("name") == "expect_output":
+                output_matches = bool(c.get("ok"))
+            elif not c.get("ok") and not c.get("soft"):
+                failed_checks.append(f"{c.get('name')}: {str(c.get('detail', ''))[:120]}")
+                if c.get("name") in CLAIM_CHECKS:
+                    false_claims.append(f"{c.get('name')} {str(c.get('detail', ''))[:160]}")
+    files = [{"path": f.path, "role": f.role, "size": f.size} for f in evidence.files_from_verification(ver)]
+    conf = handoff.get("confidence")
+    stdout = _joined(out.get("stdout_head"), out.get("stdout_tail"))
+    stderr = _joined(out.get("stderr_head"), out.get("stderr_tail"))
+    excerpt = "\n".join(x for x in (out.get("stdout_tail"), out.get("stderr_tail")) if x)[-OUTPUT_CHARS:]
+    blockers = handoff.get("blockers") if isinstance(handoff.get("blockers"), list) else []
+    return OutcomeFacts(
+        run_id=int(run.get("id") or out.get("run_id") or 0), job=run.get("job") or out.get("job") or "",
+        attempt=int(run.get("attempt") or out.get("attempt") or 1),
+        state=str(out.get("state") or run.get("state")), status=str(out.get("status") or run.get("state")),
+        reason=out.get("reason") or run.get("reason"), duration_s=out.get("duration_s"),
+        exit_code=out.get("exit_code", run.get("exit_code")), signal=out.get("signal", run.get("signal")),
+        handoff_status=handoff.get("status") if isinstance(handoff.get("status"), str) else None,
+        confidence=float(conf) if isinstance(conf, int | float) and not isinstance(conf, bool) else None,
+        handoff_error=str(handoff["error"]) if handoff.get("error") is not None else None,
+        blockers=[str(b) for b in blockers],
+        verification_ok=None if ver is None else bool(ver.get("ok")), verification_failed=failed_checks,
+        output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
+        ended_at=run.get("ended_at"), output_excerpt=excerpt,
+        notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,
+        stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims)
