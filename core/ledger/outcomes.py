@@ -115,6 +115,15 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
     return out
 
 
+def escalated_kind_before(conn: sqlite3.Connection, lineage: str, attempt: int) -> str | None:
+    """The escalation kind (``job_outcomes.verdict_kind`` with ``escalate = 1``) of the latest
+    attempt of ``lineage`` before ``attempt``, or None when none escalated. What a manual
+    retry's failure is counted on, so it does not open a second kind for the same failure."""
+    row = conn.execute("SELECT verdict_kind FROM job_outcomes WHERE lineage = ? AND attempt < ? AND escalate = 1"
+                       " ORDER BY attempt DESC LIMIT 1", (lineage, attempt)).fetchone()
+    return None if row is None else row[0]
+
+
 def exists(conn: sqlite3.Connection, run_id: int) -> bool:
     """Whether ``run_id`` has a ``job_outcomes`` row."""
     return conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone() is not None

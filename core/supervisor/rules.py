@@ -15,6 +15,8 @@ runner stopped heartbeating runner_gap   critical    escalate (hard, ``superviso
 failed, retry queued        retry_pending  -         silent: the lineage's last attempt decides
 failed, no retry left       failed       critical    escalate (hard); ``retries_exhausted``
                                                      when attempt > 1
+failed manual retry         as before    critical    the kind the lineage was escalated as
+                                                     (``escalated_as``): one escalation
 timed_out / orphaned        same         critical    escalate (hard), or retry_pending as above
 left behind by a clean stop interrupted  warning     escalate (hard), or retry_pending; never
                                                      critical (``runs.reason = interrupted``)
@@ -69,6 +71,10 @@ WORK_KINDS = frozenset({"partial_content", "empty_file", "zero_work", "forbidden
 SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"}) | WORK_KINDS
 NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
 SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
+#: Kinds a lineage's final failure is escalated as; a failed manual retry of that lineage
+#: counts on the same kind (``OutcomeFacts.escalated_as``).
+LINEAGE_FAILURE_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "retries_exhausted",
+                                   "interrupted"})
 #: Kinds a later healthy run of the same job auto-resolves (late_result and runner_gap are
 #: not about the job's health; they resolve by operator or runner heartbeat).
 RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
@@ -126,6 +132,9 @@ class OutcomeFacts:
     handoff: dict[str, Any] | None = None
     files: list[dict[str, Any]] = field(default_factory=list)  # [{path, role, size (bytes) | None}]
     false_claims: list[str] = field(default_factory=list)      # claim checks verification failed
+    #: A manual retry only: the kind the lineage's failure was escalated as before it (from
+    #: ``job_outcomes``); a failure of the retry counts on that escalation, not a new kind.
+    escalated_as: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
@@ -299,6 +308,13 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
             detail = f"exited 0 but failed verification: {checks}"
         else:
             detail = _failure_text(case)
+        if case.escalated_as in LINEAGE_FAILURE_KINDS:
+            # An operator retried an escalated failure and it failed again: the same problem,
+            # counted on the escalation they were looking at, whatever the attempt number.
+            return Verdict(case.escalated_as, True, "critical",
+                           f"{job} {detail} again on a manual retry (attempt {case.attempt}; the lineage's failure"
+                           f" was escalated as {case.escalated_as})", silent=False, hard=True,
+                           anomalies=list(dict.fromkeys([case.escalated_as, kind])))
         if case.attempt > 1:
             return Verdict("retries_exhausted", True, "critical",
                            f"{job} {detail} (attempt {case.attempt}, the last; {case.prior_failures} earlier "

@@ -33,6 +33,7 @@ from core.supervisor import notify
 from core.supervisor.facts import outcome_facts
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
 from core.supervisor.verify import verify_outcome
+from core.vocabulary import Trigger
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,10 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
     retry = runs.has_attempt(conn, run["lineage"], run["attempt"] + 1)
     prior = runs.failed_attempts_before(conn, run["lineage"], run["attempt"])
     spec, _ = _job_spec(conn, run["job"])
-    return (outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior)), _history(conn, run["job"], run_id),
-            spec, run)
+    facts = outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior))
+    if run.get("trigger") == Trigger.MANUAL_RETRY:
+        facts.escalated_as = outcomes.escalated_kind_before(conn, run["lineage"], run["attempt"])
+    return facts, _history(conn, run["job"], run_id), spec, run
 
 
 def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[OutcomeFacts],
