@@ -31,7 +31,7 @@ def _fail(ledger, code=1):
 
 def _succeed(ledger):
     rid = new_run(ledger)
-    to_verifying(ledger, rid)
+    to_verifying(ledger, rid, started_at=time.time())  # started after the failures ended
     supervisor.settle(ledger, rid)
     return rid
 
@@ -187,3 +187,20 @@ def test_list_escalations_filters(ledger, tmp_path):
     assert [e["job"] for e in escalations.list_escalations(ledger, job="other")] == ["other"]
     escalations.resolve(ledger, escalations_of(ledger)[0]["id"], "ana")
     assert [e["job"] for e in escalations.list_escalations(ledger, state="active")] == ["other"]
+
+
+def test_overlapping_success_does_not_resolve_a_failure_it_overlapped(ledger, tmp_path):
+    """Concurrency > 1: a run that started before the failed run ended proves nothing about it."""
+    add_job(ledger, tmp_path, concurrency=2)
+    long_ok = new_run(ledger)
+    started = time.time()
+    to_verifying(ledger, long_ok, started_at=started - 5)  # started before the failure below
+    failed = _fail(ledger)
+    supervisor.settle(ledger, long_ok)  # ends after the failure, but started before it ended
+    (esc,) = escalations_of(ledger)
+    assert esc["state"] == "open" and esc["latest_run_id"] == failed
+    later = _succeed(ledger)  # started after the failure ended: a real recovery
+    (esc,) = escalations_of(ledger)
+    assert esc["state"] == "resolved"
+    ev = ledger.one("SELECT * FROM events WHERE kind = 'escalation_resolved'")
+    assert ev["run_id"] == later

@@ -99,8 +99,13 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
 
 def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, run_id: int | None,
                  reason: str, sinks: Sequence[Any] = (), now: float | None = None,
-                 actor: str = "supervisor") -> list[int]:
+                 actor: str = "supervisor", started_at: float | None = None) -> list[int]:
     """Resolve the active escalations of ``job`` whose kind is in ``kinds`` (the job recovered).
+
+    ``started_at``: when the recovering run started (Unix seconds, ``runs.started_at``). Given,
+    only escalations whose escalated run (``latest_run_id``) had ended by then are resolved
+    (``runs.ended_at <= started_at``): a run that overlapped the failure (concurrency > 1)
+    proves nothing about it. Escalations without a run are not held back.
 
     Call inside the writing transaction. A recovery notice is enqueued only for escalations
     whose opening was notified. Returns the resolved ids.
@@ -109,9 +114,15 @@ def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, ru
     kinds = list(kinds)
     if not kinds:
         return []
+    timeline = ""
+    params: tuple[Any, ...] = (job, *kinds)
+    if started_at is not None:
+        timeline = (" AND (latest_run_id IS NULL OR EXISTS (SELECT 1 FROM runs r WHERE r.id = latest_run_id"
+                    " AND r.ended_at IS NOT NULL AND r.ended_at <= ?))")
+        params = (*params, started_at)
     rows = conn.execute(
-        f"SELECT * FROM escalations WHERE job = ? AND state != 'resolved' AND kind IN ({','.join('?' * len(kinds))})",
-        (job, *kinds)).fetchall()
+        f"SELECT * FROM escalations WHERE job = ? AND state != 'resolved' AND kind IN ({','.join('?' * len(kinds))})"
+        + timeline, params).fetchall()
     done = []
     for r in rows:
         esc = row_dict(r)

@@ -227,8 +227,12 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
                 run_id=run_id, owner=owner, sinks=sinks)
         if facts.state == State.SUCCEEDED and not run.get("task"):
             keep = set(verdict.anomalies) if verdict.escalate else set()
+            # Only failures that had ended before this run started: an overlapping run (concurrency
+            # > 1) never resolves another's escalation.
+            started = run.get("started_at") or run.get("spawned_at") or run.get("created_at")
             escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
-                                     reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks)
+                                     reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks,
+                                     started_at=started)
         add_event(conn, actor=ACTOR, kind="verdict", run_id=run_id, job=facts.job, attempt=facts.attempt,
                   reason=verdict.kind, detail={"escalate": verdict.escalate, "severity": verdict.severity,
                                                "silent": verdict.silent, "judged_by": verdict.judged_by,
