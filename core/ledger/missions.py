@@ -299,10 +299,28 @@ def abandon_failed_worker(conn: sqlite3.Connection, worker_id: int, *, actor: st
     return True
 
 
+def worker_states(conn: sqlite3.Connection, mission_id: int) -> list[tuple[int, str, str]]:
+    """``(seq, worker, state)`` of every worker of a mission, by seq."""
+    return [(int(r[0]), r[1], r[2]) for r in conn.execute(
+        "SELECT seq, worker, state FROM mission_workers WHERE mission_id = ? ORDER BY seq", (mission_id,)).fetchall()]
+
+
+def note_attempt(conn: sqlite3.Connection, worker_id: int, run_id: int, attempt: int) -> None:
+    """Point a running worker at its newest attempt (a retry was queued)."""
+    conn.execute("UPDATE mission_workers SET run_id = ?, attempts = ?, updated_at = ? WHERE id = ? AND state = ?",
+                 (run_id, attempt, time.time(), worker_id, WorkerState.RUNNING.value))
+
+
+def worker_job(conn: sqlite3.Connection, name: str) -> tuple[str | None, bool] | None:
+    """``(spec_hash, enabled)`` of the job a worker names (``jobs`` table), None if unknown."""
+    row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (name,)).fetchone()
+    return None if row is None else (row[0], bool(row[1]))
+
+
 def live_worker_runs(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]]:
     """Non-terminal runs of a mission's workers (queued or live), for abort."""
     rows = conn.execute(
-        "SELECT r.id, r.job, r.state, r.attempt FROM runs r JOIN mission_workers w ON w.lineage = r.lineage"
+        "SELECT r.id, r.job, r.state, r.attempt, r.lineage FROM runs r JOIN mission_workers w ON w.lineage = r.lineage"
         " WHERE w.mission_id = ? AND r.state IN (?,?,?,?) ORDER BY r.id",
         (mission_id, State.QUEUED.value, State.SPAWNED.value, State.RUNNING.value, State.VERIFYING.value)).fetchall()
     return [dict(r) for r in rows]

@@ -9,6 +9,7 @@ deletes anything: abort abandons live worker runs (their processes killed throug
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +131,8 @@ def approve(ledger: Ledger, mission_id: int, who: str) -> ActionResult:
 
     def tx(conn: Any) -> bool:
         if not ml.move(conn, mission_id, [MissionState.AWAITING_APPROVAL], MissionState.CLOSED, actor=actor,
-                       reason=f"report approved by {who}", fields={"decided_by": who, "ended_at": None}):
+                       reason=f"report approved by {who}", fields={"decided_by": who, "ended_at": time.time()}):
             return False
-        conn.execute("UPDATE missions SET ended_at = updated_at WHERE id = ?", (mission_id,))
         _resolve_escalations(conn, mission_id, ESCALATION_KINDS, actor, f"mission {mission_id} closed by {who}")
         return True
     if ledger.write(tx):
@@ -188,10 +188,8 @@ def abandon_worker(ledger: Ledger, mission_id: int, seq: int, who: str) -> Actio
             return True
         ok = ledger.write(tx)
         for run in ml.live_worker_runs(ledger.conn, mission_id):
-            if run["id"] == w["run_id"] or run["job"] == w["worker"]:
-                lineage = ledger.one("SELECT lineage FROM runs WHERE id = ?", (run["id"],))
-                if lineage is not None and lineage[0] == w["lineage"]:
-                    run_actions.abandon(ledger, run["id"], who)
+            if run["lineage"] == w["lineage"]:
+                run_actions.abandon(ledger, run["id"], who)
     else:
         return ActionResult(False, f"worker {seq} is {w['state']}; only a failed or running worker can be abandoned",
                             mission_id)
@@ -214,9 +212,8 @@ def abort(ledger: Ledger, mission_id: int, who: str) -> ActionResult:
     def tx(conn: Any) -> bool:
         if not ml.move(conn, mission_id, [s.value for s in MissionState if s not in MISSION_ENDED],
                        MissionState.ABORTED, actor=actor, reason=f"aborted by {who}",
-                       fields={"decided_by": who, "reason": f"aborted by {who}"}):
+                       fields={"decided_by": who, "reason": f"aborted by {who}", "ended_at": time.time()}):
             return False
-        conn.execute("UPDATE missions SET ended_at = updated_at WHERE id = ?", (mission_id,))
         for w in ml.workers_of(conn, mission_id):
             if w["state"] == WorkerState.RUNNING:
                 ml.settle_worker(conn, w["id"], WorkerState.ABANDONED, actor=actor,

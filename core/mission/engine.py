@@ -161,8 +161,7 @@ class MissionEngine:
             attempt = ml.latest_attempt(ledger.conn, w["lineage"])
             if attempt is None or attempt["state"] not in {s.value for s in TERMINAL}:
                 if attempt is not None and attempt["id"] != w["run_id"]:
-                    ledger.write(lambda conn, w=w, a=attempt: conn.execute(
-                        "UPDATE mission_workers SET run_id = ?, attempts = ? WHERE id = ?", (a["id"], a["attempt"], w["id"])))
+                    ledger.write(lambda conn, w=w, a=attempt: ml.note_attempt(conn, w["id"], a["id"], a["attempt"]))
                 continue
             changed |= self._settle_one(ledger, mid, w, attempt)
         return changed
@@ -254,7 +253,7 @@ class MissionEngine:
         n = m["turns"] + 1
         ml.record_turn(conn, mid, n, turn.reply, tokens=turn.tokens, cost=turn.cost, actor=self.actor)
         pending = asked = closing = False
-        spawned = conn.execute("SELECT COUNT(*) FROM mission_workers WHERE mission_id = ?", (mid,)).fetchone()[0]
+        spawned = len(ml.worker_states(conn, mid))
         budget = m.get("budget") or {}
         for call in protocol.tool_calls(turn.reply):
             cid, name, inp = str(call.get("id") or ml.new_call_id()), call.get("name"), call.get("input") or {}
@@ -278,8 +277,7 @@ class MissionEngine:
             elif name == protocol.REPORT and isinstance(inp.get("text"), str) and inp["text"].strip():
                 status = inp.get("status") if inp.get("status") in ("success", "partial", "failed") else None
                 if status is None:
-                    states = [w[0] for w in conn.execute("SELECT state FROM mission_workers WHERE mission_id = ?",
-                                                         (mid,)).fetchall()]
+                    states = [w[2] for w in ml.worker_states(conn, mid)]
                     status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"
                 ml.update(conn, mid, report=inp["text"][:100_000], report_status=status)
                 cur["report"] = inp["text"]
@@ -317,7 +315,7 @@ class MissionEngine:
             return f"unknown worker {worker!r}; allowed: {', '.join(m.get('workers') or [])}", True, spawned
         if not isinstance(task, str) or not task.strip():
             return "spawn_worker needs a non-empty task", True, spawned
-        job = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (worker,)).fetchone()
+        job = ml.worker_job(conn, worker)
         if job is None or not job[1]:
             return f"worker job {worker!r} is not defined in the spec folder", True, spawned
         if budget.get("workers") is not None and spawned >= budget["workers"]:
@@ -329,8 +327,7 @@ class MissionEngine:
     def _close_request(self, conn: Any, m: dict[str, Any]) -> tuple[Any, bool]:
         if not m.get("report"):
             return "call report(text, status) before close_mission()", True
-        rows = conn.execute("SELECT seq, worker, state FROM mission_workers WHERE mission_id = ? ORDER BY seq",
-                            (m["id"],)).fetchall()
+        rows = ml.worker_states(conn, m["id"])
         running = [f"{r[0]} ({r[1]})" for r in rows if r[2] == WorkerState.RUNNING]
         if running:
             return f"workers still running: {', '.join(running)}; wait for their results", True

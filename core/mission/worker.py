@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from core.ledger import missions as ml
+from core.ledger.connection import Conn
 from core.spec.model import JobSpec
 
 AGENT_MODULE = "core.mission.agent"
@@ -41,7 +41,7 @@ def command_for(spec: JobSpec, settings: Any) -> list[str] | None:
     return [sys.executable, "-m", AGENT_MODULE]
 
 
-def env_for(spec: JobSpec, run: dict[str, Any], settings: Any, conn: sqlite3.Connection,
+def env_for(spec: JobSpec, run: dict[str, Any], settings: Any, conn: Conn,
             run_dir: Path) -> dict[str, str]:
     """Extra environment for an agent run and/or a mission worker run (empty otherwise).
 
