@@ -138,8 +138,8 @@ class MissionEngine:
     def _advance(self, ledger: Ledger, mid: int, now: float) -> bool:
         changed = self._settle_workers(ledger, mid)
         m = ml.get(ledger.conn, mid)
-        if m is None or m["state"] in MISSION_ENDED:
-            return changed
+        if m is None or m["state"] in MISSION_ENDED or m["coordinator"] == "external":
+            return changed  # an external coordinator (MCP) takes its own turns
         if m["state"] in WAITING and not self._open_calls(ledger, m):
             changed |= ledger.write(lambda conn: ml.move(conn, mid, WAITING, MissionState.PLANNING, actor=self.actor,
                                                          reason="every waiting call answered: wake the coordinator"))
@@ -252,15 +252,43 @@ class MissionEngine:
             return False  # aborted, or another runner took this turn meanwhile
         n = m["turns"] + 1
         ml.record_turn(conn, mid, n, turn.reply, tokens=turn.tokens, cost=turn.cost, actor=self.actor)
+        self._carry_out(conn, cur, n, protocol.tool_calls(turn.reply), MissionState.PLANNING)
+        return True
+
+    def external_call(self, ledger: Ledger, mission_id: int, name: str, inp: dict[str, Any]) -> dict[str, Any]:
+        """One tool call from an external coordinator (MCP): carried out like a turn's call.
+
+        Returns ``{call_id, result, is_error}``; ``result`` None means it waits (a worker, a
+        person): the engine fills it in ``mission_calls`` later.
+        """
+        cid = ml.new_call_id()
+
+        def tx(conn: Any) -> dict[str, Any]:
+            cur = ml.get(conn, mission_id)
+            if cur is None:
+                return {"call_id": cid, "result": f"no mission {mission_id}", "is_error": True}
+            if cur["state"] in MISSION_ENDED:
+                return {"call_id": cid, "result": f"mission {mission_id} is {cur['state']}", "is_error": True}
+            block = {"type": "tool_use", "id": cid, "name": name, "input": inp}
+            self._carry_out(conn, cur, cur["turns"], [block], cur["state"])
+            row = next(c for c in ml.calls_of(conn, mission_id, cur["turns"]) if c["call_id"] == cid)
+            return {"call_id": cid, "result": row["result"], "is_error": bool(row["is_error"])}
+        return ledger.write(tx)
+
+    def _carry_out(self, conn: Any, cur: dict[str, Any], n: int, calls: list[dict[str, Any]], from_state: str) -> None:
+        """Carry out tool calls of turn ``n`` and move the mission on (out of ``from_state``)."""
+        mid = cur["id"]
         pending = asked = closing = False
         spawned = len(ml.worker_states(conn, mid))
-        budget = m.get("budget") or {}
-        for call in protocol.tool_calls(turn.reply):
+        budget = cur.get("budget") or {}
+        for call in calls:
             cid, name, inp = str(call.get("id") or ml.new_call_id()), call.get("name"), call.get("input") or {}
+            if not isinstance(inp, dict):
+                inp = {"input": inp}
             result: Any = None
             error = False
             if name == protocol.SPAWN_WORKER:
-                result, error, spawned = self._spawn(conn, cur, cid, inp, spawned, budget)
+                result, error, spawned = self.spawn(conn, cur, cid, inp, spawned, budget)
                 pending |= result is None
             elif name == protocol.ASK_PERSON and isinstance(inp.get("question"), str) and inp["question"].strip():
                 if asked or cur.get("question"):
@@ -280,7 +308,7 @@ class MissionEngine:
                     states = [w[2] for w in ml.worker_states(conn, mid)]
                     status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"
                 ml.update(conn, mid, report=inp["text"][:100_000], report_status=status)
-                cur["report"] = inp["text"]
+                cur["report"], cur["report_status"] = inp["text"], status
                 ml.event(conn, mid, "mission_report", actor=self.actor, reason=f"report recorded ({status})",
                          detail={"status": status, "chars": len(inp["text"])})
                 result = {"recorded": True, "status": status}
@@ -290,10 +318,9 @@ class MissionEngine:
             else:
                 result, error = f"unknown tool or bad input: {name!r} (tools: spawn_worker, ask_person, report, " \
                                 "close_mission)", True
-            ml.add_call(conn, mid, n, cid, str(name), inp if isinstance(inp, dict) else {"input": inp},
-                        result=result, is_error=error)
+            ml.add_call(conn, mid, n, cid, str(name), inp, result=result, is_error=error)
         if closing:
-            ml.move(conn, mid, [MissionState.PLANNING], MissionState.AWAITING_APPROVAL, actor=self.actor,
+            ml.move(conn, mid, [from_state], MissionState.AWAITING_APPROVAL, actor=self.actor,
                     reason="the coordinator asked to close: the report waits for a person's approval",
                     fields={"close_requested": 1})
             escalations.raise_escalation(
@@ -301,14 +328,13 @@ class MissionEngine:
                 reason=f"mission {mid} report ({cur.get('report_status') or 'partial'}) waits for approval",
                 run_id=None, owner=cur.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
         elif asked:
-            ml.move(conn, mid, [MissionState.PLANNING], MissionState.WAITING_PERSON, actor=self.actor,
+            ml.move(conn, mid, [from_state], MissionState.WAITING_PERSON, actor=self.actor,
                     reason="ask_person: waiting for the owner's answer")
-        elif pending:
-            ml.move(conn, mid, [MissionState.PLANNING], MissionState.WORKING, actor=self.actor,
+        elif pending and from_state == MissionState.PLANNING:
+            ml.move(conn, mid, [from_state], MissionState.WORKING, actor=self.actor,
                     reason="waiting for workers (no coordinator calls meanwhile)")
-        return True
 
-    def _spawn(self, conn: Any, m: dict[str, Any], cid: str, inp: dict[str, Any], spawned: int,
+    def spawn(self, conn: Any, m: dict[str, Any], cid: str, inp: dict[str, Any], spawned: int,
                budget: dict[str, Any]) -> tuple[Any, bool, int]:
         worker, task = inp.get("worker"), inp.get("task")
         if not isinstance(worker, str) or worker not in (m.get("workers") or []):

@@ -1,0 +1,206 @@
+"""``watchkeeper mission …``: start a mission, watch it, answer its questions, approve its
+report, abandon a failed worker, abort it. The runner (``watchkeeper run``/``up``) does the
+work; these commands only write the person's decisions into the ledger.
+
+Exit codes: 0 done, 1 refused or lost a race (the message says why), 2 no such mission or
+worker, or an unusable ledger / mission file, 3 bad settings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from console.cli.common import EXIT_CONFIG, EXIT_FINDINGS, EXIT_NOT_FOUND, fail, ledger_errors, open_ledger_at
+from console.safe_text import clean, one_line
+from core.ledger import missions as ml
+from core.mission import actions as mactions
+from core.mission.worker import api_key
+from core.spec.settings import SettingsError, load_settings
+from core.text import iso
+from core.vocabulary import ActionResult
+
+
+def _settings(ledger_path: str | None, spec_dir: str | None = None):
+    try:
+        return load_settings(spec_dir, None, ledger=ledger_path)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def _finish(res: ActionResult) -> None:
+    if res.ok:
+        click.echo(one_line(res.message))
+        return
+    fail(one_line(res.message), EXIT_NOT_FOUND if res.missing else EXIT_FINDINGS)
+
+
+def _ledger_option(f: Any) -> Any:
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def _as_option(f: Any) -> Any:
+    return click.option("--as", "operator", default=None, help="Your name [default: $USER].")(f)
+
+
+def mission_line(m: dict[str, Any]) -> str:
+    """One line: id, state, name, turns/budget, coordinator, goal."""
+    b = m.get("budget") or {}
+    return (f"#{m['id']:<4} {m['state']:<17} {one_line(m['name'], 16):<16} turns {m['turns']}/{b.get('turns')}"
+            f"  {m['coordinator']:<8} {one_line(m['goal'], 70)}")
+
+
+def worker_line(w: dict[str, Any]) -> str:
+    """One line of the tree: seq, worker, state, confidence, steps, attempts, note."""
+    conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
+    return (f"  {w['seq']:>2}. {one_line(w['worker'], 20):<20} {w['state']:<10} {one_line(w.get('status') or '-'):<8}"
+            f" conf {conf:<5} steps {w.get('steps_used') if w.get('steps_used') is not None else '-':<3}"
+            f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {one_line(w.get('note') or w.get('error') or '', 80)}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``mission`` (start, list, show, answer, approve, abandon-worker, abort)."""
+
+    @group.group("mission")
+    def mission() -> None:
+        """Missions: a coordinator splits a goal, workers do the pieces, a person approves.
+
+        \b
+        Example:
+          watchkeeper mission start "Explain tides" --spec sample_jobs/missions/pipeline.toml
+          watchkeeper mission show 1
+          watchkeeper mission approve 1 --as ana
+        """
+
+    @mission.command("start")
+    @click.argument("goal", required=False)
+    @click.option("--spec", "spec_file", type=click.Path(dir_okay=False, exists=True), default=None,
+                  help="Mission definition (TOML).")
+    @click.option("--name", default=None, help="Mission definition by name (in --spec, or SPECS/missions/).")
+    @click.option("--specs", "spec_dir", type=click.Path(file_okay=False), default=None,
+                  help="Spec folder whose missions/ holds definitions [default: .].")
+    @click.option("--worker", "workers", multiple=True, help="Worker job it may spawn (repeatable).")
+    @click.option("--coordinator", type=click.Choice(["claude", "scripted", "external"]), default=None,
+                  help="Who plans [default: from the definition; 'auto' = claude with a key, else scripted].")
+    @click.option("--owner", default=None, help="Who questions and the report go to.")
+    @click.option("--turns", type=click.IntRange(1, 1000), default=None, help="Coordinator turn budget.")
+    @_ledger_option
+    @ledger_errors
+    def start_cmd(goal: str | None, spec_file: str | None, name: str | None, spec_dir: str | None,
+                  workers: tuple[str, ...], coordinator: str | None, owner: str | None, turns: int | None,
+                  ledger_path: str | None) -> None:
+        """Start a mission with GOAL (or the definition's goal); the runner carries it out."""
+        settings = _settings(ledger_path, spec_dir)
+        definition = None
+        if spec_file or name or not workers:
+            try:
+                definition = mactions.find_definition(spec_dir or ".", name=name, path=spec_file)
+            except mactions.MissionDefinitionError as exc:
+                fail(clean(str(exc)), EXIT_NOT_FOUND)
+        ledger = open_ledger_at(settings.ledger, must_exist=False)
+        with ledger:
+            try:
+                mid = mactions.start(ledger, goal, definition=definition, workers=list(workers) or None, owner=owner,
+                                     api_key=api_key(settings), coordinator=coordinator,
+                                     budget={"turns": turns} if turns else None, who=settings.operator)
+            except mactions.MissionDefinitionError as exc:
+                fail(clean(str(exc)), EXIT_NOT_FOUND)
+            m = ml.get(ledger.conn, mid)
+        click.echo(f"mission {mid} started ({m['coordinator']} coordinator, workers: "
+                   f"{', '.join(one_line(w) for w in m['workers'])}); follow it with: watchkeeper mission show {mid}")
+
+    @mission.command("list")
+    @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+    @_ledger_option
+    @ledger_errors
+    def list_cmd(limit: int, as_json: bool, ledger_path: str | None) -> None:
+        """Missions, newest first."""
+        with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
+            rows = ml.list_missions(ledger.conn, limit=limit)
+        for m in rows:
+            click.echo(json.dumps(m, default=str) if as_json else mission_line(m))
+
+    @mission.command("show")
+    @click.argument("mission_id", type=click.IntRange(1))
+    @click.option("--json", "as_json", is_flag=True, help="The mission, its workers and audit trail as JSON.")
+    @_ledger_option
+    @ledger_errors
+    def show_cmd(mission_id: int, as_json: bool, ledger_path: str | None) -> None:
+        """The mission as a tree: coordinator, workers (state, confidence, steps), question, report."""
+        with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
+            m = mactions.status(ledger, mission_id)
+            if m is None:
+                fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
+            events = ml.events_of(ledger.conn, mission_id, limit=30)
+        if as_json:
+            click.echo(json.dumps({**m, "events": events}, default=str, indent=2))
+            return
+        b = m.get("budget") or {}
+        click.echo(f"mission {m['id']} ({one_line(m['name'])}): {m['state']}"
+                   + (f" ({one_line(m['reason'], 120)})" if m.get("reason") else ""))
+        click.echo(f"goal: {clean(m['goal'])}")
+        click.echo(f"owner: {one_line(m.get('owner') or '-')}   started {iso(m['created_at'])}")
+        click.echo(f"coordinator: {m['coordinator']}  turns {m['turns']}/{b.get('turns')}  tokens {m['tokens']}"
+                   f"  cost ${m['cost']:.4f}")
+        for w in m["spawned"]:
+            click.echo(worker_line(w))
+        if m.get("question"):
+            click.echo(f"question (answer with: watchkeeper mission answer {m['id']} TEXT): {clean(m['question'])}")
+        if m.get("report"):
+            click.echo(f"report ({m.get('report_status') or '-'}):")
+            for line in clean(m["report"]).splitlines():
+                click.echo(f"  {line}")
+        click.echo("audit trail:")
+        for e in events[-12:]:
+            click.echo(f"  {iso(e['at'])}  {one_line(e['actor'], 24):<24} {e['kind']:<26} {one_line(e.get('reason') or '', 90)}")
+
+    @mission.command("answer")
+    @click.argument("mission_id", type=click.IntRange(1))
+    @click.argument("text")
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def answer_cmd(mission_id: int, text: str, operator: str | None, ledger_path: str | None) -> None:
+        """Answer the mission's open question; the coordinator is woken with it."""
+        settings = _settings(ledger_path)
+        with open_ledger_at(settings.ledger) as ledger:
+            _finish(mactions.answer(ledger, mission_id, text, operator or settings.operator))
+
+    @mission.command("approve")
+    @click.argument("mission_id", type=click.IntRange(1))
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def approve_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
+        """Approve the report and close the mission (every worker delivered or abandoned)."""
+        settings = _settings(ledger_path)
+        with open_ledger_at(settings.ledger) as ledger:
+            _finish(mactions.approve(ledger, mission_id, operator or settings.operator))
+
+    @mission.command("abandon-worker")
+    @click.argument("mission_id", type=click.IntRange(1))
+    @click.argument("seq", type=click.IntRange(1))
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def abandon_worker_cmd(mission_id: int, seq: int, operator: str | None, ledger_path: str | None) -> None:
+        """Give up worker SEQ (failed, or still running: its run is killed, artifacts kept)."""
+        settings = _settings(ledger_path)
+        with open_ledger_at(settings.ledger) as ledger:
+            _finish(mactions.abandon_worker(ledger, mission_id, seq, operator or settings.operator))
+
+    @mission.command("abort")
+    @click.argument("mission_id", type=click.IntRange(1))
+    @_as_option
+    @_ledger_option
+    @ledger_errors
+    def abort_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
+        """Abort: live workers are killed, every output and artifact is kept."""
+        settings = _settings(ledger_path)
+        with open_ledger_at(settings.ledger) as ledger:
+            _finish(mactions.abort(ledger, mission_id, operator or settings.operator))
+

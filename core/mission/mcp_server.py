@@ -1,0 +1,92 @@
+"""The mission tools over MCP (``watchkeeper mcp``): an external agent (Claude Code, say) is
+the coordinator of one mission, and Watchkeeper stays the program that verifies.
+
+Tools: ``spawn_worker``, ``ask_person``, ``report``, ``close_mission`` and ``status``.
+Each call is carried out by ``MissionEngine.external_call`` exactly as a Claude turn's
+call would be, with the same audit events. ``spawn_worker`` and ``ask_person`` wait (up to
+``wait_s`` seconds, reading the ledger, never calling a model) until the runner has
+settled and verified the worker or a person answered, so the coordinator is given results
+rather than polling; on a timeout they return ``{"waiting": true, "call_id": …}`` and
+``status`` shows the result later. The runner (``watchkeeper run``/``up``) must be running
+for workers to start.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+
+from core.ledger import missions as ml
+from core.ledger.connection import Ledger
+from core.mission import actions as mactions
+from core.mission import protocol
+from core.mission.engine import MissionEngine
+
+#: Seconds between ledger reads while a call waits for a worker or a person.
+WAIT_POLL_S = 0.25
+DEFAULT_WAIT_S = 600.0
+
+
+def build_server(ledger_path: str | os.PathLike[str], mission_id: int, settings: Any) -> MCPServer:
+    """An ``MCPServer`` whose tools act on mission ``mission_id`` in the ledger at ``ledger_path``.
+
+    Each tool opens its own short-lived ledger connection (tools may run on any thread).
+    """
+    engine = MissionEngine(settings, actor="mcp")
+    server = MCPServer(name="watchkeeper", instructions=(
+        f"You coordinate Watchkeeper mission {mission_id}. Spawn workers with spawn_worker, ask the owner "
+        "with ask_person, finish with report then close_mission; a person approves the report."))
+
+    def call(name: str, inp: dict[str, Any]) -> dict[str, Any]:
+        with Ledger(ledger_path) as led:
+            return engine.external_call(led, mission_id, name, inp)
+
+    def result_of(call_id: str) -> dict[str, Any] | None:
+        with Ledger(ledger_path) as led:
+            return next((c for c in ml.calls_of(led.conn, mission_id) if c["call_id"] == call_id), None)
+
+    async def wait(out: dict[str, Any], wait_s: float) -> dict[str, Any]:
+        deadline = anyio.current_time() + max(0.0, wait_s)
+        while out["result"] is None and anyio.current_time() < deadline:
+            await anyio.sleep(WAIT_POLL_S)
+            row = await anyio.to_thread.run_sync(result_of, out["call_id"])
+            if row is not None and row["result"] is not None:
+                return {"call_id": out["call_id"], "result": row["result"], "is_error": bool(row["is_error"])}
+        if out["result"] is None:
+            return {**out, "waiting": True}
+        return out
+
+    @server.tool(name=protocol.SPAWN_WORKER, description=protocol.TOOLS[0]["description"])
+    async def spawn_worker(worker: str, task: str, context: Any = None, wait_s: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+        out = await anyio.to_thread.run_sync(call, protocol.SPAWN_WORKER,
+                                             {"worker": worker, "task": task, "context": context})
+        return await wait(out, wait_s)
+
+    @server.tool(name=protocol.ASK_PERSON, description=protocol.TOOLS[1]["description"])
+    async def ask_person(question: str, wait_s: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+        out = await anyio.to_thread.run_sync(call, protocol.ASK_PERSON, {"question": question})
+        return await wait(out, wait_s)
+
+    @server.tool(name=protocol.REPORT, description=protocol.TOOLS[2]["description"])
+    async def report(text: str, status: str | None = None) -> dict[str, Any]:
+        inp = {"text": text} | ({"status": status} if status else {})
+        return await anyio.to_thread.run_sync(call, protocol.REPORT, inp)
+
+    @server.tool(name=protocol.CLOSE_MISSION, description=protocol.TOOLS[3]["description"])
+    async def close_mission() -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(call, protocol.CLOSE_MISSION, {})
+
+    @server.tool(name=protocol.STATUS, description=protocol.MCP_STATUS_TOOL["description"])
+    async def status() -> dict[str, Any]:
+        def read() -> dict[str, Any]:
+            with Ledger(ledger_path) as led:
+                m = mactions.status(led, mission_id) or {"error": f"no mission {mission_id}"}
+            for w in m.get("spawned", []):
+                w.pop("lineage", None)
+            return m
+        return await anyio.to_thread.run_sync(read)
+
+    return server
