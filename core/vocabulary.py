@@ -118,6 +118,12 @@ class EscalationKind(StrEnum):
     # raised outside the rules: the breaker and the spec loader
     CIRCUIT_OPEN = "circuit_open"
     SPEC_INVALID = "spec_invalid"
+    # raised by a mission's supervisor program (job 'mission:<id>', to the mission's owner)
+    MISSION_QUESTION = "mission_question"
+    MISSION_WORKER_FAILED = "mission_worker_failed"
+    MISSION_REPORT = "mission_report"
+    MISSION_BUDGET_EXHAUSTED = "mission_budget_exhausted"
+    MISSION_COORDINATOR_FAILED = "mission_coordinator_failed"
 
 
 class BreakerState(StrEnum):

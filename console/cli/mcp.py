@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, ledger_errors, open_ledger_at
-from console.safe_text import clean
+from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, ledger_errors, open_ledger_at, shown_lines
 from core.ledger import missions as ml
 from core.mission import actions as mactions
 from core.spec.settings import SettingsError, load_settings
@@ -51,7 +50,7 @@ def register(group: click.Group) -> None:
                     mission_id = mactions.start(ledger, goal, definition=definition, workers=list(workers) or None,
                                                 owner=owner, coordinator="external", who=settings.operator)
                 except mactions.MissionDefinitionError as exc:
-                    fail(clean(str(exc)), EXIT_NOT_FOUND)
+                    fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
             m = ml.get(ledger.conn, mission_id)
             if m is None:
                 fail(f"no mission {mission_id}", EXIT_NOT_FOUND)

@@ -13,8 +13,16 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_FINDINGS, EXIT_NOT_FOUND, fail, ledger_errors, open_ledger_at
-from console.safe_text import clean, one_line
+from console.cli.common import (
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    fail,
+    ledger_errors,
+    open_ledger_at,
+    shown,
+    shown_lines,
+)
 from core.ledger import missions as ml
 from core.mission import actions as mactions
 from core.mission.worker import api_key
@@ -32,9 +40,9 @@ def _settings(ledger_path: str | None, spec_dir: str | None = None):
 
 def _finish(res: ActionResult) -> None:
     if res.ok:
-        click.echo(one_line(res.message))
+        click.echo(shown(res.message))
         return
-    fail(one_line(res.message), EXIT_NOT_FOUND if res.missing else EXIT_FINDINGS)
+    fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_FINDINGS)
 
 
 def _ledger_option(f: Any) -> Any:
@@ -49,16 +57,16 @@ def _as_option(f: Any) -> Any:
 def mission_line(m: dict[str, Any]) -> str:
     """One line: id, state, name, turns/budget, coordinator, goal."""
     b = m.get("budget") or {}
-    return (f"#{m['id']:<4} {m['state']:<17} {one_line(m['name'], 16):<16} turns {m['turns']}/{b.get('turns')}"
-            f"  {m['coordinator']:<8} {one_line(m['goal'], 70)}")
+    return (f"#{m['id']:<4} {m['state']:<17} {shown(m['name'], 16):<16} turns {m['turns']}/{b.get('turns')}"
+            f"  {m['coordinator']:<8} {shown(m['goal'], 70)}")
 
 
 def worker_line(w: dict[str, Any]) -> str:
     """One line of the tree: seq, worker, state, confidence, steps, attempts, note."""
     conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
-    return (f"  {w['seq']:>2}. {one_line(w['worker'], 20):<20} {w['state']:<10} {one_line(w.get('status') or '-'):<8}"
+    return (f"  {w['seq']:>2}. {shown(w['worker'], 20):<20} {w['state']:<10} {shown(w.get('status') or '-'):<8}"
             f" conf {conf:<5} steps {w.get('steps_used') if w.get('steps_used') is not None else '-':<3}"
-            f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {one_line(w.get('note') or w.get('error') or '', 80)}")
+            f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {shown(w.get('note') or w.get('error') or '', 80)}")
 
 
 def register(group: click.Group) -> None:
@@ -99,7 +107,7 @@ def register(group: click.Group) -> None:
             try:
                 definition = mactions.find_definition(spec_dir or ".", name=name, path=spec_file)
             except mactions.MissionDefinitionError as exc:
-                fail(clean(str(exc)), EXIT_NOT_FOUND)
+                fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
         ledger = open_ledger_at(settings.ledger, must_exist=False)
         with ledger:
             try:
@@ -107,10 +115,10 @@ def register(group: click.Group) -> None:
                                      api_key=api_key(settings), coordinator=coordinator,
                                      budget={"turns": turns} if turns else None, who=settings.operator)
             except mactions.MissionDefinitionError as exc:
-                fail(clean(str(exc)), EXIT_NOT_FOUND)
+                fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
             m = ml.get(ledger.conn, mid)
         click.echo(f"mission {mid} started ({m['coordinator']} coordinator, workers: "
-                   f"{', '.join(one_line(w) for w in m['workers'])}); follow it with: watchkeeper mission show {mid}")
+                   f"{', '.join(shown(w) for w in m['workers'])}); follow it with: watchkeeper mission show {mid}")
 
     @mission.command("list")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
@@ -140,23 +148,23 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps({**m, "events": events}, default=str, indent=2))
             return
         b = m.get("budget") or {}
-        click.echo(f"mission {m['id']} ({one_line(m['name'])}): {m['state']}"
-                   + (f" ({one_line(m['reason'], 120)})" if m.get("reason") else ""))
-        click.echo(f"goal: {clean(m['goal'])}")
-        click.echo(f"owner: {one_line(m.get('owner') or '-')}   started {iso(m['created_at'])}")
+        click.echo(f"mission {m['id']} ({shown(m['name'])}): {m['state']}"
+                   + (f" ({shown(m['reason'], 120)})" if m.get("reason") else ""))
+        click.echo(f"goal: {shown_lines(m['goal'])}")
+        click.echo(f"owner: {shown(m.get('owner') or '-')}   started {iso(m['created_at'])}")
         click.echo(f"coordinator: {m['coordinator']}  turns {m['turns']}/{b.get('turns')}  tokens {m['tokens']}"
                    f"  cost ${m['cost']:.4f}")
         for w in m["spawned"]:
             click.echo(worker_line(w))
         if m.get("question"):
-            click.echo(f"question (answer with: watchkeeper mission answer {m['id']} TEXT): {clean(m['question'])}")
+            click.echo(f"question (answer with: watchkeeper mission answer {m['id']} TEXT): {shown_lines(m['question'])}")
         if m.get("report"):
             click.echo(f"report ({m.get('report_status') or '-'}):")
-            for line in clean(m["report"]).splitlines():
+            for line in shown_lines(m["report"]).splitlines():
                 click.echo(f"  {line}")
         click.echo("audit trail:")
         for e in events[-12:]:
-            click.echo(f"  {iso(e['at'])}  {one_line(e['actor'], 24):<24} {e['kind']:<26} {one_line(e.get('reason') or '', 90)}")
+            click.echo(f"  {iso(e['at'])}  {shown(e['actor'], 24):<24} {e['kind']:<26} {shown(e.get('reason') or '', 90)}")
 
     @mission.command("answer")
     @click.argument("mission_id", type=click.IntRange(1))

@@ -18,11 +18,10 @@ from core.ledger import escalations
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.spec.mission import LoadedMission, MissionSpec, load_mission_file, load_missions
-from core.vocabulary import MISSION_ENDED, ActionResult, MissionState, WorkerState
+from core.vocabulary import MISSION_ENDED, ActionResult, EscalationKind, MissionState, WorkerState
 
 #: Escalation kinds a mission raises (``escalations.kind``), all under ``job = 'mission:<id>'``.
-ESCALATION_KINDS = ("mission_question", "mission_worker_failed", "mission_report", "mission_budget_exhausted",
-                    "mission_coordinator_failed")
+ESCALATION_KINDS = tuple(k.value for k in EscalationKind if k.value.startswith("mission_"))
 
 
 class MissionDefinitionError(ValueError):
@@ -160,7 +159,7 @@ def answer(ledger: Ledger, mission_id: int, text: str, who: str) -> ActionResult
         for c in asks:
             ml.answer_call(conn, mission_id, c["call_id"], {"answer": text, "answered_by": who})
         ml.event(conn, mission_id, "mission_answer", actor=actor, reason=text[:500], detail={"by": who})
-        _resolve_escalations(conn, mission_id, ("mission_question",), actor, f"answered by {who}")
+        _resolve_escalations(conn, mission_id, (EscalationKind.MISSION_QUESTION.value,), actor, f"answered by {who}")
         return True
     if ledger.write(tx):
         return ActionResult(True, f"mission {mission_id}: answer recorded; the coordinator is woken with it", mission_id)

@@ -34,7 +34,7 @@ from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
-from core.vocabulary import MISSION_ENDED, MissionState, WorkerState
+from core.vocabulary import MISSION_ENDED, EscalationKind, MissionState, WorkerState
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class MissionEngine:
                 ml.answer_call(conn, mid, w["call_id"], summary, is_error=not delivered)
             if not delivered and m.get("state") not in MISSION_ENDED:
                 escalations.raise_escalation(
-                    conn, job=ml.mission_job(mid), kind="mission_worker_failed", severity="warning",
+                    conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_WORKER_FAILED, severity="warning",
                     reason=(f"mission {mid}: worker {w['seq']} ({w['worker']}) failed after {attempt['attempt']} "
                             f"attempt(s): {note}; abandon it or abort the mission"),
                     run_id=attempt["id"], owner=m.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
@@ -227,7 +227,7 @@ class MissionEngine:
         mid = m["id"]
         why = self._exhausted(m)
         if why:
-            return self._stop(ledger, m, why, "mission_budget_exhausted")
+            return self._stop(ledger, m, why, EscalationKind.MISSION_BUDGET_EXHAUSTED)
         try:
             turn = self.take_turn(ledger, m)
         except CoordinatorError as exc:
@@ -238,7 +238,7 @@ class MissionEngine:
             ledger.write(lambda conn: ml.event(conn, mid, "mission_coordinator_error", actor=self.actor, reason=msg,
                                                detail={"consecutive": n}))
             if n >= MAX_COORDINATOR_ERRORS:
-                return self._stop(ledger, m, f"coordinator failed {n} times in a row: {msg}", "mission_coordinator_failed")
+                return self._stop(ledger, m, f"coordinator failed {n} times in a row: {msg}", EscalationKind.MISSION_COORDINATOR_FAILED)
             return True
         self._errors.pop(mid, None)
         self._not_before.pop(mid, None)
@@ -299,7 +299,7 @@ class MissionEngine:
                     ml.update(conn, mid, question=q)
                     ml.event(conn, mid, "mission_question", actor=self.actor, reason=q[:500], detail={"call_id": cid})
                     escalations.raise_escalation(
-                        conn, job=ml.mission_job(mid), kind="mission_question", severity="warning",
+                        conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_QUESTION, severity="warning",
                         reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.get("owner"),
                         sinks=_sinks(self.settings), actor=self.actor)
             elif name == protocol.REPORT and isinstance(inp.get("text"), str) and inp["text"].strip():
@@ -324,7 +324,7 @@ class MissionEngine:
                     reason="the coordinator asked to close: the report waits for a person's approval",
                     fields={"close_requested": 1})
             escalations.raise_escalation(
-                conn, job=ml.mission_job(mid), kind="mission_report", severity="info",
+                conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_REPORT, severity="info",
                 reason=f"mission {mid} report ({cur.get('report_status') or 'partial'}) waits for approval",
                 run_id=None, owner=cur.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
         elif asked:
