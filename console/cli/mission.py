@@ -100,7 +100,13 @@ def register(group: click.Group) -> None:
     def start_cmd(goal: str | None, spec_file: str | None, name: str | None, spec_dir: str | None,
                   workers: tuple[str, ...], coordinator: str | None, owner: str | None, turns: int | None,
                   ledger_path: str | None) -> None:
-        """Start a mission with GOAL (or the definition's goal); the runner carries it out."""
+        """Start a mission with GOAL (or the definition's goal); the runner carries it out.
+
+        \b
+        Example:
+          watchkeeper mission start --specs sample_jobs --name pipeline
+          watchkeeper mission start "Summarise the outage" --worker researcher --coordinator claude
+        """
         settings = _settings(ledger_path, spec_dir)
         definition = None
         if spec_file or name or not workers:
@@ -126,7 +132,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def list_cmd(limit: int, as_json: bool, ledger_path: str | None) -> None:
-        """Missions, newest first."""
+        """Missions, newest first.
+
+        \b
+        Example:
+          watchkeeper mission list --limit 5
+        """
         with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
             rows = ml.list_missions(ledger.conn, limit=limit)
         for m in rows:
@@ -138,7 +149,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def show_cmd(mission_id: int, as_json: bool, ledger_path: str | None) -> None:
-        """The mission as a tree: coordinator, workers (state, confidence, steps), question, report."""
+        """The mission as a tree: coordinator, workers (state, confidence, steps), question, report.
+
+        \b
+        Example:
+          watchkeeper mission show 1
+        """
         with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
             m = mactions.status(ledger, mission_id)
             if m is None:
@@ -173,7 +189,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def answer_cmd(mission_id: int, text: str, operator: str | None, ledger_path: str | None) -> None:
-        """Answer the mission's open question; the coordinator is woken with it."""
+        """Answer the mission's open question; the coordinator is woken with it.
+
+        \b
+        Example:
+          watchkeeper mission answer 1 "Use the 2024 figures" --as ana
+        """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
             _finish(mactions.answer(ledger, mission_id, text, operator or settings.operator))
@@ -184,7 +205,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def approve_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Approve the report and close the mission (every worker delivered or abandoned)."""
+        """Approve the report and close the mission (every worker delivered or abandoned).
+
+        \b
+        Example:
+          watchkeeper mission approve 1 --as ana
+        """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
             _finish(mactions.approve(ledger, mission_id, operator or settings.operator))
@@ -196,7 +222,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def abandon_worker_cmd(mission_id: int, seq: int, operator: str | None, ledger_path: str | None) -> None:
-        """Give up worker SEQ (failed, or still running: its run is killed, artifacts kept)."""
+        """Give up worker SEQ (failed, or still running: its run is killed, artifacts kept).
+
+        \b
+        Example:
+          watchkeeper mission abandon-worker 1 2 --as ana
+        """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
             _finish(mactions.abandon_worker(ledger, mission_id, seq, operator or settings.operator))
@@ -207,7 +238,12 @@ def register(group: click.Group) -> None:
     @_ledger_option
     @ledger_errors
     def abort_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Abort: live workers are killed, every output and artifact is kept."""
+        """Abort: live workers are killed, every output and artifact is kept.
+
+        \b
+        Example:
+          watchkeeper mission abort 1 --as ana
+        """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
             _finish(mactions.abort(ledger, mission_id, operator or settings.operator))
