@@ -11,7 +11,9 @@ A fallback worker has its own breaker, derived from the ledger: when its runs
 (``runs.worker = 'fallback'``) failed ``failures`` times within ``window``, the retry policy
 stops routing to it (``retries.follow_up`` records the rule ``fallback_breaker_open``).
 
-Every change is a conditional update of ``jobs`` with its audit event in the same
+Thresholds come from the spec's ``breaker`` table, whose window and cooldown default to
+values fitted to the job's period (``core.spec.model.Breaker``); ``breaker = false`` turns
+it off. Every change is a conditional update of ``jobs`` with its audit event in the same
 transaction; all times are Unix seconds (UTC).
 """
 
@@ -21,6 +23,8 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import humanize
 
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import FAILED_STATES
@@ -54,6 +58,43 @@ def recent_failures(conn: sqlite3.Connection, job: str, window: float, now: floa
     return int(conn.execute(sql, params).fetchone()[0])
 
 
+def failures_within(conn: sqlite3.Connection, job: str, window: float, now: float,
+                    limit: int = 10) -> list[dict[str, Any]]:
+    """The final failures ``recent_failures`` counts, newest first, at most ``limit``: each
+    ``{"id", "ended_at" (Unix s), "state", "exit_code", "signal", "reason", "stderr_tail"}``
+    from ``runs`` and ``job_outcomes``. The evidence a breaker opening is escalated with."""
+    rows = conn.execute(
+        "SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.reason, o.stderr_tail FROM runs r"
+        " LEFT JOIN job_outcomes o ON o.run_id = r.id"
+        f" WHERE r.job = ? AND r.task = '' AND r.state IN {sql_set(FAILED_FINAL)} AND r.ended_at >= ?"
+        " AND NOT EXISTS (SELECT 1 FROM runs n WHERE n.lineage = r.lineage AND n.attempt = r.attempt + 1)"
+        " ORDER BY r.ended_at DESC, r.id DESC LIMIT ?", (job, now - window, int(limit))).fetchall()
+    return [{k: row[k] for k in row.keys()} for row in rows]
+
+
+def _failure_words(f: dict[str, Any]) -> str:
+    """``run 12 failed (exit 1: disk full)``: one failure with its own last stderr line."""
+    how = f"exit {f['exit_code']}" if f["exit_code"] is not None else (
+        f"signal {f['signal']}" if f["signal"] else (f["reason"] or f["state"]))
+    lines = [ln.strip() for ln in str(f.get("stderr_tail") or "").splitlines() if ln.strip()]
+    said = f": {lines[-1][:80]}" if lines else ""
+    return f"run {f['id']} {f['state']} ({how}{said})"
+
+
+def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, cooldown: float) -> str:
+    listed = ", ".join(_failure_words(f) for f in failures[:5])
+    more = f" and {n - 5} more" if n > 5 else ""
+    return (f"{n} failures within {humanize.naturaldelta(window)}: {listed}{more};"
+            f" scheduled runs skipped for {humanize.naturaldelta(cooldown)}")
+
+
+def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, cooldown: float,
+                  now: float) -> str:
+    trial = [f for f in failures_within(conn, job, window, now, limit=3) if f["id"] == run_id]
+    what = _failure_words(trial[0]) if trial else f"run {run_id} failed"
+    return f"half-open trial {what}; scheduled runs skipped for another {humanize.naturaldelta(cooldown)}"
+
+
 def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
     """(breaker_state, breaker_until) of ``job`` from the ``jobs`` table; closed if unknown."""
     row = conn.execute("SELECT breaker_state, breaker_until FROM jobs WHERE name = ?", (job,)).fetchone()
@@ -63,15 +104,32 @@ def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
 
 
 def _set(conn: sqlite3.Connection, job: str, expect: str, new: str, *, until: float | None,
-         opened_at: float | None, actor: str, reason: str, run_id: int | None, now: float) -> bool:
+         opened_at: float | None, actor: str, reason: str, run_id: int | None, now: float,
+         detail: dict[str, Any] | None = None) -> bool:
     cur = conn.execute(
         "UPDATE jobs SET breaker_state = ?, breaker_until = ?, breaker_opened_at = COALESCE(?, breaker_opened_at)"
         " WHERE name = ? AND breaker_state = ?", (new, until, opened_at, job, expect))
     if cur.rowcount != 1:
         return False
     add_event(conn, actor=actor, kind=f"breaker_{new}", job=job, run_id=run_id, from_state=expect, to_state=new,
-              reason=reason, detail={"until": until}, at=now)
+              reason=reason, detail={"until": until, **(detail or {})}, at=now)
     return True
+
+
+def _limits(spec: JobSpec) -> tuple[int, float, float]:
+    """(failures, window s, cooldown s) of the spec's breaker. The spec fills window and
+    cooldown from the job's period; 300/600 s only for a spec built without validation."""
+    b = spec.breaker
+    return b.failures, b.window if b.window is not None else 300.0, b.cooldown if b.cooldown is not None else 600.0
+
+
+def _switched_off(conn: sqlite3.Connection, spec: JobSpec, state: str, *, actor: str, now: float) -> None:
+    """The spec turned the breaker off (``breaker = false``) while it was open or half open:
+    close it, and resolve its ``circuit_open`` escalation, so nothing stays stuck."""
+    if state != CLOSED and _set(conn, spec.name, state, CLOSED, until=None, opened_at=None, actor=actor,
+                                reason="breaker turned off in the spec", run_id=None, now=now):
+        _escalations().auto_resolve(conn, spec.name, ["circuit_open"], run_id=None, now=now, actor=actor,
+                                    reason="breaker turned off in the spec")
 
 
 def admit(conn: sqlite3.Connection, spec: JobSpec, slot: str, *, actor: str, now: float | None = None) -> bool:
@@ -79,10 +137,14 @@ def admit(conn: sqlite3.Connection, spec: JobSpec, slot: str, *, actor: str, now
 
     Open and cooling down → False, with a ``skipped_breaker_open`` event. Open and cooled
     down → moves to half_open and admits this one slot as the trial. Half-open with its
-    trial still pending → False (skipped, recorded). Closed → True.
+    trial still pending → False (skipped, recorded). Closed, or turned off in the spec
+    (``breaker.enabled = false``; an open breaker is closed then) → True.
     """
     ts = now if now is not None else time.time()
     state, until = state_of(conn, spec.name)
+    if not spec.breaker.enabled:
+        _switched_off(conn, spec, state, actor=actor, now=ts)
+        return True
     if state == CLOSED:
         return True
     if state == OPEN and until is not None and ts >= until:
@@ -97,21 +159,23 @@ def record(conn: sqlite3.Connection, spec: JobSpec, run_id: int, state: str, *, 
            owner: str | None = None, sinks: Sequence[Any] = (), now: float | None = None) -> str | None:
     """After a run of ``spec`` reached terminal ``state`` (and no retry is queued for it):
     update the breaker. Call inside a write transaction. Returns the new breaker state when
-    it changed, else None."""
+    it changed, else None (always None when the spec turned the breaker off)."""
+    if not spec.breaker.enabled:
+        return None
     ts = now if now is not None else time.time()
     cur_state, _ = state_of(conn, spec.name)
     failed = state in FAILED_FINAL
     if failed and conn.execute("SELECT 1 FROM runs n JOIN runs r ON n.lineage = r.lineage AND n.attempt = r.attempt + 1"
                                " WHERE r.id = ?", (run_id,)).fetchone():
         return None  # a retry is queued: only the lineage's final outcome moves the breaker
-    b = spec.breaker
+    failures_needed, window, cooldown = _limits(spec)
     if cur_state == HALF_OPEN:
         if failed:
-            _set(conn, spec.name, HALF_OPEN, OPEN, until=ts + b.cooldown, opened_at=ts, actor=actor,
+            _set(conn, spec.name, HALF_OPEN, OPEN, until=ts + cooldown, opened_at=ts, actor=actor,
                  reason="half-open trial failed: another cooldown", run_id=run_id, now=ts)
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts, reason=f"trial run {run_id} failed; breaker open for another {b.cooldown:g}s")
+                sinks=sinks, now=ts, reason=_trial_reason(conn, spec.name, run_id, window, cooldown, ts))
             return OPEN
         if state == "succeeded":
             _set(conn, spec.name, HALF_OPEN, CLOSED, until=None, opened_at=None, actor=actor,
@@ -122,13 +186,16 @@ def record(conn: sqlite3.Connection, spec: JobSpec, run_id: int, state: str, *, 
             return CLOSED
         return None
     if cur_state == CLOSED and failed:
-        n = recent_failures(conn, spec.name, b.window, ts)
-        if n >= b.failures:
-            _set(conn, spec.name, CLOSED, OPEN, until=ts + b.cooldown, opened_at=ts, actor=actor,
-                 reason=f"{n} failures within {b.window:g}s", run_id=run_id, now=ts)
+        n = recent_failures(conn, spec.name, window, ts)
+        if n >= failures_needed:
+            # Escalated with the failures that opened it: which runs, how each ended, and
+            # each one's own last stderr line — the operator sees why without digging.
+            failures = failures_within(conn, spec.name, window, ts)
+            _set(conn, spec.name, CLOSED, OPEN, until=ts + cooldown, opened_at=ts, actor=actor,
+                 reason=f"{n} failures within {window:g}s", run_id=run_id, now=ts,
+                 detail={"failures": [f["id"] for f in failures], "window": window, "cooldown": cooldown})
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts,
-                reason=f"{n} failures within {b.window:g}s; scheduled runs skipped for {b.cooldown:g}s")
+                sinks=sinks, now=ts, reason=_opened_reason(failures, n, window, cooldown))
             return OPEN
     return None

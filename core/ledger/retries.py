@@ -118,7 +118,8 @@ def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
     retry, worker, rule = decide(spec, run, state, handoff_error)
     if retry and worker == "fallback":
         from core.ledger.breaker import recent_failures
-        if recent_failures(conn, run["job"], spec.breaker.window, ts, worker="fallback") >= spec.breaker.failures:
+        if spec.breaker.enabled and recent_failures(conn, run["job"], spec.breaker.window or 0.0, ts,
+                                                    worker="fallback") >= spec.breaker.failures:
             retry, rule = False, "fallback_breaker_open"
     if not retry:
         add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],

@@ -232,11 +232,27 @@ class VerifyCommand(_Strict):
 
 
 class Breaker(_Strict):
-    """Circuit breaker: ``failures`` failed runs within ``window`` open it for ``cooldown``."""
+    """Circuit breaker: ``failures`` failed runs within ``window`` open it for ``cooldown``.
 
+    ``window`` and ``cooldown`` left out are fitted to the job's period P (seconds between
+    scheduled slots, ``JobSpec._fit_breaker``): ``window = failures × P × 2`` (the failures
+    must fall among the last few slots, whatever the job's pace) and ``cooldown =
+    max(P, min(10 × P, 1h))`` (about ten slots skipped, at most an hour, at least one slot).
+    A job with no period (manual, once) uses 5 min and 10 min. ``enabled = false`` (or
+    ``breaker = false``) turns the breaker off for the job, its fallback's too.
+    """
+
+    enabled: StrictBool = True
     failures: Int = Field(3, ge=1)
-    window: PositiveDuration = 300.0
-    cooldown: PositiveDuration = 600.0
+    window: PositiveDuration | None = None
+    cooldown: PositiveDuration | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, data: Any) -> Any:
+        if isinstance(data, bool):  # breaker = false / true
+            return {"enabled": data}
+        return data
 
 
 class Budget(_Strict):
@@ -435,6 +451,24 @@ class JobSpec(_Strict):
                 raise FieldProblem("tasks", "task names must be unique within a job")
         elif self.tasks:
             raise FieldProblem("tasks", "'tasks' needs kind = \"fanout\"")
+        return self
+
+    @model_validator(mode="after")
+    def _fit_breaker(self) -> JobSpec:
+        # The breaker's defaults follow the job's pace: "three failures in five minutes" is a
+        # 5% failure rate for a 5-second job and can never happen to a daily one. Resolved
+        # here once, so every reader (breaker, fallback policy, console) sees plain numbers.
+        b = self.breaker
+        if b.window is not None and b.cooldown is not None:
+            return self
+        period = typical_period(self)
+        if period is None:
+            window, cooldown = 300.0, 600.0
+        else:
+            window, cooldown = b.failures * period * 2, max(period, min(10 * period, 3600.0))
+        object.__setattr__(self, "breaker", b.model_copy(update={
+            "window": b.window if b.window is not None else window,
+            "cooldown": b.cooldown if b.cooldown is not None else cooldown}))
         return self
 
     # -- derived ------------------------------------------------------------------------
@@ -879,6 +913,23 @@ def load_dir(folder: str | os.PathLike[str], *, prefer: Mapping[str, str] | None
                 continue
             total.jobs[jname] = loaded
     return total
+
+
+def typical_period(spec: JobSpec) -> float | None:
+    """Seconds between the job's scheduled slots: ``every``, or for a cron ``schedule`` the
+    median gap of its first slots from a fixed date (so the answer, and the spec hash built
+    on it, never depend on when it is asked). None for manual and one-shot jobs."""
+    if spec.every:
+        return float(spec.every)
+    if not spec.schedule:
+        return None
+    try:
+        it = CronSim(spec.schedule, datetime(2025, 1, 1))
+        fires = [next(it) for _ in range(9)]
+    except (CronSimError, ValueError, KeyError, IndexError, StopIteration):
+        return None
+    gaps = sorted((b - a).total_seconds() for a, b in zip(fires, fires[1:], strict=False))
+    return gaps[len(gaps) // 2] if gaps else None
 
 
 def resolve_cwd(job: LoadedJob) -> str:

@@ -1,0 +1,106 @@
+"""Breakers that fit the job: default window and cooldown follow the job's period, an
+opening breaker is escalated with the failures that opened it, and ``breaker = false``
+turns it off (closing one that is open)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.ledger import breaker
+from core.ledger.connection import Ledger
+from core.ledger.jobs import sync_jobs
+from core.spec.model import JobSpec, load_dir
+
+T0 = 1_767_268_800.0
+
+
+@pytest.mark.parametrize(("when", "window", "cooldown"), [
+    ({"every": "5s"}, 30.0, 50.0),                       # a 5-second job: its last six slots, ten skipped
+    ({"every": "1m"}, 360.0, 600.0),
+    ({"schedule": "*/15 * * * *"}, 5400.0, 3600.0),      # cooldown at most an hour
+    ({"schedule": "0 3 * * *"}, 6 * 86400.0, 86400.0),   # a daily job: six days, one slot skipped
+    ({"schedule": "0 9 * * 1-5"}, 6 * 86400.0, 86400.0),  # weekdays: the typical gap is a day
+    ({}, 300.0, 600.0),                                  # manual: no period, the fixed defaults
+])
+def test_default_thresholds_follow_the_period(when, window, cooldown):
+    b = JobSpec(name="j", command="true", **when).breaker
+    assert (b.enabled, b.failures, b.window, b.cooldown) == (True, 3, window, cooldown)
+
+
+def test_written_values_win_and_missing_ones_are_fitted():
+    b = JobSpec(name="j", command="true", every=5, breaker={"failures": 5}).breaker
+    assert (b.failures, b.window, b.cooldown) == (5, 50.0, 50.0)
+    b = JobSpec(name="j", command="true", every=5, breaker={"window": "1h", "cooldown": "2h"}).breaker
+    assert (b.window, b.cooldown) == (3600.0, 7200.0)
+
+
+def test_breaker_false_in_toml_turns_it_off(tmp_path):
+    (tmp_path / "a.toml").write_text('name = "a"\ncommand = "true"\nevery = "5s"\nbreaker = false\n')
+    (tmp_path / "b.toml").write_text('name = "b"\ncommand = "true"\nevery = "5s"\n[breaker]\nenabled = false\n')
+    res = load_dir(tmp_path)
+    assert not res.errors
+    assert not res.jobs["a"].spec.breaker.enabled and not res.jobs["b"].spec.breaker.enabled
+
+
+def _ledger_with(tmp_path, spec_text: str) -> tuple[Ledger, JobSpec]:
+    specs = tmp_path / "jobs"
+    specs.mkdir()
+    (specs / "j.toml").write_text(spec_text)
+    led = Ledger(tmp_path / "wk.db")
+    res = load_dir(specs)
+    sync_jobs(led, res)
+    return led, res.jobs["j"].spec
+
+
+def _fail(led: Ledger, n: int, ended_at: float, stderr: str = "") -> int:
+    def tx(conn):
+        cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
+                           " updated_at, started_at, ended_at, exit_code) VALUES ('j',?,1,'failed',?,'schedule',"
+                           "0,0,0,?,?,1)", (f"L{n}", f"s{n}", ended_at - 1, ended_at))
+        conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, stderr_tail,"
+                     " created_at, updated_at) VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, 0, 0)",
+                     (cur.lastrowid, f"L{n}", stderr))
+        return int(cur.lastrowid)
+    return led.write(tx)
+
+
+def test_a_5_second_job_failing_now_and_then_keeps_its_breaker_closed(tmp_path):
+    led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
+    # three failures in two minutes of a job that ran 24 times: the old fixed 3-in-5-minutes opened
+    ids = [_fail(led, i, T0 + i * 60) for i in range(3)]
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 120)) is None
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    led.close()
+
+
+def test_an_opening_breaker_is_escalated_with_the_failures_that_opened_it(tmp_path):
+    led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
+    ids = [_fail(led, i, T0 + i * 5, stderr=f"step {i}\nerror: disk full on /dev/sd{i}\n") for i in range(3)]
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 10)) == "open"
+    esc = led.one("SELECT kind, reason, latest_run_id FROM escalations")
+    assert esc["kind"] == "circuit_open" and esc["latest_run_id"] == ids[-1]
+    assert esc["reason"] == (
+        f"3 failures within 30 seconds: run {ids[2]} failed (exit 1: error: disk full on /dev/sd2),"
+        f" run {ids[1]} failed (exit 1: error: disk full on /dev/sd1),"
+        f" run {ids[0]} failed (exit 1: error: disk full on /dev/sd0); scheduled runs skipped for 50 seconds")
+    detail = json.loads(led.one("SELECT detail FROM events WHERE kind = 'breaker_open'")["detail"])
+    assert detail["failures"] == ids[::-1] and (detail["window"], detail["cooldown"]) == (30.0, 50.0)
+    led.close()
+
+
+def test_turning_the_breaker_off_closes_an_open_one_and_never_opens_again(tmp_path):
+    led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
+    ids = [_fail(led, i, T0 + i) for i in range(3)]
+    led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 3))
+    assert breaker.state_of(led.conn, "j")[0] == "open"
+    (tmp_path / "jobs" / "j.toml").write_text('name = "j"\ncommand = "true"\nevery = "5s"\nbreaker = false\n')
+    off = load_dir(tmp_path / "jobs").jobs["j"].spec
+    assert led.write(lambda c: breaker.admit(c, off, "slot", actor="test", now=T0 + 4))
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    assert led.one("SELECT state, resolved_by FROM escalations WHERE kind = 'circuit_open'")["state"] == "resolved"
+    more = [_fail(led, 10 + i, T0 + 5 + i) for i in range(5)]
+    assert led.write(lambda c: breaker.record(c, off, more[-1], "failed", actor="test", now=T0 + 10)) is None
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    led.close()
