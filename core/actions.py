@@ -207,4 +207,4 @@ def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
     except runs.UnknownJob as exc:
         return ActionResult(False, str(exc), missing=True)
     note = " (the job is paused: this manual run goes ahead anyway)" if jobs.pause_of(ledger.conn, job) else ""
-    return ActionResult(True, f"{job}: queued run {run_id}{note}", run_id)
+    return ActionResult(True, f"queued run {run_id} of {job}{note}", run_id)

@@ -27,7 +27,7 @@ from console.cli.common import (
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.reads import run_detail, run_row
-from core.ledger.runs import UnknownJob, job_known, list_runs, run_time, trigger
+from core.ledger.runs import job_known, list_runs, run_time
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
 from core.text import iso, local_hms
@@ -273,19 +273,21 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
 @click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
 @ledger_errors
 def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
-    """Queue a run of JOB now (a running runner picks it up).
+    """Queue a run of JOB now (a running runner picks it up), attributed operator:NAME.
+    A paused job runs too (the schedule stays paused). Exit 2 when there is no such job.
 
     \b
     Example:
       watchkeeper trigger disk-report
     """
+    from core import actions
+
     settings = open_settings(None, None, ledger=ledger_path, operator=operator)
     with open_ledger(ledger_path) as ledger:
-        try:
-            run_id = trigger(ledger, job, actor=f"operator:{settings.operator}")
-        except UnknownJob as exc:
-            fail(str(exc), EXIT_NOT_FOUND)
-    click.echo(f"queued run {run_id} of {shown(job)}")
+        result = actions.trigger_job(ledger, job, settings.operator)
+    if result.missing:
+        fail(shown(result.message), EXIT_NOT_FOUND)
+    click.echo(shown(result.message))
 
 
 @click.command("abandon")
