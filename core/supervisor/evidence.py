@@ -113,7 +113,9 @@ def error_like(text: str) -> bool:
 _FLAG_KEYS = ("degraded", "partial", "incomplete", "truncated")
 _FAILED_KEYS = ("failed", "failures", "failed_children", "children_failed", "errors", "failed_count",
                 "error_count", "skipped", "missing")
-_TOTAL_KEYS = ("total", "children", "expected", "of")
+_TOTAL_KEYS = ("total", "children", "expected", "of", "count")
+#: Keys counting what went well: with a failed count and no total, their sum is the total.
+_DONE_KEYS = ("succeeded", "synced", "ok", "done", "completed", "processed")
 _STATUS_WORDS = frozenset({"partial", "degraded", "failed", "error", "incomplete", "failure"})
 _RATIO = re.compile(r"\b(\d+)\s*(?:of|/|out of)\s*(\d+)\b")
 
@@ -176,6 +178,11 @@ def _walk(value: Any, where: str, found: list[str], depth: int) -> None:
         total = _as_count(value.get(key))
         if total is not None:
             break
+    if total is None:
+        done = next((n for n in (_as_count(value.get(k)) for k in _DONE_KEYS) if n is not None), None)
+        failed = next((n for n in (_as_count(value.get(k)) for k in _FAILED_KEYS) if n is not None), None)
+        if done is not None and failed:
+            total = done + failed
     for key, item in list(value.items())[:100]:
         k = str(key).lower()
         if k in _FLAG_KEYS and item is True:

@@ -360,7 +360,8 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         found["flapping"] = f"it flipped between success and failure {flips} times in the last {len(finals)} outcomes"
     if found:
         kinds = [k for k in _SOFT_ORDER if k in found]
-        return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds),
+        # The three most telling signals make the sentence; ``anomalies`` keeps them all.
+        return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds[:3]),
                        silent=False, anomalies=kinds)
     suspicions = [f"stderr: {line}" for line in evidence.tail_lines(case.stderr, 3)]
     if case.prior_failures > 0 or case.attempt > 1:
