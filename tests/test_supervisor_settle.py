@@ -196,3 +196,20 @@ def test_false_claim_is_surfaced_with_a_retry_queued_and_never_erased_by_a_later
     assert _settle(ledger, retry) == "succeeded"
     (esc,) = escalations_of(ledger)
     assert esc["kind"] == "false_claim" and esc["state"] == "open"
+
+
+def test_declared_min_bytes_is_measured_and_judged(ledger, tmp_path):
+    add_job(ledger, tmp_path, expect={"min_bytes": {"out.csv": 100}})
+    (tmp_path / "out.csv").write_text("id\n1\n")
+    rid = new_run(ledger)
+    to_verifying(ledger, rid, exit_code=0)
+    assert _settle(ledger, rid) == "succeeded"
+    out = outcomes.get(ledger.conn, rid)
+    (check,) = [c for c in out["verification"]["checks"] if c["path"] == "out.csv"]
+    assert check["size"] == 5 and check["soft"] is True
+    assert out["verdict_kind"] == "small_file" and "out.csv is 5 bytes, under expect.min_bytes 100" in out["verdict_reason"]
+    (tmp_path / "out.csv").unlink()
+    rid = new_run(ledger)
+    to_verifying(ledger, rid, exit_code=0)
+    assert _settle(ledger, rid) == "succeeded"  # measured only: a missing min_bytes file is a warning
+    assert outcomes.get(ledger.conn, rid)["verdict_kind"] == "small_file"

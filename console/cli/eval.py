@@ -79,8 +79,8 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps([{**r.to_json(lbl), "claude_calls": c} for lbl, r, c in passes]))
         else:
             by_cls: dict[str, int] = {}
-            for c in cases:
-                by_cls[c.cls] = by_cls.get(c.cls, 0) + 1
+            for case in cases:
+                by_cls[case.cls] = by_cls.get(case.cls, 0) + 1
             click.echo(f"{len(cases)} cases from {corpus} ("
                        + ", ".join(f"{n} {k}" for k, n in sorted(by_cls.items())) + ")")
             for lbl, r, c in passes:

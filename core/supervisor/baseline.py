@@ -160,12 +160,12 @@ def learn_work(successes: Iterable[tuple[Iterable[tuple[str, tuple[int, ...], st
     for run_lines, run_sizes in runs:
         seen: set[str] = set()
         first: dict[tuple[str, int], int] = {}
-        for shape, counts, text in run_lines:
+        for shape, line_counts, text in run_lines:
             examples[shape] = text
             if shape not in seen:
                 seen.add(shape)
                 shapes[shape] = shapes.get(shape, 0) + 1
-                for i, v in enumerate(counts):
+                for i, v in enumerate(line_counts):
                     first.setdefault((shape, i), v)
         for key, v in first.items():
             values.setdefault(key, []).append(v)

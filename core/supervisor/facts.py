@@ -29,8 +29,9 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
     row (JSON columns decoded; a corpus case gives the same keys). Claimed and expected files
     come from the sizes verification measured (``verification.checks[].path/size``); claim
     checks that failed are the worker's false claims."""
-    handoff = out.get("handoff") if isinstance(out.get("handoff"), dict) else {}
-    ver = out.get("verification") if isinstance(out.get("verification"), dict) else None
+    raw_handoff, raw_ver = out.get("handoff"), out.get("verification")
+    handoff: dict[str, Any] = raw_handoff if isinstance(raw_handoff, dict) else {}
+    ver: dict[str, Any] | None = raw_ver if isinstance(raw_ver, dict) else None
     output_matches = None
     failed_checks: list[str] = []
     false_claims: list[str] = []
@@ -47,7 +48,8 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
     stdout = _joined(out.get("stdout_head"), out.get("stdout_tail"))
     stderr = _joined(out.get("stderr_head"), out.get("stderr_tail"))
     excerpt = "\n".join(x for x in (out.get("stdout_tail"), out.get("stderr_tail")) if x)[-OUTPUT_CHARS:]
-    blockers = handoff.get("blockers") if isinstance(handoff.get("blockers"), list) else []
+    raw_blockers = handoff.get("blockers")
+    blockers: list[Any] = raw_blockers if isinstance(raw_blockers, list) else []
     return OutcomeFacts(
         run_id=int(run.get("id") or out.get("run_id") or 0), job=run.get("job") or out.get("job") or "",
         attempt=int(run.get("attempt") or out.get("attempt") or 1),

@@ -432,9 +432,9 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
     n = work.samples
     for f in files:
         if f.size and f.path not in empty:
-            got = work.size_anomaly(f.path, f.size)
-            if got is not None:
-                found.setdefault(got[0], f"{f.path} is {f.size} bytes, {got[1]}")
+            shrunk = work.size_anomaly(f.path, f.size)
+            if shrunk is not None:
+                found.setdefault(shrunk[0], f"{f.path} is {f.size} bytes, {shrunk[1]}")
     shapes_now: set[str] = set()
     for ln in out_lines:
         shapes_now.add(ln.shape)
