@@ -203,10 +203,12 @@ class Agent:
         return 0 if answer.status != "failed" else AGENT_EXIT_PERMANENT
 
     def _partial(self, missing: str) -> int:
-        self._write({"status": "partial", "result": self.last_text or None, "confidence": 0.3, "error": None,
+        if not self.last_text:  # nothing at all to hand back: not a partial delivery
+            return self._fail("budget_exhausted", f"{missing}; no answer yet", AGENT_EXIT_PERMANENT)
+        self._write({"status": "partial", "result": self.last_text, "confidence": 0.3, "error": None,
                      "notes": f"{missing}; missing: the worker's final, checked answer (result is its last text)"})
         print(f"agent partial: {missing}")
-        return 0 if self.last_text else AGENT_EXIT_PERMANENT
+        return 0
 
     def _fail(self, error: str, message: str, code: int) -> int:
         self._write({"status": "failed", "result": None, "error": error, "notes": message[:2000]})
