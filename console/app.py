@@ -63,6 +63,10 @@ class WatchkeeperApp(App):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_missions(self) -> None:
+        from console.screens.missions import MissionsScreen  # loaded when first opened
+        self.push_screen(MissionsScreen())
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own "Screenshot" writes to a Downloads folder that may not exist and
         # does not say where; ours (below) does both.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from textual.binding import Binding
 
 #: Screens (and the table widget) that take bindings from here.
-SCOPES = ("main", "table", "detail", "escalation", "history", "help")
+SCOPES = ("main", "table", "detail", "escalation", "history", "help", "missions")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ KEYS: tuple[Key, ...] = (
     # The main screen's own "help" (its check_action sees it: the filter box takes "?").
     Key("question_mark", "help", "Help", "General", "everywhere",
         "every binding, from this same list (esc, q or ? closes it)", palette="Help: all keys"),
-    Key("question_mark", "app.help", "Help", "General", scopes=("detail", "escalation", "history"),
+    Key("question_mark", "app.help", "Help", "General", scopes=("detail", "escalation", "history", "missions"),
         doc=False),
     Key("colon", "palette", "Palette", "General", "everywhere",
         "command palette: every view and action, \"Outcomes of job X\", \"History of job X\", "
@@ -75,10 +75,11 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "back", "Back", "General", "everywhere",
         "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
         "filter / leave a detail screen", show=False),
-    Key("escape", "back", "Back", "General", scopes=("detail", "escalation", "history"), doc=False),
+    Key("escape", "back", "Back", "General", scopes=("detail", "escalation", "history", "missions"), doc=False),
     Key("q", "quit", "Quit", "General", "main, detail screens", "quit (main), back (detail screens)",
         scopes=("main",)),
-    Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history"), show=False),
+    Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history", "missions"),
+        show=False),
     Key("ctrl+q", "app.quit", "Quit", "General", "everywhere", "quit", scopes=(), bind=False),
     # -- views -----------------------------------------------------------------------------
     Key("1", "view('escalations')", "Escalations", "Views", "main", "switch view: 1 escalations, "
@@ -88,6 +89,9 @@ KEYS: tuple[Key, ...] = (
     Key("3", "view('orphans')", "Live & orphans", "Views", show=False, doc=False,
         palette="View: live & orphans"),
     Key("4", "view('jobs')", "Jobs", "Views", show=False, doc=False, palette="View: jobs"),
+    Key("m", "app.missions", "Missions", "Views", "main",
+        "missions: each mission as a tree (coordinator; workers with state, confidence, steps), its "
+        "question and report", show=False, palette="View: missions"),
     # -- move --------------------------------------------------------------------------------
     Key("down,j", "cursor(1)", "Down", "Move", "tables, detail screens", "move one row / line",
         scopes=TABLES, shown="j / ↓, k / ↑", show=False),
@@ -144,6 +148,17 @@ KEYS: tuple[Key, ...] = (
         scopes=("main", "history"), palette="Pause / resume the selected job"),
     Key("t", "trigger", "Run now", "Jobs", "jobs, job history", "run the job now (asks first)",
         scopes=("main", "history"), palette="Run the selected job now"),
+    # -- missions ----------------------------------------------------------------------------
+    Key("A", "approve", "Approve", "Missions", "missions",
+        "approve the report and close the mission (every worker delivered or abandoned; asks first)",
+        scopes=("missions",)),
+    Key("w", "answer", "Answer", "Missions", "missions",
+        "answer the mission's open question (the coordinator is woken with the answer)", scopes=("missions",)),
+    Key("x", "abandon_worker", "Abandon worker", "Missions", "missions",
+        "abandon the worker selected in the tree (a failed one; a running one is killed, artifacts kept; "
+        "asks first)", scopes=("missions",)),
+    Key("X", "abort", "Abort", "Missions", "missions",
+        "abort the mission: live workers killed, every artifact kept (asks first)", scopes=("missions",)),
     # -- live --------------------------------------------------------------------------------
     Key("p", "pause", "Pause", "Live", "main", "pause live updates (the view freezes; p again resumes)",
         show=False, palette="Pause / resume live updates"),

@@ -1,0 +1,261 @@
+"""Missions: each mission as a tree — its coordinator, and every worker with its state,
+confidence, steps and attempts — with the open question and the report; keys to approve the
+report, answer the question, abandon a worker and abort the mission.
+
+Reads go through the app's reader thread and writes through its actor thread (``core.mission``
+does the work: compare-and-set with audit events). Every string from the ledger (goals,
+tasks, results, reports, questions, names) is shown through ``console.safe_text``: literal
+text, never markup.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, Static, Tree
+
+from console import keys
+from console.context import ConsoleApp
+from console.safe_text import clean, one_line
+from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
+from console.screens.operator_actions import refuse_read_only
+from console.screens.polling import PollingScreen
+from core.ledger import missions as ml
+from core.ledger.connection import Ledger
+from core.mission import actions as mactions
+from core.vocabulary import MISSION_ENDED
+
+MISSION_LIMIT = 200
+STATE_STYLES = {"delivered": "green", "failed": "red", "abandoned": "dim", "running": "yellow",
+                "closed": "green", "aborted": "dim", "awaiting_approval": "bold cyan", "waiting_person": "bold yellow"}
+
+
+def _read(ledger: Ledger, selected: int | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    rows = ml.list_missions(ledger.conn, limit=MISSION_LIMIT)
+    mid = selected if selected is not None else (rows[0]["id"] if rows else None)
+    return rows, (mactions.status(ledger, mid) if mid is not None else None)
+
+
+def _styled(word: str) -> Text:
+    return Text(word, style=STATE_STYLES.get(word, ""))
+
+
+def worker_label(w: dict[str, Any]) -> Text:
+    """One tree leaf: seq, worker, state, status, confidence, steps, attempts, note."""
+    out = Text(f"{w['seq']}. ")
+    out.append(one_line(w["worker"], 24), style="bold")
+    out.append("  ")
+    out.append_text(_styled(w["state"]))
+    conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
+    steps = w.get("steps_used") if w.get("steps_used") is not None else "-"
+    out.append(f"  {one_line(w.get('status') or '-', 8)}  conf {conf}  steps {steps}  attempts {w['attempts']}")
+    note = w.get("note") or w.get("error")
+    if note:
+        out.append(f"  {one_line(note, 80)}", style="dim")
+    return out
+
+
+def render_body(m: dict[str, Any]) -> Text:
+    """Goal, budget figures, open question and report of mission ``m`` (sanitised)."""
+    b = m.get("budget") or {}
+    out = Text(end="")
+    out.append("goal  ", style="bold")
+    out.append(clean(m["goal"]))
+    out.append(f"\nowner {one_line(m.get('owner') or '-')}   turns {m['turns']}/{b.get('turns')}   "
+               f"tokens {m['tokens']}   cost ${m['cost']:.4f}")
+    if m.get("reason"):
+        out.append(f"\nwhy   {one_line(m['reason'], 200)}")
+    if m.get("question"):
+        out.append("\n\nquestion (w answers)\n", style="bold yellow")
+        out.append(clean(m["question"]))
+    if m.get("report"):
+        out.append(f"\n\nreport ({m.get('report_status') or '-'})", style="bold")
+        if m["state"] == "awaiting_approval":
+            out.append("  A approves", style="bold cyan")
+        out.append("\n")
+        out.append(clean(m["report"]))
+    return out
+
+
+class AnswerScreen(ModalScreen[str | None]):
+    """Type the answer to a mission's question; enter sends, esc cancels."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="AnswerScreen")
+    BINDINGS = [("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(clean(self.question), style="bold"))
+            yield Input(placeholder="your answer (enter sends, esc cancels)", id="answer")
+
+    @on(Input.Submitted)
+    def _send(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MissionsScreen(PollingScreen, Screen):
+    """The Missions view (``m`` from the main screen)."""
+
+    BINDINGS = keys.bindings("missions")
+    DEFAULT_CSS = """
+    MissionsScreen #missions { height: 8; }
+    MissionsScreen #lower { height: 1fr; }
+    MissionsScreen #tree { width: 1fr; min-width: 40; }
+    MissionsScreen #body-scroll { width: 1fr; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: int | None = None
+        self.mission: dict[str, Any] | None = None
+        self._rows_sig: Any = None
+        self._tree_sig: Any = None
+
+    @property
+    def wk(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Missions", style="bold"), id="title")
+        table: DataTable = DataTable(id="missions", cursor_type="row", zebra_stripes=True)
+        table.add_columns("id", "state", "mission", "turns", "goal")
+        yield table
+        with Horizontal(id="lower"):
+            yield Tree(Text("no mission"), id="tree")
+            with VerticalScroll(id="body-scroll"):
+                yield Static(Text(""), id="body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_timer(0.01, self._tick)
+
+    async def poll(self) -> None:
+        rows, mission = await self.wk.reader.call(lambda led: _read(led, self.selected))
+        self._show_rows(rows)
+        self._show_mission(mission)
+
+    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
+        sig = [(m["id"], m["state"], m["turns"]) for m in rows]
+        if sig == self._rows_sig:
+            return
+        self._rows_sig = sig
+        table = self.query_one("#missions", DataTable)
+        keep = self.selected
+        table.clear()
+        for m in rows:
+            b = m.get("budget") or {}
+            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(one_line(m["name"], 20)),
+                          Text(f"{m['turns']}/{b.get('turns')}"), Text(one_line(m["goal"], 60)), key=str(m["id"]))
+        if keep is not None and str(keep) in {str(m["id"]) for m in rows}:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+
+    def _show_mission(self, m: dict[str, Any] | None) -> None:
+        self.mission = m
+        tree = self.query_one("#tree", Tree)
+        if m is None:
+            return
+        sig = json.dumps({k: m.get(k) for k in ("id", "state", "turns", "tokens", "question", "report", "reason")}
+                         | {"w": [(w["seq"], w["state"], w["attempts"], w.get("note")) for w in m["spawned"]]},
+                         default=str)
+        if sig == self._tree_sig:
+            return
+        self._tree_sig = sig
+        root = Text(f"mission {m['id']} ")
+        root.append(one_line(m["name"], 24), style="bold")
+        root.append("  ")
+        root.append_text(_styled(m["state"]))
+        tree.reset(root)
+        coord = tree.root.add(Text(f"coordinator: {m['coordinator']}  turns {m['turns']}/"
+                                   f"{(m.get('budget') or {}).get('turns')}"), expand=True)
+        for w in m["spawned"]:
+            # Both lines of a worker carry it in ``data``, so x acts on whichever is selected.
+            coord.add_leaf(worker_label(w), data=w)
+            task = Text("   task: ", style="dim")
+            task.append(one_line(w["task"], 100))
+            coord.add_leaf(task, data=w)
+        tree.root.expand_all()
+        self.query_one("#body", Static).update(render_body(m))
+
+    @on(DataTable.RowHighlighted, "#missions")
+    def _pick(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            mid = int(event.row_key.value)
+            if mid != self.selected:
+                self.selected = mid
+                self._tree_sig = None
+                self.run_worker(self.poll(), exclusive=True, group="missions-poll")
+
+    # -- actions ----------------------------------------------------------------------------
+    def _act(self, fn: Any) -> None:
+        async def go() -> None:
+            try:
+                res = await self.wk.actor.call(fn)
+            except Exception as exc:  # a ledger error is reported, never fatal
+                self.notify(f"failed: {exc}", severity="error", markup=False)
+                return
+            self.notify(one_line(res.message, 200), severity="information" if res.ok else "warning", markup=False)
+            self._tree_sig = self._rows_sig = None
+            await self.poll()
+        self.run_worker(go(), group="missions-act")
+
+    def _confirm(self, question: str, fn: Any) -> None:
+        if refuse_read_only(self) or self.mission is None:
+            return
+        self.app.push_screen(ConfirmScreen(question), lambda yes: self._act(fn) if yes else None)
+
+    def action_approve(self) -> None:
+        m = self.mission
+        if m is None:
+            return
+        mid, who = m["id"], self.wk.config.operator
+        self._confirm(f"Approve the report of mission {mid} and close it?",
+                      lambda led: mactions.approve(led, mid, who))
+
+    def action_abort(self) -> None:
+        m = self.mission
+        if m is None or m["state"] in MISSION_ENDED:
+            return
+        mid, who = m["id"], self.wk.config.operator
+        self._confirm(f"Abort mission {mid}? Live workers are killed; every artifact is kept.",
+                      lambda led: mactions.abort(led, mid, who))
+
+    def action_abandon_worker(self) -> None:
+        m = self.mission
+        node = self.query_one("#tree", Tree).cursor_node
+        w = node.data if node is not None else None
+        if m is None or not isinstance(w, dict):
+            self.notify("select a worker in the tree first (tab, then j/k)", markup=False)
+            return
+        mid, seq, who = m["id"], w["seq"], self.wk.config.operator
+        self._confirm(f"Abandon worker {seq} ({one_line(w['worker'], 30)}) of mission {mid}?",
+                      lambda led: mactions.abandon_worker(led, mid, seq, who))
+
+    def action_answer(self) -> None:
+        m = self.mission
+        if m is None or refuse_read_only(self):
+            return
+        if not m.get("question"):
+            self.notify(f"mission {m['id']} has no open question", markup=False)
+            return
+        mid, who = m["id"], self.wk.config.operator
+
+        def sent(text: str | None) -> None:
+            if text:
+                self._act(lambda led: mactions.answer(led, mid, text, who))
+        self.app.push_screen(AnswerScreen(m["question"]), sent)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
