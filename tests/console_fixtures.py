@@ -42,7 +42,8 @@ def add_run(db: Ledger, job: str, *, state: str, ended_at: float | None, attempt
             exit_code: int | None = None, reason: str | None = None, status: str | None = None,
             silent: int | None = None, verdict_reason: str | None = None, pid: int | None = None,
             pid_create_time: float | None = None, pgid: int | None = None, lease_until: float | None = None,
-            runner_id: str | None = None, artifacts_dir: str | None = None, slot: str | None = None) -> int:
+            runner_id: str | None = None, artifacts_dir: str | None = None, slot: str | None = None,
+            stderr: str | None = None) -> int:
     lineage = lineage or f"{job}:{ended_at}:{attempt}"
     started = (ended_at - 12.5) if ended_at else NOW - 60
     cur = db.conn.execute(
@@ -64,6 +65,9 @@ def add_run(db: Ledger, job: str, *, state: str, ended_at: float | None, attempt
         db.conn.execute("INSERT INTO events (at, run_id, job, attempt, actor, kind, from_state, to_state, reason)"
                         " VALUES (?,?,?,?,?,?,?,?,?)", (ended_at, run_id, job, attempt, "runner:r1", "transition",
                                                         "running", state, reason))
+        if stderr is not None:
+            db.conn.execute("UPDATE job_outcomes SET stderr_tail = ?, stderr_bytes = ? WHERE run_id = ?",
+                            (stderr, len(stderr), run_id))
     return run_id
 
 
@@ -99,7 +103,8 @@ def build(path: Path, *, hostile: bool = False, artifacts: Path | None = None) -
             rid = add_run(db, job, state="succeeded" if ok else "failed", ended_at=NOW - 600 - i * 300,
                           exit_code=0 if ok else 1, reason=None if ok else "exit_code",
                           silent=1 if ok else 0, verdict_reason=None if ok else f"{job} exited 1",
-                          artifacts_dir=str(artifacts) if artifacts and i == 0 else None)
+                          artifacts_dir=str(artifacts) if artifacts and i == 0 else None,
+                          stderr=None if ok else f"{job}: starting\n{job}: error: connection to db01:5432 refused\n")
             ids["ok_run" if ok else "failed_run"] = ids["ok_run" if ok else "failed_run"] or rid
         ids["orphan_run"] = add_run(db, "sync-mail", state="orphaned", ended_at=NOW - 120, reason="lease expired",
                                     pid=424242, runner_id="r0")

@@ -21,9 +21,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from console import keys
+from console import evidence, keys
 from console.context import ConsoleApp
-from console.labels import label
+from console.labels import label, word
 from console.safe_text import clean, one_line
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
 from console.screens.polling import IDLE_REFRESH_S, PollingScreen
@@ -39,9 +39,12 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
-def _kv(out: Text, key: str, value: object) -> None:
+def _kv(out: Text, key: str, value: object, *, styled: tuple[str, str] | None = None) -> None:
     out.append(f"{key:<12}", style="bold")
-    out.append(clean(value if value is not None else "-", keep_newlines=False))
+    if styled is not None:
+        out.append(styled[0], style=styled[1])
+    else:
+        out.append(clean(value if value is not None else "-", keep_newlines=False))
     out.append("\n")
 
 
@@ -61,28 +64,120 @@ def failed_before_verification(run: dict[str, Any], verification: Any) -> bool:
     return failed and no_checks
 
 
+def _status_word(run: dict[str, Any], outcome: dict[str, Any]) -> tuple[str, str]:
+    """The run's state as its label, and "partial" as partial (a handoff that said partial is
+    not shown as ✓ ok)."""
+    if outcome.get("status") == "partial":
+        lab = label("outcome_status", "partial")
+    else:
+        lab = label("run_state", run["state"])
+    return lab.text, lab.style
+
+
+def render_why(out: Text, d: dict[str, Any], width: int) -> None:
+    """The page's opening: the supervisor's reason sentence, then the job's most telling
+    output lines (unless the sentence already quotes them)."""
+    run, outcome = d["run"], d["outcome"] or {}
+    reason = outcome.get("verdict_reason") or run.get("reason")
+    out.append(f"{'why':<12}", style="bold")
+    out.append((clean(reason) if reason else "-") + "\n")
+    stderr, stdout = d["stderr"], d["stdout"]
+    lines = evidence.telling_lines(stderr["tail"] or stderr["head"], stdout["tail"] or stdout["head"],
+                                   width=max(20, width - 14))
+    lines = evidence.not_in(reason, lines)
+    for i, ln in enumerate(lines):
+        out.append(f"{'output' if i == 0 else '':<12}", style="bold")
+        out.append(ln + "\n", style="italic")
+
+
+def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any], raw_json: bool) -> None:
+    verification = outcome.get("verification")
+    _section(out, "Verification: claimed vs found")
+    if outcome and run["state"] not in ("queued", "spawned", "running", "verifying") \
+            and failed_before_verification(run, verification):
+        out.append("verification: skipped (the run failed before verification)\n", style="bold")
+        return
+    if raw_json:
+        out.append(clean(_pretty(verification)) + "\n")
+        return
+    rows = evidence.verification_rows(verification)
+    if not rows:
+        out.append("no checks (nothing was claimed and the spec asks for none)\n" if outcome else "-\n",
+                   style="dim")
+        return
+    for ok, soft, what, found in rows:
+        out.append("✓ " if ok else ("! " if soft else "✗ "), style="green" if ok else ("yellow" if soft else "bold red"))
+        out.append(f"{what:<36} ")
+        out.append(found + ("  (soft)" if soft and not ok else "") + "\n", style="" if ok else "bold")
+
+
+def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool) -> None:
+    _section(out, "Handoff")
+    handoff, findings = outcome.get("handoff"), outcome.get("handoff_findings")
+    if raw_json:
+        out.append(clean(_pretty(handoff or outcome.get("handoff_raw"))) + "\n")
+        if findings:
+            out.append("findings: ", style="bold")
+            out.append(clean(_pretty(findings)) + "\n")
+        return
+    if handoff is None and outcome.get("handoff_raw") is None and evidence.is_plain_job_without_handoff(findings):
+        out.append("none: a plain shell job; its exit code and output are the evidence\n", style="dim")
+        return
+    for key, value in evidence.handoff_fields(handoff):
+        if key == "status":
+            lab = label("outcome_status", value)
+            _kv(out, key, None, styled=(lab.text, lab.style))
+        else:
+            _kv(out, key, value)
+    if handoff is None and outcome.get("handoff_raw"):
+        _kv(out, "stored", "(not valid: J shows the raw text)")
+    for f in findings or []:
+        if isinstance(f, dict) and f.get("code") != "missing":
+            out.append("problem     ", style="bold red")
+            out.append(clean(f"{f.get('code')}: {f.get('message', '')}", keep_newlines=False) + "\n")
+
+
 def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: bool = False) -> Text:
     """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed).
+
+    It opens with the why (the supervisor's reason, the job's telling output lines), then the
+    verification (claimed vs found) and the handoff as readable fields (``raw_json``: the
+    stored JSON instead), then the run's metadata, attempts, sub-tasks, timeline and output.
     Attempt and sub-task rows are cut to ``width`` cells so each stays on one line."""
     run, outcome = d["run"], d["outcome"] or {}
     out = Text(end="")
-    lab = label("run_state", run["state"])
-    out.append(clean(run["job"], keep_newlines=False), style="bold")
-    out.append(f"   run {run['id']}  attempt {run['attempt']}  ")
-    out.append(lab.text, style=lab.style)
-    out.append("\n")
+    text, style = _status_word(run, outcome)
+    # Job and run on separate labelled lines: which job, then which run of it.
+    out.append(f"{'job':<12}", style="bold")
+    out.append(clean(run["job"], keep_newlines=False) + "\n", style="bold")
+    out.append(f"{'run':<12}", style="bold")
+    out.append(f"{run['id']} · attempt {run['attempt']} · ")
+    out.append(text, style=style)
+    took = outcome.get("duration_s")
+    if took is None and run["started_at"] and run["ended_at"]:
+        took = run["ended_at"] - run["started_at"]
+    out.append(f" · {duration(took)} · exit {exit_text(run['exit_code'], run['signal'])}\n")
+    render_why(out, d, width)
+    for e in d["escalations"]:
+        lab = label("severity", e["severity"])
+        out.append(f"{'escalation':<12}", style="bold")
+        out.append(lab.text, style=lab.style)
+        out.append(clean(f" #{e['id']} {e['kind']} · {word('escalation_state', e['state'])} · ×{e['count']}",
+                         keep_newlines=False) + "\n")
+
+    render_verification(out, run, outcome, raw_json)
+    render_handoff(out, outcome, raw_json)
+
+    _section(out, "Run")
     _kv(out, "trigger", run["trigger"])
     _kv(out, "created", clock(run["created_at"], now))
     _kv(out, "started", clock(run["started_at"], now))
     _kv(out, "ended", clock(run["ended_at"], now))
-    took = outcome.get("duration_s")
-    if took is None and run["started_at"] and run["ended_at"]:
-        took = run["ended_at"] - run["started_at"]
-    _kv(out, "duration", duration(took))
-    _kv(out, "exit", exit_text(run["exit_code"], run["signal"]))
     _kv(out, "pid", f"{run['pid'] or '-'} (runner {run['runner_id'] or '-'})")
     _kv(out, "reason", run["reason"])
     _kv(out, "artifacts", run["artifacts_dir"])
+    _kv(out, "judged", f"{outcome.get('judged_by') or '-'} · verdict {outcome.get('verdict_kind') or '-'}"
+        f" · {'silent' if outcome.get('silent') == 1 else 'spoke up' if outcome.get('silent') == 0 else '-'}")
 
     _section(out, f"Attempts ({len(d['attempts'])})")
     for a in d["attempts"]:
@@ -114,30 +209,6 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
                 out.append(" " + one_line(c["reason"], width - used - 1))
             out.append("\n")
 
-    _section(out, "Supervisor")
-    _kv(out, "status", outcome.get("status"))
-    _kv(out, "verdict", outcome.get("verdict_kind"))
-    _kv(out, "severity", outcome.get("severity"))
-    _kv(out, "silent", {1: "yes", 0: "no"}.get(outcome.get("silent"), "-"))
-    _kv(out, "judged by", outcome.get("judged_by"))
-    out.append("reason      ", style="bold")
-    out.append(clean(outcome.get("verdict_reason") or "-") + "\n")
-    for e in d["escalations"]:
-        out.append(f"escalation  #{e['id']} {clean(e['kind'])} {e['severity']} {e['state']} ×{e['count']}\n")
-
-    _section(out, "Verification")
-    verification = outcome.get("verification")
-    if outcome and run["state"] not in ("queued", "spawned", "running", "verifying") \
-            and failed_before_verification(run, verification):
-        out.append("verification: skipped (the run failed before verification)\n", style="bold")
-    else:
-        out.append(clean(_pretty(verification)) + "\n")
-    _section(out, "Handoff")
-    out.append(clean(_pretty(outcome.get("handoff") or outcome.get("handoff_raw"))) + "\n")
-    if outcome.get("handoff_findings"):
-        out.append("findings: ", style="bold")
-        out.append(clean(_pretty(outcome["handoff_findings"])) + "\n")
-
     _section(out, f"Timeline ({len(d['events'])} events)")
     for ev in d["events"]:
         move = f"{ev['from_state'] or ''} → {ev['to_state']}" if ev["to_state"] else ""
@@ -147,7 +218,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
 
     for name in ("stdout", "stderr"):
         s = d[name]
-        _section(out, f"{name} ({s['size']} bytes{'' if s['exists'] else ', stored excerpt'})")
+        _section(out, f"{name} ({s.get('total', s['size']):,} bytes{'' if s['exists'] else ', stored excerpt'})")
         out.append(clean(s["head"]) or "(empty)")
         if s["tail"]:
             out.append("\n… skipped …\n", style="dim italic")

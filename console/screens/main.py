@@ -13,6 +13,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, cast
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.content import Content
@@ -86,9 +87,10 @@ class ViewBar(Static):
 
 
 class Preview(Static):
-    """One line under the table about the cursor row: what the columns had to cut."""
+    """Two lines under the table about the cursor row, the why first: the supervisor's reason
+    (what the columns had to cut), then the job's most telling output lines and when."""
 
-    DEFAULT_CSS = "Preview { height: 1; background: $panel; color: $foreground; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
+    DEFAULT_CSS = "Preview { height: 2; background: $panel; color: $foreground; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
 
 class MainScreen(PollingScreen, Screen):
@@ -120,6 +122,8 @@ class MainScreen(PollingScreen, Screen):
         self._counting: set[str] = set()
         self._changes = 0  # how many polls saw the ledger change; a count begun before one is stale
         self.polls = 0  # completed polls, for tests waiting on a live update
+        self._evidence: dict[int, dict[str, Any] | None] = {}  # run id → run_evidence (preview's why)
+        self._evidence_wanted: set[int] = set()
         # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
         self._back_to_jobs: tuple[int, str] | None = None
 
@@ -146,6 +150,18 @@ class MainScreen(PollingScreen, Screen):
         self._render_bars()
         self.table.focus()
         self.call_later(self._tick)
+        self.set_interval(1.0, self.tick_ages)
+
+    def tick_ages(self) -> None:
+        """Ages, "next run" and "last seen" move every second without a read: the visible
+        table redraws against the console's clock when a new second began (the rows keep
+        the ``now`` they were read with for everything else)."""
+        table = self.table
+        now = self.wk.now()
+        if table.loaded_once and int(now) != int(table.now):
+            table.now = now
+            table.refresh_ages()
+            self._render_bars()
 
     async def poll(self) -> None:
         await self.refresh_data()
@@ -185,6 +201,7 @@ class MainScreen(PollingScreen, Screen):
         changed = dv != seen
         if changed:
             self._changes += 1
+            self._evidence.clear()  # a run may have ended, or its outcome been judged
         self.stale_since = None
         self._data_version = dv
         if summary is not None:
@@ -243,7 +260,39 @@ class MainScreen(PollingScreen, Screen):
         table = self.table
         self.query_one(ViewBar).show(self.view, self.filter_text, table.total, table.total_exact, table.cursor_row)
         row = table.current()
-        self.query_one(Preview).update((table.preview(row) if row is not None else None) or "")
+        self.query_one(Preview).update(self._preview(table, row))
+
+    def _preview(self, table: PagedTable, row: dict[str, Any] | None) -> Text | str:
+        if row is None:
+            return ""
+        first = table.preview(row) or Text("")
+        run_id = table.run_id_of(row)
+        ev = self._evidence.get(int(run_id)) if run_id is not None else None
+        if run_id is not None and int(run_id) not in self._evidence:
+            self._fetch_evidence(int(run_id))
+        second = table.evidence_line(row, ev)
+        if second is None:
+            return first
+        return Text("\n", no_wrap=True, overflow="ellipsis", end="").join([first, second])
+
+    def _fetch_evidence(self, run_id: int) -> None:
+        """Read the cursor run's output tail once (cached until the ledger changes), on the
+        read thread; the preview redraws when it lands."""
+        if run_id in self._evidence_wanted:
+            return
+        self._evidence_wanted.add(run_id)
+
+        async def fetch() -> None:
+            try:
+                ev = await self.wk.reader.call(lambda ledger: queries.run_evidence(ledger, run_id))
+            except Exception:  # the poll shows ledger trouble; the next redraw asks again
+                return
+            finally:
+                self._evidence_wanted.discard(run_id)
+            self._evidence[run_id] = ev
+            self._render_bars()
+
+        self.run_worker(fetch(), group="evidence", exit_on_error=False)
 
     @on(PagedTable.CursorMoved)
     def _cursor_moved(self) -> None:

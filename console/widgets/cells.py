@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from rich.text import Text
 
@@ -30,7 +31,7 @@ def age(seconds: float | None, units: int = 2) -> str:
     if seconds is None:
         return "-"
     s = int(abs(seconds))
-    sign = "-" if seconds < 0 else ""
+    sign = "-" if seconds < 0 and s else ""  # never "-0s"
     parts: list[str] = []
     for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
         if s >= size or (size == 1 and not parts):
@@ -77,3 +78,16 @@ def exit_text(exit_code: int | None, signal: int | None) -> str:
     if signal:
         return f"sig{signal}"
     return "-" if exit_code is None else str(exit_code)
+
+
+def job_name(row: dict[str, Any]) -> str:
+    """A run's job as shown: fan-out sub-tasks as ``parent/task``."""
+    return f"{row['job']}/{row['task']}" if row.get("task") else str(row["job"])
+
+
+def run_state(state: str | None, status: str | None) -> Text:
+    """A finished run's state cell: its label, except that a success whose outcome status is
+    ``partial`` shows as partial (not ✓ ok)."""
+    if status == "partial":
+        return word("outcome_status", "partial")
+    return word("run_state", state)

@@ -32,7 +32,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console import keys
+from console import evidence, keys
 from console.safe_text import one_line
 from core.ledger.reads import Filter, Page
 
@@ -122,6 +122,8 @@ class PagedTable(ScrollView, can_focus=True):
         self._widths: tuple[int, ...] = ()
         self._lines: LRUCache[tuple, Strip] = LRUCache(512)
         self._gen = 0
+        self._natural: dict[str, int] = {}
+        self._natural_gen = -1
         self._styles: dict[str, Style] = {}
         self._loading: tuple[int, int] | None = None
         self._want: tuple[int, int] | None = None
@@ -141,6 +143,32 @@ class PagedTable(ScrollView, can_focus=True):
     def preview(self, row: dict[str, Any]) -> Text | None:
         """One line about ``row`` shown under the table (what the columns had to cut)."""
         return None
+
+    def evidence_line(self, row: dict[str, Any], ev: dict[str, Any] | None) -> Text | None:
+        """The preview's second line: the job's most telling output lines for the cursor row's
+        run (``ev``: ``core.ledger.reads.run_evidence``), then ``meta`` (when); None when the
+        view has no run for the row."""
+        meta = self.meta(row)
+        if self.run_id_of(row) is None:
+            return Text(f"└ {meta}", style="dim", no_wrap=True, overflow="ellipsis", end="") if meta else None
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        lines = evidence.telling_lines((ev or {}).get("stderr_end"), (ev or {}).get("stdout_end"), n=2, width=100)
+        reason = row.get("reason") or ""
+        lines = evidence.not_in(reason, lines)
+        out.append("└ ", style="dim")
+        if lines:
+            out.append(" / ".join(lines), style="italic")
+        elif ev is None:
+            out.append("(no output recorded yet)", style="dim")
+        else:
+            out.append("(the run printed nothing)", style="dim")
+        if meta:
+            out.append(f"  · {meta}", style="dim")
+        return out
+
+    def meta(self, row: dict[str, Any]) -> str:
+        """What comes after the evidence on the preview's second line (e.g. "last 5m ago")."""
+        return ""
 
     def empty_text(self) -> str:
         """The line a view without rows shows (sanitised: it may quote the filter)."""
@@ -400,6 +428,10 @@ class PagedTable(ScrollView, can_focus=True):
         self._invalidate()
 
     # -- rendering ---------------------------------------------------------------------
+    def refresh_ages(self) -> None:
+        """Redraw the visible lines after ``now`` moved (ages tick); the rows stay."""
+        self._invalidate()
+
     def _invalidate(self) -> None:
         self._gen += 1
         self._styles.clear()
@@ -442,13 +474,37 @@ class PagedTable(ScrollView, can_focus=True):
         """The columns shown at ``width`` (``min_table`` leaves some out when narrow)."""
         return tuple(c for c in self.COLUMNS if width >= c.min_table)
 
+    def _natural_widths(self) -> dict[str, int]:
+        """Per column, the widest cell among the loaded rows (header included), so columns are
+        sized to their content: a short Job column gives its room to Owner or Reason."""
+        if self._natural_gen != self._gen:
+            natural = {c.key: len(c.label) for c in self.COLUMNS}
+            for row in self.rows_data:
+                for c, t in zip(self.COLUMNS, self.cells(row), strict=False):
+                    natural[c.key] = max(natural[c.key], t.cell_len)
+            self._natural, self._natural_gen = natural, self._gen
+        return self._natural
+
     def _column_widths(self, width: int) -> tuple[int, ...]:
+        """Widths at ``width`` cells: every column its minimum; then what is left goes to the
+        columns whose content is wider than that (in proportion to what they lack, flexible
+        columns only); any remainder to flexible columns by ``flex``."""
         cols = (Column("sel", " ", 1),) + self._columns(width)
         avail = max(0, width - 2 * len(cols))
-        fixed = sum(c.width for c in cols)
-        spare = max(0, avail - fixed)
+        widths = [c.width for c in cols]
+        spare = max(0, avail - sum(widths))
+        natural = self._natural_widths()
+        lack = [max(0, natural.get(c.key, 0) - c.width) if c.flex else 0 for c in cols]
+        if spare and sum(lack):
+            if sum(lack) <= spare:
+                give = lack
+            else:
+                give = [spare * n // sum(lack) for n in lack]
+            widths = [w + g for w, g in zip(widths, give, strict=True)]
+            spare -= sum(give)
         flex = sum(c.flex for c in cols) or 1
-        return tuple(c.width + (spare * c.flex // flex) for c in cols)
+        extra = [spare * c.flex // flex for c in cols]
+        return tuple(w + e for w, e in zip(widths, extra, strict=True))
 
     def _segments(self, texts: list[Text], widths: tuple[int, ...], base: Style) -> list[Segment]:
         segs: list[Segment] = []

@@ -6,14 +6,16 @@ from typing import Any
 
 from rich.text import Text
 
-from console.safe_text import clean
+from console.safe_text import clean, one_line
 from console.widgets.cells import (
     age,
     cell,
     clock,
     duration,
     exit_text,
+    job_name,
     kind_label,
+    run_state,
     word,
 )
 from console.widgets.paged_table import Column, PagedTable
@@ -31,13 +33,14 @@ class EscalationsTable(PagedTable):
     EMPTY = "No escalations — the supervisor raises one when a run needs a person."
     COLUMNS = (
         Column("severity", "Sev", 6),
-        Column("job", "Job", 10, 3),
-        Column("kind", "Kind", 11, 1),
+        Column("job", "Job", 10, 1),
+        Column("kind", "Kind", 9, 1),
         Column("count", "×", 3),
         Column("age", "Age", 7),
         Column("last", "Last", 7, 0, 100),
         Column("owner", "Owner", 5, 1),
         Column("state", "State", 10),
+        Column("why", "Why", 10, 6, 110),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
                          queries.escalations_page(ledger, offset=offset, limit=limit, flt=flt))
@@ -49,7 +52,8 @@ class EscalationsTable(PagedTable):
             label = cell(f"z {age(row['snoozed_until'] - self.now, 1)}", "dim")
         return [word("severity", row["severity"]), cell(row["job"]), cell(kind_label(row["kind"])),
                 cell(row["count"]), cell(age(self.now - (row["first_seen"] or row["last_seen"]))),
-                cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label]
+                cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label,
+                cell(row.get("reason") or "")]
 
     def run_id_of(self, row: dict[str, Any]) -> int | None:
         return row.get("latest_run_id")
@@ -58,8 +62,10 @@ class EscalationsTable(PagedTable):
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         out.append(clean(row["kind"], keep_newlines=False), style="bold")
         out.append(": " + clean(row.get("reason") or "(no reason recorded)", keep_newlines=False))
-        out.append(f"  · last {age(self.now - row['last_seen'])} ago", style="dim")
         return out
+
+    def meta(self, row: dict[str, Any]) -> str:
+        return f"last {age(self.now - row['last_seen'])} ago, ×{row['count']}, owner {one_line(row['owner'] or '-', 20)}"
 
 
 class OutcomesTable(PagedTable):
@@ -85,17 +91,21 @@ class OutcomesTable(PagedTable):
         reason = row.get("reason") or ""
         if silent == 1 and not reason:
             reason = "(silent)"
-        return [cell(clock(row["ended_at"], self.now)), cell(row["job"]), cell(row["attempt"]),
-                word("run_state", row["state"]), cell(duration(row["duration_s"])),
+        if reason == row.get("run_reason") and reason in ("exit_code", "signal", row["state"]):
+            reason = ""  # it would only repeat the State and Exit columns
+        return [cell(clock(row["ended_at"], self.now)), cell(job_name(row)), cell(row["attempt"]),
+                run_state(row["state"], row.get("status")), cell(duration(row["duration_s"])),
                 cell(exit_text(row["exit_code"], row["signal"])), cell(reason)]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
-        out.append(f"run {row['id']} ", style="bold")
         if row.get("verdict_kind"):
             out.append(clean(row["verdict_kind"], keep_newlines=False) + ": ", style="bold")
         out.append(clean(row.get("reason") or "(no reason)", keep_newlines=False))
         return out
+
+    def meta(self, row: dict[str, Any]) -> str:
+        return f"run {row['id']}, ended {clock(row['ended_at'], self.now)}"
 
 
 class OrphansTable(PagedTable):
@@ -112,7 +122,7 @@ class OrphansTable(PagedTable):
         Column("state", "State", 10),
         Column("lease", "Lease", 6),
         Column("pid", "Pid", 7),
-        Column("runner", "Runner", 8, 1),
+        Column("runner", "Runner", 6, 1),
         Column("heartbeat", "Beat", 5),
         Column("reason", "Reason", 6, 2),
     )
@@ -124,8 +134,7 @@ class OrphansTable(PagedTable):
         state = word("run_state", row["state"])
         if row["at_risk"]:
             state = cell(f"! {row['state']}", "bold yellow")
-        job = f"{row['job']}/{row['task']}" if row.get("task") else row["job"]  # fan-out sub-tasks
-        return [cell(job), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
+        return [cell(job_name(row)), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
                 cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)),
                 cell(row["reason"] or row.get("risk") or "")]
 
@@ -176,7 +185,7 @@ class JobsTable(PagedTable):
         name = cell(row["name"])
         if row.get("last_error"):
             name = Text("! ", style="bold red") + name  # its last edit is invalid; the kept spec runs
-        return [name, cell(sched), cell(next_txt), word("run_state", row["last_state"]),
+        return [name, cell(sched), cell(next_txt), run_state(row["last_state"], row.get("last_status")),
                 cell(rate_txt), word("breaker", row["breaker_state"])]
 
     def preview(self, row: dict[str, Any]) -> Text | None:

@@ -178,7 +178,7 @@ def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
 # -- outcomes ------------------------------------------------------------------------------
 
 _OUTCOME_COLS = (
-    "r.id, r.job, r.lineage, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code,"
+    "r.id, r.job, r.task, r.lineage, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code,"
     " r.signal, r.reason AS run_reason, o.status, o.duration_s, o.verdict_reason, o.verdict_kind,"
     " o.severity, o.silent, o.judged_by"
 )
@@ -193,7 +193,8 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
     """Finished runs (``runs`` with ``ended_at`` set, left-joined with ``job_outcomes``),
     newest first by (ended_at, id), keyset-paged on the ``runs_ended`` index.
 
-    Row keys: id, job, lineage, attempt, state, trigger, started_at, ended_at (Unix s),
+    Row keys: id, job, task ('' unless a fan-out sub-task), lineage, attempt, state, trigger,
+    started_at, ended_at (Unix s),
     exit_code, signal, run_reason, status, duration_s (seconds), verdict_reason,
     verdict_kind, severity, silent (0/1/None), judged_by, and ``reason``: the one-line
     reason to show (verdict reason, else the run's reason). ``offset`` skips rows (it walks
@@ -539,6 +540,18 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
         " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,))]
     return {"run": run, "outcome": outcome, "attempts": attempts, "events": events,
             "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs, "children": children}
+
+
+def run_evidence(ledger: Ledger, run_id: int, tail_chars: int = 2000) -> dict[str, Any] | None:
+    """The evidence of one finished run for a one-glance "why" (the console's preview line),
+    from ``job_outcomes``: ``status``, ``verdict_reason``, and the last ``tail_chars``
+    characters of stderr and stdout (``stderr_end`` / ``stdout_end``: the stored tail, else
+    the head when the output was short). None when the run has no outcome yet."""
+    return row_dict(ledger.one(
+        "SELECT run_id, status, verdict_reason,"
+        " substr(COALESCE(NULLIF(stderr_tail, ''), stderr_head, ''), -?) AS stderr_end,"
+        " substr(COALESCE(NULLIF(stdout_tail, ''), stdout_head, ''), -?) AS stdout_end"
+        " FROM job_outcomes WHERE run_id = ?", (tail_chars, tail_chars, run_id)))
 
 
 # -- header --------------------------------------------------------------------------------
