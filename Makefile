@@ -21,6 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check core console tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # The suite runs on every core (pytest-xdist); test-fast skips the real-process tests (slow).
 test: lint

@@ -93,7 +93,7 @@ def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None
     """SIGKILL every process ``find_escaped`` finds (and their own groups); returns them."""
     found = find_escaped(run_id, runner_id, exclude_pgid=exclude_pgid)
     for item in found:
-        pid = int(item["pid"])  # type: ignore[arg-type]
+        pid = int(str(item["pid"]))
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

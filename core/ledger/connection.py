@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import sqlite_utils
 
@@ -446,6 +446,18 @@ class Ledger:
         """Run a read query and return the first row or None."""
         return self.conn.execute(sql, params).fetchone()
 
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        """Run a read query that yields one row (``COUNT(*)``, a ``PRAGMA``) and return its
+        first column.
+
+        Raises:
+            LedgerError: the query returned no row.
+        """
+        row = self.conn.execute(sql, params).fetchone()
+        if row is None:
+            raise LedgerError(f"no row from: {sql[:80]}")
+        return row[0]
+
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes whenever another connection commits."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
@@ -471,6 +483,17 @@ def _split_sql(script: str) -> list[str]:
     return out
 
 
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The rowid an ``INSERT`` on ``cur`` created.
+
+    Raises:
+        LedgerError: the statement inserted nothing (a conflict clause skipped the row).
+    """
+    if cur.lastrowid is None or cur.rowcount == 0:
+        raise LedgerError("the INSERT created no row")
+    return int(cur.lastrowid)
+
+
 def add_event(conn: sqlite3.Connection, *, actor: str, kind: str, run_id: int | None = None,
               job: str | None = None, attempt: int | None = None, from_state: str | None = None,
               to_state: str | None = None, reason: str | None = None,
@@ -485,7 +508,15 @@ def add_event(conn: sqlite3.Connection, *, actor: str, kind: str, run_id: int | 
         (at if at is not None else time.time(), run_id, job, attempt, actor, kind, from_state, to_state,
          reason, json.dumps(detail, default=str) if detail is not None else None),
     )
-    return int(cur.lastrowid)
+    return inserted_id(cur)
+
+
+@overload
+def row_dict(row: sqlite3.Row) -> dict[str, Any]: ...
+@overload
+def row_dict(row: None) -> None: ...
+@overload
+def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None: ...
 
 
 def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:

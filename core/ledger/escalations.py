@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.ledger import outbox as notify
-from core.ledger.connection import Ledger, add_event, row_dict
+from core.ledger.connection import Ledger, add_event, inserted_id, row_dict
 from core.vocabulary import SEVERITY_RANK, ActionResult, max_severity
 
 STATES = ("open", "acknowledged", "snoozed", "resolved")
@@ -88,7 +88,7 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
         "INSERT INTO escalations (dedup_key, job, kind, severity, state, count, first_seen, last_seen,"
         " latest_run_id, owner, reason, notified, updated_at) VALUES (?,?,?,?,'open',1,?,?,?,?,?,?,?)",
         (key, job, kind, severity, ts, ts, run_id, owner, reason, 1 if sinks else 0, ts))
-    esc = _get(conn, int(cur.lastrowid))
+    esc = _get(conn, inserted_id(cur))
     assert esc is not None
     _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
     if sinks and not notify.enqueue(conn, esc, "opened", sinks, now=ts):
@@ -265,7 +265,8 @@ def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, l
 
     Ordering: active critical first is the console's business; here ``last_seen`` desc, id desc.
     """
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if state == "active":
         state = ACTIVE
     if isinstance(state, str):
@@ -285,14 +286,14 @@ def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, l
         params.append(before_id)
     sql = "SELECT * FROM escalations" + (f" WHERE {' AND '.join(where)}" if where else "")
     sql += " ORDER BY last_seen DESC, id DESC LIMIT ?"
-    return [row_dict(r) for r in ledger.query(sql, (*params, int(limit)))]  # type: ignore[misc]
+    return [row_dict(r) for r in ledger.query(sql, (*params, int(limit)))]
 
 
 def changed_since(ledger: Ledger, after_updated: float, after_id: int, limit: int = 200) -> list[dict[str, Any]]:
     """Escalations changed after the keyset ``(updated_at, id)``, oldest change first (for tail)."""
     rows = ledger.query("SELECT * FROM escalations WHERE (updated_at > ?) OR (updated_at = ? AND id > ?)"
                         " ORDER BY updated_at, id LIMIT ?", (after_updated, after_updated, after_id, int(limit)))
-    return [row_dict(r) for r in rows]  # type: ignore[misc]
+    return [row_dict(r) for r in rows]
 
 
 def counts_by_kind(ledger: Ledger, since: float) -> list[dict[str, Any]]:
@@ -300,7 +301,7 @@ def counts_by_kind(ledger: Ledger, since: float) -> list[dict[str, Any]]:
     rows = ledger.query("SELECT kind, COUNT(*) AS escalations, SUM(count) AS occurrences"
                         " FROM escalations WHERE last_seen >= ? GROUP BY kind ORDER BY occurrences DESC",
                         (since,))
-    return [row_dict(r) for r in rows]  # type: ignore[misc]
+    return [row_dict(r) for r in rows]
 
 
 def severity_rank(sev: str | None) -> int:

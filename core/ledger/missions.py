@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.ledger import runs
-from core.ledger.connection import add_event, row_dict
+from core.ledger.connection import add_event, inserted_id, row_dict
 from core.ledger.lifecycle import State
 from core.vocabulary import MissionState, Trigger, WorkerState
 
@@ -88,7 +88,7 @@ def create(conn: sqlite3.Connection, *, name: str, goal: str, coordinator: str, 
         " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (name, goal, coordinator, json.dumps(command) if command is not None else None, cwd, model, system,
          json.dumps(list(workers)), owner, state.value, json.dumps(dict(budget)), ts, ts))
-    mid = int(cur.lastrowid)
+    mid = inserted_id(cur)
     event(conn, mid, "mission_started", actor=actor, to_state=state.value, reason=goal[:500],
           detail={"name": name, "coordinator": coordinator, "workers": list(workers), "owner": owner,
                   "budget": dict(budget)}, at=ts)
@@ -233,7 +233,7 @@ def queue_worker(conn: sqlite3.Connection, mission_id: int, *, worker: str, task
         " attempts, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,1,?,?)",
         (mission_id, seq, worker, task, json.dumps(context, default=str), call_id, WorkerState.RUNNING.value,
          lineage, run_id, ts, ts))
-    wid = int(cur.lastrowid)
+    wid = inserted_id(cur)
     event(conn, mission_id, "mission_worker_spawned", actor=actor, run_id=run_id, to_state=WorkerState.RUNNING.value,
           reason=f"worker {seq} ({worker}): {task[:200]}", detail={"seq": seq, "worker": worker, "run_id": run_id},
           at=ts)

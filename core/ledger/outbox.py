@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from core.ledger.connection import inserted_id
+
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
 EVIDENCE_LINE_CHARS = 300
@@ -126,7 +128,7 @@ def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Se
         cur = conn.execute("INSERT INTO notifications (escalation_id, event, sink, payload, state, attempts,"
                            " next_attempt_at, created_at) VALUES (?,?,?,?,'pending',0,?,?)",
                            (esc["id"], event, sink.name, body, due, ts))
-        ids.append(int(cur.lastrowid))
+        ids.append(inserted_id(cur))
     return ids
 
 

@@ -432,25 +432,25 @@ def count_rows(ledger: Ledger, view: str, *, now: float, flt: Filter | None = No
         conds, params = _where(flt, {"job": "job", "state": "state", "kind": "kind"},
                                ["job", "kind", "reason", "owner", "severity", "state"])
         where = ("WHERE " + " AND ".join(conds)) if conds else ""
-        return int(ledger.one(f"SELECT COUNT(*) FROM escalations {where}", params)[0])
+        return int(ledger.scalar(f"SELECT COUNT(*) FROM escalations {where}", params))
     if view == "outcomes":
         conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind"},
                                ["r.job", "r.state", "r.reason", "o.verdict_reason", "o.status"])
         join = " LEFT JOIN job_outcomes o ON o.run_id = r.id" if conds else ""
         conds.insert(0, "r.ended_at IS NOT NULL")
-        return int(ledger.one(f"SELECT COUNT(*) FROM runs r{join} WHERE {' AND '.join(conds)}", params)[0])
+        return int(ledger.scalar(f"SELECT COUNT(*) FROM runs r{join} WHERE {' AND '.join(conds)}", params))
     if view == "orphans":
         conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
         extra = (" AND " + " AND ".join(conds)) if conds else ""
-        live = ledger.one(f"SELECT COUNT(*) FROM (SELECT 1 FROM runs r WHERE r.state IN ({','.join('?' * len(_LIVE))})"
-                          f"{extra} LIMIT ?)", (*_LIVE, *params, LIVE_MAX))[0]
-        orph = ledger.one(f"SELECT COUNT(*) FROM runs r WHERE r.state = 'orphaned'{extra}", params)[0]
+        live = ledger.scalar(f"SELECT COUNT(*) FROM (SELECT 1 FROM runs r WHERE r.state IN ({','.join('?' * len(_LIVE))})"
+                             f"{extra} LIMIT ?)", (*_LIVE, *params, LIVE_MAX))
+        orph = ledger.scalar(f"SELECT COUNT(*) FROM runs r WHERE r.state = 'orphaned'{extra}", params)
         return int(live) + int(orph)
     if view == "jobs":
         conds, params = _where(flt, {"job": "name", "state": "breaker_state"},
                                ["name", "schedule_text", "owner", "intent"])
         where = ("WHERE " + " AND ".join(conds)) if conds else ""
-        return int(ledger.one(f"SELECT COUNT(*) FROM jobs {where}", params)[0])
+        return int(ledger.scalar(f"SELECT COUNT(*) FROM jobs {where}", params))
     raise ValueError(f"unknown view {view!r}")
 
 
@@ -531,7 +531,7 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
         # A run settled by someone other than its capture (abandoned, orphaned) has an outcome
         # written before its output ended, counting 0 bytes; the file knows better. The file
         # never holds more than the job wrote, so the larger figure is the truer one.
-        got["total"] = max(int((outcome or {}).get(f"{name}_bytes") or 0), int(got["size"] or 0))
+        got["total"] = max(int((outcome or {}).get(f"{name}_bytes") or 0), int(str(got["size"] or 0)))
         streams[name] = got
     escs = [row_dict(r) for r in ledger.query(
         "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))]
@@ -628,5 +628,5 @@ def summary(ledger: Ledger, now: float) -> Summary:
     row = ledger.one("SELECT COUNT(*) AS n, SUM(silent) AS s FROM (SELECT silent FROM job_outcomes"
                      " WHERE silent IS NOT NULL ORDER BY run_id DESC LIMIT ?)", (SILENT_WINDOW,))
     judged = int(row["n"] or 0) if row else 0
-    share = (float(row["s"] or 0) / judged) if judged else None
+    share = (float(row["s"] or 0) / judged) if row and judged else None
     return Summary(up, text, counts, share, judged)

@@ -31,6 +31,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -216,19 +217,23 @@ def _remove_artifacts(run_id: int, recorded: str | None, root: Path | None, repo
         report.artifact_errors.append(f"{folder}: {exc.strerror or exc}")
 
 
+def _vacuum_step(conn: sqlite3.Connection, pages: int) -> None:
+    conn.execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()  # fetch: the pragma works per row
+
+
 def incremental_vacuum(ledger: Ledger, *, max_steps: int = 10_000) -> int:
     """Give free pages back to the file system in steps of ``VACUUM_STEP_PAGES`` pages, each
     its own short write; then truncate the WAL. Returns pages freed (0 unless the ledger has
     ``auto_vacuum = INCREMENTAL``)."""
-    if ledger.one("PRAGMA auto_vacuum")[0] != 2:
+    if ledger.scalar("PRAGMA auto_vacuum") != 2:
         return 0
     freed = 0
     for _ in range(max_steps):
-        free = ledger.one("PRAGMA freelist_count")[0]
+        free = int(ledger.scalar("PRAGMA freelist_count"))
         if free <= 0:
             break
         step = min(free, VACUUM_STEP_PAGES)
-        ledger.write(lambda c, n=step: c.execute(f"PRAGMA incremental_vacuum({int(n)})").fetchall())
+        ledger.write(partial(_vacuum_step, pages=step))
         freed += step
     ledger._retry(lambda: ledger.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
     return freed
@@ -290,7 +295,7 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
             with ledger.read() as c:
                 got = _delete_batch(c, ids, actor=actor, dry_run=True)
         else:
-            got = ledger.write(lambda c, ids=ids: _delete_batch(c, ids, actor=actor, dry_run=False))
+            got = ledger.write(partial(_delete_batch, ids=ids, actor=actor, dry_run=False))
         took = time.perf_counter() - t0
         report.max_tx_s = max(report.max_tx_s, took)
         report.batches += 1

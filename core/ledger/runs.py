@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Any
 
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
 from core.vocabulary import RunState, Trigger, sql_set
 
@@ -52,7 +52,7 @@ def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | 
                              trig.value, worker, parent_run_id, spec_hash, not_before, ts, ts))
     if cur.rowcount != 1:
         return None
-    run_id = int(cur.lastrowid or 0)
+    run_id = inserted_id(cur)
     add_event(conn, actor=actor, kind=event, run_id=run_id, job=job, attempt=attempt,
               to_state=RunState.QUEUED.value, reason=reason if reason is not None else trig.value,
               detail=detail, at=ts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick display
 
@@ -30,7 +31,7 @@ class Capture:
         self._tail = bytearray()
         self.write_error: str | None = None
         # Opened on the first byte: a silent job costs no file (most routine runs print little).
-        self._fh = None
+        self._fh: BinaryIO | None = None
         self._opened = False
 
     def feed(self, chunk: bytes) -> None:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 
 class Child:
@@ -92,9 +93,9 @@ async def start(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
     child = Child(popen, loop)
     for name in ("stdout", "stderr"):
         reader = asyncio.StreamReader(limit=limit, loop=loop)
-        transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r),
-                                                     getattr(popen, name))
-        child._transports.append(transport)
+        read_transport, _ = await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader),
+                                                         getattr(popen, name))
+        child._transports.append(read_transport)
         setattr(child, name, reader)
     if stdin_pipe:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)

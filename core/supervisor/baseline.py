@@ -171,6 +171,6 @@ def learn_work(successes: Iterable[tuple[Iterable[tuple[str, tuple[int, ...], st
             values.setdefault(key, []).append(v)
         for path, size in run_sizes.items():
             sizes.setdefault(path, []).append(size)
-    counts = {key: CountRange(key[0], key[1], statistics.median(vs), min(vs), max(vs), len(vs))
+    ranges = {key: CountRange(key[0], key[1], statistics.median(vs), min(vs), max(vs), len(vs))
               for key, vs in values.items()}
-    return WorkBaseline(samples=len(runs), shapes=shapes, counts=counts, sizes=sizes, examples=examples)
+    return WorkBaseline(samples=len(runs), shapes=shapes, counts=ranges, sizes=sizes, examples=examples)

@@ -177,7 +177,7 @@ class ClaudeJudge:
             return Consultation(None, f"budget of {self.settings.max_calls_per_hour} calls/hour spent", "budget")
         try:
             self.calls_made += 1
-            msg = self.client.messages.create(
+            msg = self.client.messages.create(  # type: ignore[call-overload]  # plain dicts, not the SDK's TypedDicts
                 model=self.settings.model, max_tokens=MAX_TOKENS, system=SYSTEM,
                 tools=[TOOL], tool_choice={"type": "tool", "name": TOOL_NAME},
                 messages=[{"role": "user", "content": build_prompt(case, history, spec, rules)}])

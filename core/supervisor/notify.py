@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from core.ledger import outbox
@@ -181,7 +182,7 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
             rows = rows + outbox.fresh_for_sink(ledger.conn, sink_name, exclude=[r["id"] for r in rows],
                                                 limit=GROUP_MAX)
         rows = rows[:GROUP_MAX]
-        won = set(ledger.write(lambda c, rows=rows: outbox.claim(c, rows, ts + CLAIM_S)))
+        won = set(ledger.write(partial(outbox.claim, rows=rows, until=ts + CLAIM_S)))
         rows = [r for r in rows if r["id"] in won]
         if not rows:
             continue
@@ -199,15 +200,15 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
             stats.messages += 1
         done = time.time()
         if error is None:
-            ledger.write(lambda c, ids=ids, d=done: outbox.mark_sent(c, ids, d))
+            ledger.write(partial(outbox.mark_sent, ids=ids, at=done))
             stats.sent += len(ids)
             continue
         # Rows of one message may have different histories: each backs off on its own count.
         for r in rows:
             attempts = r["attempts"] + 1
             final = attempts >= MAX_ATTEMPTS or sink is None
-            ledger.write(lambda c, r=r, e=error, a=attempts, f=final, d=done: outbox.mark_failed_try(
-                c, [r["id"]], e or "", next_at=None if f else d + backoff_s(a)))
+            ledger.write(partial(outbox.mark_failed_try, ids=[r["id"]], error=error or "",
+                                 next_at=None if final else done + backoff_s(attempts)))
             if final:
                 stats.failed += 1
             else:

@@ -49,6 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from core import liveness
@@ -359,7 +360,7 @@ class Sweeper:
             return
         for parent_id in parents:
             try:
-                done = ledger.write(lambda conn, pid=parent_id: fanout.settle_children(conn, pid, actor=self.actor),
+                done = ledger.write(partial(fanout.settle_children, parent_id=parent_id, actor=self.actor),
                                     max_wait_s=self.write_wait_s)
             except StorageError as exc:
                 report.errors.append(f"run {parent_id}: settling its queued sub-tasks failed, retried next pass: {exc}")
