@@ -91,7 +91,7 @@ class CountRange:
     samples: int
 
     def describe(self) -> str:
-        return f"usually {self.low}-{self.high} (median {self.median:g}) over {self.samples} successes"
+        return f"usually {self.low}-{self.high} (median {self.median:.0f}) over {self.samples} successes"
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class WorkBaseline:
             return None
         med = statistics.median(seen)
         if size < med * SHRINK_FACTOR and size < min(seen) * 0.5:
-            return "shrunken_file", f"usually {min(seen)}-{max(seen)} bytes (median {med:g}) over {len(seen)} successes"
+            return "shrunken_file", f"usually {min(seen)}-{max(seen)} bytes (median {med:.0f}) over {len(seen)} successes"
         return None
 
 

@@ -90,6 +90,8 @@ _SOFT_ORDER = ("partial_content", "partial", "empty_file", "zero_work", "forbidd
                "low_confidence", "slow", "too_fast", "flapping")
 #: Verification checks that test the worker's own claims: a failure is a false claim.
 CLAIM_CHECKS = ("file_changed", "artifact")
+#: Characters of the job's own lines quoted in a failure reason before only the last is kept.
+TELLING_CHARS = 100
 #: Seconds one ``expect.forbid_output`` pattern may spend on one output line.
 FORBID_MATCH_TIMEOUT_S = 0.5
 
@@ -218,12 +220,13 @@ def _quote(lines: list[str]) -> str:
 
 def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
     """The job's own most telling output lines: the last stderr lines, else the last
-    error-like stdout lines, else the last stdout lines."""
+    error-like stdout lines, else the last stdout lines. Only the last one when two would not
+    fit a one-line view (the last line is usually the verdict: "aborting because ...")."""
     err = evidence.tail_lines(f.stderr, n)
-    if err:
-        return err
-    out = [ln.text[:160] for ln in evidence.lines(f.stdout) if evidence.error_like(ln.text)]
-    return out[-n:] if out else evidence.tail_lines(f.stdout, n)
+    if not err:
+        out = [ln.text[:160] for ln in evidence.lines(f.stdout) if evidence.error_like(ln.text)]
+        err = out[-n:] if out else evidence.tail_lines(f.stdout, n)
+    return err[-1:] if sum(len(x) for x in err) > TELLING_CHARS else err
 
 
 def _failure_text(f: OutcomeFacts) -> str:
