@@ -1,9 +1,11 @@
 """``make torture``: hundreds of mixed runs while the runner is SIGKILLed and restarted, the
 ledger's write lock is held for 2 s at a time by another process, and the artifacts folder
-runs out of space. Afterwards: ``watchkeeper doctor --json`` must be clean, every queued run
-must be terminal, no write may be lost and no job process may be left alive.
+runs out of space. Midway the runner is also stopped cleanly (SIGTERM) and restarted, the way
+a deploy does it. Afterwards: ``watchkeeper doctor --json`` must be clean, every queued run
+must be terminal, no write may be lost, no job process may be left alive, and no run a clean
+stop left behind may have been escalated as critical (a clean stop is not a crash).
 
-    python -m bench.torture [--runs 500] [--kills 20] [--seconds 300] [--json]
+    python -m bench.torture [--runs 500] [--kills 20] [--clean-stops 1] [--seconds 300] [--json]
 
 The runner is ``watchkeeper run`` in its own process group (heartbeat 0.2 s, lease 1 s, sweep
 every 0.2 s). The artifacts folder is a 2 MB tmpfs when mounting is possible (root), else the
@@ -106,6 +108,18 @@ intent = "Starts grandchildren and hangs."
 owner = "torture@example.org"
 
 [[job]]
+name = "deploy-victim"
+command = ["/bin/sleep", "4"]
+concurrency = 4
+timeout = "60s"
+max_attempts = 2
+intent = "Still running when the runner is stopped cleanly; retried by the next runner."
+owner = "torture@example.org"
+[job.backoff]
+initial = "0.1s"
+max = "0.2s"
+
+[[job]]
 name = "chatty"
 command = ["{py}", "-c", "import sys; sys.stdout.write('x' * {chatty})"]
 concurrency = 2
@@ -129,7 +143,8 @@ while True:
 
 
 class Torture:
-    def __init__(self, root: Path, runs: int, kills: int, seconds: float, seed: int, log=print) -> None:
+    def __init__(self, root: Path, runs: int, kills: int, seconds: float, seed: int, log=print,
+                 clean_stops: int = 1) -> None:
         self.root = root
         self.runs, self.kills_wanted, self.seconds = runs, kills, seconds
         self.rng = random.Random(seed)
@@ -142,6 +157,8 @@ class Torture:
         self.runner: subprocess.Popen | None = None
         self.runner_log = open(root / "runner.log", "ab")  # noqa: SIM115 - closed in close()
         self.kills = 0
+        self.clean_stops_wanted = clean_stops
+        self.clean_stops = 0
         self.restarts = 0
         self.triggered: list[int] = []
         self.lock_holds = 0
@@ -222,6 +239,21 @@ class Torture:
                     self.triggered.append(trigger(led, self.rng.choice(names), actor="operator:torture"))
                 time.sleep(self.rng.uniform(0.05, 0.3))
 
+    def busy_for_clean_stop(self, n: int = 2, wait_s: float = 5.0) -> None:
+        """Queue ``n`` runs that outlast the shutdown grace and wait (≤ ``wait_s``) until they
+        run, so the clean stop has something to leave behind."""
+        from core.ledger.connection import Ledger
+        from core.ledger.runs import trigger
+        with Ledger(self.ledger) as led:
+            ids = [trigger(led, "deploy-victim", actor="operator:torture") for _ in range(n)]
+            self.triggered.extend(ids)
+            until = time.monotonic() + wait_s
+            marks = ",".join(map(str, ids))
+            while time.monotonic() < until:
+                if led.one(f"SELECT COUNT(*) FROM runs WHERE id IN ({marks}) AND state = 'running'")[0] == n:
+                    return
+                time.sleep(0.1)
+
     def lock_holder(self) -> subprocess.Popen:
         return subprocess.Popen([PY, "-c", LOCK_HOLDER, str(self.ledger)], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -240,8 +272,18 @@ class Torture:
         feeder.start()
         try:
             # Spread the kills over the expected feeding time, at random moments.
+            # The clean stops fall midway between the kills (a deploy in the middle of the storm).
+            clean_at = {max(1, self.kills_wanted * (i + 1) // (self.clean_stops_wanted + 1))
+                        for i in range(self.clean_stops_wanted)}
             while self.kills < self.kills_wanted and time.monotonic() < self.deadline:
                 time.sleep(self.rng.uniform(0.3, 2.5))
+                if self.kills in clean_at and self.clean_stops < self.clean_stops_wanted:
+                    clean_at.discard(self.kills)
+                    self.busy_for_clean_stop()
+                    self.stop_runner()  # SIGTERM: runs left behind are settled as interrupted
+                    self.clean_stops += 1
+                    self.start_runner()
+                    continue
                 self.kill_runner()
                 time.sleep(self.rng.uniform(0.0, 0.3))
                 self.start_runner()
@@ -315,6 +357,18 @@ class Torture:
                                " GROUP BY r.id HAVING COUNT(e.id) != 1 LIMIT 50"):
                 violations.append({"check": "queued_events", "run_id": r[0],
                                    "message": f"{r[1]} creation events (run_queued/retry_scheduled; expected 1)"})
+            # Runs a clean stop left behind: settled as interrupted, never escalated as critical.
+            left: list[int] = []
+            for (detail,) in led.query("SELECT detail FROM events WHERE kind = 'runner_stopped'"):
+                left.extend((json.loads(detail or "{}") or {}).get("left_running") or [])
+            interrupted = {r[0]: (r[1], r[2], r[3]) for r in led.query(
+                f"SELECT r.id, r.state, r.reason, o.severity FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
+                f" WHERE r.id IN ({','.join(str(int(i)) for i in left) or 'NULL'})")}
+            for run_id, (state, reason, severity) in interrupted.items():
+                if severity == "critical":
+                    violations.append({"check": "clean_stop_paged", "run_id": run_id,
+                                       "message": f"left behind by a clean stop, ended {state} ({reason}),"
+                                                  " escalated as critical"})
             by_state = dict(led.query("SELECT state, COUNT(*) FROM runs GROUP BY state"))
             by_job = {f"{r[0]}/{r[1]}/{r[2] or '-'}": r[3] for r in led.query(
                 "SELECT job, state, reason, COUNT(*) FROM runs GROUP BY job, state, reason ORDER BY job")}
@@ -325,7 +379,11 @@ class Torture:
                 " AND (r.exit_code IS NOT NULL OR r.signal IS NOT NULL OR r.state = 'orphaned')")
             orphaned = by_state.get("orphaned", 0)
         return {
-            "kills_survived": self.kills, "restarts": self.restarts, "runs": runs, "queued_by_torture": len(self.triggered),
+            "kills_survived": self.kills, "clean_stops": self.clean_stops,
+            "left_by_clean_stops": len(left),
+            "interrupted_runs": sum(1 for _, r, _ in interrupted.values() if r == "interrupted"),
+            "critical_from_clean_stops": sum(1 for _, _, sev in interrupted.values() if sev == "critical"),
+            "restarts": self.restarts, "runs": runs, "queued_by_torture": len(self.triggered),
             "by_state": by_state, "by_job_state_reason": by_job, "violations": len(violations), "violation_list": violations[:50],
             "doctor_ok": bool(doctor.get("ok")), "leaked_processes": len(leaked), "leaked": leaked[:20],
             "lock_holds_2s": self.lock_holds, "capture_degraded_runs": degraded,
@@ -339,9 +397,9 @@ class Torture:
             subprocess.run(["umount", "-l", str(self.artifacts)], capture_output=True)
 
 
-def torture(runs: int, kills: int, seconds: float, seed: int, log=print) -> dict[str, Any]:
+def torture(runs: int, kills: int, seconds: float, seed: int, log=print, clean_stops: int = 1) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-torture-") as d:
-        t = Torture(Path(d), runs, kills, seconds, seed, log)
+        t = Torture(Path(d), runs, kills, seconds, seed, log, clean_stops=clean_stops)
         started = time.monotonic()
         try:
             t.setup()
@@ -362,17 +420,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.torture", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=500, help="manual runs to queue (retries and ticks add more)")
     ap.add_argument("--kills", type=int, default=20, help="runner SIGKILLs (each followed by a restart)")
+    ap.add_argument("--clean-stops", type=int, default=1,
+                    help="clean runner stops (SIGTERM) midway, each followed by a restart")
     ap.add_argument("--seconds", type=float, default=300, help="time budget for the whole workload")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     log = (lambda *x: print(*x, file=sys.stderr, flush=True)) if a.json else (lambda *x: print(*x, flush=True))
-    r = torture(a.runs, a.kills, a.seconds, seed, log)
+    r = torture(a.runs, a.kills, a.seconds, seed, log, clean_stops=a.clean_stops)
     if a.json:
         print(json.dumps(r, indent=2))
     else:
         print(f"\nkills survived      {r['kills_survived']}  (runner restarts {r['restarts']})")
+        print(f"clean stops         {r['clean_stops']}: {r['left_by_clean_stops']} runs left behind,"
+              f" {r['interrupted_runs']} settled as interrupted, {r['critical_from_clean_stops']} escalated critical")
         print(f"runs                {r['runs']}  ({r['queued_by_torture']} queued by the workload; "
               + ", ".join(f"{k} {v}" for k, v in sorted(r["by_state"].items())) + ")")
         print("  " + ", ".join(f"{k} {v}" for k, v in r["by_job_state_reason"].items()))

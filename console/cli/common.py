@@ -142,7 +142,8 @@ def prepare_places(ledger: str | Path, artifacts: str | Path | None) -> None:
     """Make sure the places a runner writes to are usable before anything starts, or exit 2
     with one line naming the path and the cause (read-only file system, permission denied,
     no space left on the device, a file where a folder should be): the ledger's folder (a
-    probe write), the ledger itself (created and migrated), then the artifacts folder."""
+    probe write), the ledger itself (created and migrated), then the artifacts folder. A full
+    artifacts disk is one warning line, not an exit: the ledger still records every run."""
     ledger = Path(ledger)
     try:
         _probe_write(ledger.parent)
@@ -154,6 +155,12 @@ def prepare_places(ledger: str | Path, artifacts: str | Path | None) -> None:
     try:
         _probe_write(Path(artifacts))
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            # Every run is still recorded in the ledger; only its output capture degrades (and
+            # says so per run), so a runner restarted on a full artifacts disk keeps watching.
+            click.echo(f"warning: {artifacts}: artifacts folder full ({exc.strerror or exc}); runs are still"
+                       " recorded in the ledger, their output capture degrades", err=True)
+            return
         fail(f"{artifacts}: artifacts folder unusable ({exc.strerror or exc})")
 
 
