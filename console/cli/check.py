@@ -15,6 +15,7 @@ import click
 from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, shown
 from core.ledger.connection import Ledger, LedgerError
 from core.ledger.jobs import recent_spec_errors
+from core.spec.mission import check_missions
 from core.spec.model import LoadedJob, load_dir
 from core.spec.preflight import preflight
 from core.spec.schedule import next_fire, once_slot
@@ -82,6 +83,8 @@ def register(group: click.Group) -> None:
         # Valid specs that could not start here (missing cwd or program), before anything runs.
         for _name, job in sorted(result.jobs.items()):
             errors.extend({**e.to_dict(), "check": "preflight"} for e in preflight(job))
+        # Mission definitions (DIR/missions/*.toml) and the worker jobs they name.
+        errors.extend({**e.to_dict(), "check": "mission"} for e in check_missions(spec_dir, set(result.jobs)))
         try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
             load_settings(spec_dir)
         except SettingsError as exc:

@@ -31,7 +31,24 @@ from core.spec.model import (
     _Strict,
     _toml_error_line,
     _Unreadable,
+    safe_text,
 )
+
+
+@dataclass(frozen=True)
+class MissionError(SpecError):
+    """A ``SpecError`` of a mission file: the name is a mission's (``job`` holds it)."""
+
+    def __str__(self) -> str:
+        where = f"{safe_text(self.file)}:{self.line}" if self.line else safe_text(self.file)
+        parts = [where]
+        if self.job:
+            parts.append(f"mission '{safe_text(self.job)}'")
+        if self.field:
+            parts.append(f"field '{safe_text(self.field)}'")
+        parts.append(safe_text(self.message))
+        return ": ".join(parts)
+
 
 #: Sub-folder of the spec folder that holds mission definitions (not loaded as jobs).
 MISSIONS_DIR = "missions"
@@ -106,12 +123,12 @@ def load_mission_file(path: str | os.PathLike[str]) -> MissionLoad:
     try:
         text = _read_spec_text(p)
     except _Unreadable as exc:
-        res.errors.append(SpecError(name, None, None, None, str(exc)))
+        res.errors.append(MissionError(name, None, None, None, str(exc)))
         return res
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        res.errors.append(SpecError(name, _toml_error_line(exc), None, None, f"TOML syntax: {exc}"))
+        res.errors.append(MissionError(name, _toml_error_line(exc), None, None, f"TOML syntax: {exc}"))
         return res
     multi = "mission" in data
     raws: list[Any] = data["mission"] if multi else [data]
@@ -121,17 +138,17 @@ def load_mission_file(path: str | os.PathLike[str]) -> MissionLoad:
     smap = _SourceMap(text.replace("[[mission]]", "[[job]]").replace("[mission.", "[job."), multi)
     for index, raw in enumerate(raws):
         if not isinstance(raw, dict):
-            res.errors.append(SpecError(name, None, None, None, "mission must be a table"))
+            res.errors.append(MissionError(name, None, None, None, "mission must be a table"))
             continue
         mname = raw.get("name") if isinstance(raw.get("name"), str) else None
         try:
             spec = MissionSpec.model_validate(raw)
         except ValidationError as exc:
-            res.errors.extend(SpecError(name, smap.line_for(index, loc), mname, fld, msg)
+            res.errors.extend(MissionError(name, smap.line_for(index, loc), mname, fld, msg)
                               for fld, loc, msg in _friendly_errors(exc, raw))
             continue
         if spec.name in res.missions:
-            res.errors.append(SpecError(name, smap.line_for(index, ("name",)), spec.name, "name",
+            res.errors.append(MissionError(name, smap.line_for(index, ("name",)), spec.name, "name",
                                         "duplicate mission name in this file"))
             continue
         res.missions[spec.name] = LoadedMission(spec, name, smap.line_for(index, ("name",)))
@@ -151,8 +168,21 @@ def load_missions(spec_dir: str | os.PathLike[str]) -> MissionLoad:
         total.errors.extend(res.errors)
         for mname, lm in res.missions.items():
             if mname in total.missions:
-                total.errors.append(SpecError(lm.source, lm.line, mname, "name",
+                total.errors.append(MissionError(lm.source, lm.line, mname, "name",
                                               f"duplicate mission name (already in {total.missions[mname].source})"))
                 continue
             total.missions[mname] = lm
     return total
+
+
+def check_missions(spec_dir: str | os.PathLike[str], job_names: set[str]) -> list[SpecError]:
+    """Errors of ``<spec_dir>/missions``: invalid definitions, and workers that name no job
+    of the folder (field ``workers``)."""
+    res = load_missions(spec_dir)
+    errors = list(res.errors)
+    for lm in res.missions.values():
+        missing = [w for w in lm.spec.workers if w not in job_names]
+        if missing:
+            errors.append(MissionError(lm.source, lm.line, lm.spec.name, "workers",
+                                    f"no job named {', '.join(repr(w) for w in missing)} in {spec_dir}"))
+    return errors
