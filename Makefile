@@ -13,9 +13,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	touch $(STAMP)
 
-# A fresh ledger each time, so the demo tells one story from its first second.
+# A fresh ledger each time, so the demo tells one story from its first second. The sample
+# mission (sample_jobs/missions/pipeline.toml) is queued first: press m in the console to
+# follow it, A to approve its report. Without ANTHROPIC_API_KEY its coordinator and workers
+# are scripted; with it, the same mission runs with Claude.
 demo: $(STAMP)
 	rm -rf demo sample_jobs/out
+	$(BIN)/watchkeeper mission start --specs sample_jobs --name pipeline --ledger demo/watchkeeper.db
 	$(BIN)/watchkeeper up sample_jobs --ledger demo/watchkeeper.db
 
 lint: $(STAMP)
