@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import psutil
 
@@ -99,3 +103,16 @@ def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None
         except (ProcessLookupError, PermissionError):
             pass
     return found
+
+
+async def stop_child(pgid: int, wait: Callable[[], Awaitable[Any]], grace: float) -> None:
+    """Stop a child we started and can ``wait`` for (its process group is ``pgid``): SIGTERM
+    the whole group, wait up to ``grace`` seconds for the leader to exit, then SIGKILL the
+    group anyway (members may ignore SIGTERM after the leader is gone) and wait up to 5 s
+    more. Never raises for a group that is already gone."""
+    signal_group(pgid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(wait()), timeout=grace)
+    signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(wait()), timeout=5)

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from console.cli.main import cli
+from core.runner.executor import budget_findings
 from core.runner.handoff import read_handoff
-from core.runner.runner import budget_findings
 from core.spec.model import JobSpec
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 

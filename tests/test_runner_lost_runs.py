@@ -9,7 +9,7 @@ import os
 
 import psutil
 
-from core.runner import runner as runner_mod
+from core.runner import executor as runner_mod
 from tests.harness import RunnerThread, fast_settings, query, wait_for, write_specs
 
 

@@ -367,3 +367,8 @@ def job_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
     """The ``jobs`` row of ``name`` as a dict (``spec`` is the stored spec JSON), or None."""
     row = conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
+def job_sources(ledger: Ledger) -> dict[str, str]:
+    """``{job name: source file}`` of every enabled job in table ``jobs`` that has a source:
+    which file owns a name when two files define it (the runner prefers the old owner)."""
+    return {r["name"]: r["source"] for r in ledger.query(
+        "SELECT name, source FROM jobs WHERE enabled = 1 AND source IS NOT NULL LIMIT 100000")}

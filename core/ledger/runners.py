@@ -15,9 +15,10 @@ again; its reason and its ``escalation_opened``/``escalation_updated`` events ke
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,7 @@ from core.spec.model import safe_text
 from core.vocabulary import EscalationKind, sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
+_LIVE_SQL = sql_set(LIVE)
 
 #: ``escalations.job`` of runner-level escalations (not about one job).
 RUNNER_JOB = "(runner)"
@@ -287,3 +289,43 @@ def owners_of_live_runs(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     running or verifying): what the sweep and doctor judge those runs' owners by."""
     return {r["id"]: {k: r[k] for k in r.keys()} for r in conn.execute(
         f"SELECT * FROM runners WHERE id IN (SELECT DISTINCT runner_id FROM runs WHERE state IN {sql_set(LIVE)})")}
+
+
+# -- the runner's own row (written by core.runner) ------------------------------------------
+def register_runner(conn: sqlite3.Connection, *, runner_id: str, hostname: str, pid: int,
+                    pid_create_time: float | None, heartbeat_s: float, lease_s: float, version: str,
+                    spec_dir: str, actor: str, now: float | None = None) -> None:
+    """Insert this runner's ``runners`` row (heartbeat = start time) and its
+    ``runner_started`` event; call inside a write transaction."""
+    now = time.time() if now is None else now
+    conn.execute(
+        "INSERT INTO runners (id, hostname, pid, pid_create_time, started_at, heartbeat_at, heartbeat_s,"
+        " lease_s, version) VALUES (?,?,?,?,?,?,?,?,?)",
+        (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version))
+    add_event(conn, actor=actor, kind="runner_started", detail={"pid": pid, "spec_dir": spec_dir})
+
+
+def renew(conn: sqlite3.Connection, runner_id: str, run_ids: Iterable[int], *, lease_s: float,
+          now: float | None = None) -> int:
+    """One heartbeat: ``runners.heartbeat_at`` = now, and ``runs.lease_until`` = now +
+    ``lease_s`` for every live run of ``runner_id`` among ``run_ids``, in ONE statement
+    however many runs are live (their ids go in as one JSON array). Returns how many leases
+    were renewed. Call inside a write transaction."""
+    now = time.time() if now is None else now
+    conn.execute("UPDATE runners SET heartbeat_at = ? WHERE id = ?", (now, runner_id))
+    cur = conn.execute(
+        f"UPDATE runs SET lease_until = ? WHERE runner_id = ? AND state IN {_LIVE_SQL}"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (now + lease_s, runner_id, json.dumps(sorted(run_ids))))
+    return int(cur.rowcount)
+
+
+def record_stopped(conn: sqlite3.Connection, runner_id: str, *, actor: str, left_running: list[int],
+                   reason: str = "clean shutdown", now: float | None = None) -> None:
+    """Mark runner ``runner_id`` stopped (``runners.stopped_at``, ``stop_reason``) with its
+    ``runner_stopped`` event naming the runs it left running; call inside a write transaction."""
+    now = time.time() if now is None else now
+    conn.execute("UPDATE runners SET stopped_at = ?, stop_reason = ? WHERE id = ?", (now, reason, runner_id))
+    add_event(conn, actor=actor, kind="runner_stopped",
+              reason=f"{len(left_running)} run(s) left running" if left_running else "clean stop",
+              detail={"left_running": left_running})

@@ -1,0 +1,140 @@
+"""The run queue as the runner sees it: queueing a scheduled slot, finding the queued runs
+that are due, counting live runs for a concurrency limit, and the few reads the runner
+makes about one run.
+
+Every value comes from the ``runs`` table (and ``jobs`` for the breaker through
+``core.ledger.breaker``); times are Unix seconds (UTC). Functions taking a ``conn`` run
+inside the caller's transaction (write functions: inside ``BEGIN IMMEDIATE``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from typing import Any
+
+from core.ledger import breaker
+from core.ledger.connection import add_event
+from core.ledger.lifecycle import LIVE
+from core.spec import schedule
+from core.spec.model import JobSpec
+from core.vocabulary import sql_set
+
+_LIVE_SQL = sql_set(LIVE)
+
+
+def last_scheduled_slots(conn: sqlite3.Connection) -> dict[str, float]:
+    """``{job: newest not_before}`` of every job's attempt-1 scheduled (or misfire) runs,
+    from ``runs``: the scheduler's memory of which slots were already queued. One query
+    for all jobs (index ``runs_job``), so startup costs one statement, not one per job."""
+    rows = conn.execute(
+        "SELECT job, MAX(not_before) FROM runs WHERE trigger IN ('schedule','misfire') AND attempt = 1"
+        " AND task = '' GROUP BY job").fetchall()
+    return {r[0]: r[1] for r in rows if r[1] is not None}
+
+
+def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: float, trigger: str, *,
+               actor: str, now: float | None = None) -> int | None:
+    """Insert attempt 1 of ``spec``'s slot ``slot`` (a ``queued`` run due at ``not_before``)
+    with its ``run_queued`` event; call inside a write transaction.
+
+    Returns the new run id, or None when nothing was queued: another runner queued the slot
+    first (UNIQUE (job, slot, task, attempt)); a newer slot is already due (``skipped_late``
+    event); the breaker is open (``skipped_breaker_open``); or the job's previous run is still
+    queued at its concurrency limit (``skipped_overlap``). ``trigger`` is ``schedule``,
+    ``misfire`` or ``once``'s ``schedule``.
+    """
+    now = time.time() if now is None else now
+    if conn.execute("SELECT 1 FROM runs WHERE job = ? AND slot = ? AND task = ''", (spec.name, slot)).fetchone():
+        return None
+    if trigger == "schedule" and not spec.once:
+        newer = schedule.next_fire(spec, not_before)
+        if newer is not None and newer <= time.time():
+            # This write waited for the ledger lock so long that a newer slot is due
+            # already: that one runs (next tick), this one is recorded, not replayed.
+            add_event(conn, actor=actor, kind="skipped_late", job=spec.name,
+                      reason="a newer slot fell due while this one waited for the ledger",
+                      detail={"slots": [slot], "kept": schedule.slot_key(newer)})
+            return None
+    if trigger in ("schedule", "misfire") and not breaker.admit(conn, spec, slot, actor=actor, now=now):
+        return None
+    if trigger != "misfire" and not spec.once:
+        waiting = conn.execute("SELECT COUNT(*) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
+                               (spec.name,)).fetchone()[0]
+        if waiting and live_runs_of_job(conn, spec.name) >= spec.concurrency:
+            add_event(conn, actor=actor, kind="skipped_overlap", job=spec.name,
+                      reason="previous run still queued at concurrency limit", detail={"slot": slot})
+            return None
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO runs (job, lineage, attempt, state, slot, task, trigger, spec_hash, not_before,"
+        " created_at, updated_at) VALUES (?,?,1,'queued',?,'',?,?,?,?,?)",
+        (spec.name, uuid.uuid4().hex, slot, trigger, spec.spec_hash(), not_before, now, now))
+    if cur.rowcount != 1:
+        return None
+    run_id = int(cur.lastrowid or 0)
+    add_event(conn, actor=actor, kind="run_queued", run_id=run_id, job=spec.name, attempt=1,
+              to_state="queued", reason=trigger, detail={"slot": slot})
+    return run_id
+
+
+def due_queued(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` queued runs with ``not_before <= now`` (oldest first), each a dict of
+    ``runs`` columns plus ``parent_state`` (the fan-out parent's state, None without one)."""
+    rows = conn.execute(
+        "SELECT r.*, p.state AS parent_state FROM runs r LEFT JOIN runs p ON p.id = r.parent_run_id"
+        " WHERE r.state = 'queued' AND r.not_before <= ? ORDER BY r.not_before, r.id LIMIT ?",
+        (now, int(limit))).fetchall()
+    return [dict(r) for r in rows]
+
+
+def next_queued_at(conn: sqlite3.Connection) -> float | None:
+    """The earliest ``not_before`` of any queued run (Unix seconds), None when none is queued:
+    how long the dispatcher may sleep."""
+    row = conn.execute("SELECT MIN(not_before) FROM runs WHERE state = 'queued'").fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def live_runs_of_job(conn: sqlite3.Connection, job: str) -> int:
+    """How many of ``job``'s own runs (not sub-tasks) are spawned, running or verifying."""
+    return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE job = ? AND task = '' AND state IN {_LIVE_SQL}",
+                            (job,)).fetchone()[0])
+
+
+def live_runs_of_parent(conn: sqlite3.Connection, parent_run_id: int) -> int:
+    """How many sub-tasks of fan-out parent ``parent_run_id`` are spawned, running or verifying."""
+    return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE parent_run_id = ? AND state IN {_LIVE_SQL}",
+                            (parent_run_id,)).fetchone()[0])
+
+
+def run_state(conn: sqlite3.Connection, run_id: int) -> str | None:
+    """``runs.state`` of run ``run_id``; None when there is no such run."""
+    row = conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def run_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    """Every ``runs`` column of run ``run_id`` as a dict; None when there is no such run."""
+    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def finished_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    """What the runner prints for a finished run: ``runs`` id, job, task, attempt, state,
+    exit_code, signal, reason, started_at, ended_at and ``job_outcomes.duration_s`` (seconds)."""
+    row = conn.execute(
+        "SELECT r.id, r.job, r.task, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
+        " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def record_late_result(conn: sqlite3.Connection, run: dict[str, Any], *, actor: str, exit_code: int | None,
+                       signal: int | None, expected: str) -> str:
+    """A run's process ended after someone else settled it: append a ``late_result`` event
+    (never a state change). Returns the run's state now ("missing" when the row is gone)."""
+    state = run_state(conn, run["id"]) or "missing"
+    add_event(conn, actor=actor, kind="late_result", run_id=run["id"], job=run["job"], attempt=run["attempt"],
+              from_state=state, reason=f"exit after run was {state}",
+              detail={"exit_code": exit_code, "signal": signal, "expected_state": expected})
+    return state
+

@@ -1,0 +1,384 @@
+"""The executor: runs one claimed run from ``spawned`` to its outcome.
+
+It starts the command in its own process group (``spawn``), captures bounded output
+(``capture``), leaves the deadline to the watchdog thread, reads the handoff, records the
+move to ``verifying`` (or ``timed_out``) with the outcome, and hands the run to the
+supervisor (verify + judge) in a worker thread. What happens after any run ends — the
+supervisor's judgement, the job's breaker, the ``on_finished`` line — is ``after_end``,
+shared with the fan-out parent and the sweep loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor as PoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.ledger import breaker, lifecycle, outcomes, queue, retries
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import State
+from core.mission import worker as mission_worker
+from core.processes import create_time, find_escaped, kill_escaped, signal_group, stop_child
+from core.runner import spawn
+from core.runner.capture import Capture
+from core.runner.handoff import read_handoff
+from core.runner.watchdog import Watchdog
+from core.spec.model import JobSpec, LoadedJob, resolve_cwd
+from core.spec.settings import Settings
+from core.supervisor import supervisor
+
+log = logging.getLogger(__name__)
+
+DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
+
+
+@dataclass
+class Finished:
+    """One finished run, as passed to ``on_finished`` (for one-line printing)."""
+
+    run_id: int
+    job: str
+    attempt: int
+    state: str
+    duration_s: float | None
+    exit_code: int | None
+    signal: int | None
+    reason: str | None
+    ended_at: float
+
+
+@dataclass
+class Context:
+    """What every part of one runner shares (built by ``Runner.run``).
+
+    ``ledger`` is the event loop's connection; ``thread_ledger()`` gives the calling worker
+    thread its own; ``jobs()`` the current specs; ``wake()`` nudges the dispatcher.
+    """
+
+    settings: Settings
+    runner_id: str
+    actor: str
+    ledger: Ledger
+    thread_ledger: Callable[[], Ledger]
+    watchdog: Watchdog
+    settle_pool: PoolExecutor
+    jobs: Callable[[], Mapping[str, LoadedJob]]
+    wake: Callable[[], None]
+    on_finished: Callable[[Finished], None] | None = None
+    on_end: Callable[[], None] | None = None  # any run of this runner ended (wakes the missions)
+
+
+def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Findings for a handoff that reports more steps, cost or tokens than the spec allows
+    (``max_steps``, ``budget.cost``, ``budget.tokens``); code ``budget_exceeded``."""
+    if not handoff:
+        return []
+    out = []
+    checks = (("steps_used", spec.max_steps, "max_steps"), ("cost", spec.budget.cost, "budget.cost"),
+              ("tokens", spec.budget.tokens, "budget.tokens"))
+    for key, limit, name in checks:
+        value = handoff.get(key)
+        if limit is not None and isinstance(value, int | float) and value > limit:
+            out.append({"code": "budget_exceeded", "message": f"handoff {key}={value:g} exceeds {name}={limit:g}"})
+    return out
+
+
+def task_of(spec: JobSpec, run: Mapping[str, Any]) -> Any:
+    """The fan-out sub-task spec of ``run`` (its ``task`` column), None for an ordinary run."""
+    return next((t for t in spec.tasks if t.name == run.get("task")), None) if run.get("task") else None
+
+
+async def pump(stream: asyncio.StreamReader | None, cap: Capture) -> None:
+    """Feed ``stream`` into ``cap`` until EOF."""
+    if stream is None:
+        return
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return
+        cap.feed(chunk)
+
+
+class Executor:
+    """Executes claimed runs; see the module docstring."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    # -- the command a run starts with ---------------------------------------------------
+    def command_for(self, spec: JobSpec, run: Mapping[str, Any]) -> list[str]:
+        task = task_of(spec, run)
+        if task is not None:
+            return spec.argv(task.command)
+        agent = mission_worker.command_for(spec, self.ctx.settings)
+        if agent is not None:
+            return agent
+        if run.get("worker") == "fallback" and spec.fallback is not None:
+            return spec.argv(spec.fallback)
+        return spec.argv()
+
+    def env_for(self, spec: JobSpec, run: Mapping[str, Any], handoff: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(spec.env)
+        env.update({
+            "WATCHKEEPER_RUN_ID": str(run["id"]),
+            "WATCHKEEPER_RUNNER_ID": self.ctx.runner_id,
+            "WATCHKEEPER_ATTEMPT": str(run["attempt"]),
+            "WATCHKEEPER_HANDOFF": str(handoff),
+            "WATCHKEEPER_JOB": spec.name,
+            "WATCHKEEPER_LINEAGE": run["lineage"],
+        })
+        if spec.max_steps is not None:
+            env["WATCHKEEPER_MAX_STEPS"] = str(spec.max_steps)
+        task = task_of(spec, run)
+        if task is not None:
+            env.update(task.env)
+            env["WATCHKEEPER_TASK"] = task.name
+            env["WATCHKEEPER_PARENT_RUN_ID"] = str(run["parent_run_id"])
+        env.update(mission_worker.env_for(spec, run, self.ctx.settings, self.ctx.ledger.conn, handoff.parent))
+        return env
+
+    # -- one run -------------------------------------------------------------------------
+    async def execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
+        """Run ``run`` (claimed, ``spawned``) to its outcome."""
+        ctx, spec = self.ctx, lj.spec
+        run_id, attempt = run["id"], run["attempt"]
+        art = ctx.settings.artifacts_dir / str(run_id)
+        try:
+            art.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            log.warning("run %s: cannot create artifacts folder: %s", run_id, exc)
+        handoff_path = art / "handoff.json"
+        with contextlib.suppress(OSError):
+            handoff_path.unlink()
+        argv = self.command_for(spec, run)
+        task_spec = task_of(spec, run)
+        timeout = task_spec.timeout if task_spec is not None else spec.timeout
+        wall_budget = spec.budget.wall is not None and spec.budget.wall < timeout
+        if wall_budget:
+            timeout = spec.budget.wall
+        # Taken before the spawn: a fast job may have exited by the time spawn returns, and
+        # its duration must not come out negative.
+        started = time.time()
+        try:
+            proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=self.env_for(spec, run, handoff_path))
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
+            return
+        won = lifecycle.transition(
+            ctx.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor,
+            fields={"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
+                    "started_at": started, "lease_until": started + ctx.settings.lease,
+                    "artifacts_dir": str(art)},
+            detail={"pid": proc.pid, "argv": argv[:20]})
+        if not won:
+            # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
+            signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            proc.close()
+            self.late_result(run, proc.returncode, "spawned")
+            return
+        out = Capture(art / "stdout.log", ctx.settings.output_cap)
+        err = Capture(art / "stderr.log", ctx.settings.output_cap)
+        readers = [asyncio.create_task(pump(proc.stdout, out)), asyncio.create_task(pump(proc.stderr, err))]
+        # The deadline is kept by the watchdog thread, so a ledger lock held elsewhere
+        # (which can stall this loop) never delays a timeout kill.
+        ctx.watchdog.watch(run_id, proc.pid, timeout, spec.grace)
+        try:
+            await proc.wait()
+        except asyncio.CancelledError:
+            # Runner shutting down hard: leave the process alone; a later runner settles it.
+            ctx.watchdog.cancel(run_id)
+            for r in readers:
+                r.cancel()
+            raise
+        timed_out = ctx.watchdog.fired(run_id)
+        ctx.watchdog.cancel(run_id)
+        escaped: list[dict[str, Any]] = []
+        if timed_out:
+            # The leader is gone; whatever of its group ignored SIGTERM goes now, and so does
+            # anything it started that left the group (setsid, setpgid) but carries its run id.
+            signal_group(proc.pid, signal.SIGKILL)
+            escaped = await asyncio.to_thread(kill_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+        # Drain what is left; a grandchild holding the pipe must not block us.
+        done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
+        if pending:
+            done2, pending = await asyncio.wait(pending, timeout=0.5)
+            if pending and not escaped:  # still holding our pipe: record who (a process-table scan)
+                escaped = await asyncio.to_thread(find_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+            for r in pending:
+                r.cancel()
+        for c in (out, err):
+            c.close()
+        proc.close()
+        # When the process ended, not when the loop got round to it (a held ledger lock).
+        ended = max(started, min(time.time(), proc.exited_at or time.time()))
+        rc = proc.returncode
+        exit_code = rc if rc is not None and rc >= 0 else None
+        sig = -rc if rc is not None and rc < 0 else None
+        hread = read_handoff(handoff_path, ctx.settings.handoff_max)
+        findings = list(hread.findings)
+        for c, name in ((out, "stdout"), (err, "stderr")):
+            if c.write_error:
+                findings.append({"code": "capture_degraded", "message": f"{name}: {c.write_error}"})
+        findings.extend(budget_findings(spec, hread.data))
+        if escaped:
+            findings.append({"code": "escaped_processes", "message": (
+                ("killed " if timed_out else "still running, holding the output pipe: ")
+                + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
+                + " — started by the job but outside its process group")})
+        cols: dict[str, Any] = {
+            "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
+            "output_truncated": int(out.truncated or err.truncated),
+            **out.summary("stdout"), **err.summary("stderr"),
+            "handoff_raw": hread.raw, "handoff": hread.data, "handoff_findings": findings,
+        }
+        fields = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
+        if timed_out:
+            reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
+
+            def then_timeout(conn: sqlite3.Connection) -> None:
+                outcomes.record(conn, run_id, state=State.TIMED_OUT.value, status="timed_out",
+                                reason="budget_exceeded" if wall_budget else "timeout", **cols)
+                retries.follow_up(conn, run_id, State.TIMED_OUT.value, actor=ctx.actor, spec=spec)
+            won = lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.TIMED_OUT,
+                                       actor=ctx.actor, reason=reason, fields=fields, then=then_timeout)
+            if won:
+                self.after_end(run_id)
+            else:
+                self.late_result(run, rc, "timed_out")
+            return
+
+        def then_verify(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.VERIFYING.value,
+                            status="success" if exit_code == 0 else "failed", **cols)
+        won = lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.VERIFYING,
+                                   actor=ctx.actor, fields=fields, then=then_verify)
+        if not won:
+            self.late_result(run, rc, "running")
+            return
+        await self.settle(run_id)
+
+    async def settle(self, run_id: int) -> None:
+        """Hand a ``verifying`` run to the supervisor (verify commands, judgement) in a worker
+        thread, then record its end."""
+        await asyncio.get_running_loop().run_in_executor(self.ctx.settle_pool, self._settle, run_id)
+        self.finished(run_id)
+
+    async def terminate(self, proc: spawn.Child, grace: float) -> None:
+        """Stop ``proc``'s whole process group with ``grace`` (``core.processes.stop_child``)."""
+        await stop_child(proc.pid, proc.wait, grace)
+
+    def spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
+        ctx = self.ctx
+        run_id = run["id"]
+        reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.FAILED.value, status="failed", reason=reason,
+                            stderr_head=message, handoff_findings=[])
+            retries.follow_up(conn, run_id, State.FAILED.value, actor=ctx.actor)
+        won = lifecycle.transition(ctx.ledger, run_id, run["attempt"], State.SPAWNED, State.FAILED,
+                                   actor=ctx.actor, reason=reason, fields={"artifacts_dir": art},
+                                   detail={"error": message[:2000]}, then=then)
+        if won:
+            self.after_end(run_id)
+
+    def late_result(self, run: dict[str, Any], rc: int | None, expected: str) -> None:
+        """The process ended after someone else settled its run: record, never flip."""
+        ctx = self.ctx
+        exit_code = rc if rc is not None and rc >= 0 else None
+        sig = -rc if rc is not None and rc < 0 else None
+        ctx.ledger.write(lambda conn: queue.record_late_result(conn, run, actor=ctx.actor, exit_code=exit_code,
+                                                               signal=sig, expected=expected))
+        try:
+            supervisor.note_late_result(ctx.ledger, run["id"], settings=ctx.settings)
+        except Exception:
+            log.exception("note_late_result failed for run %s", run["id"])
+
+    # -- after a run ended ---------------------------------------------------------------
+    def after_end(self, run_id: int) -> None:
+        """A run reached a terminal state through this runner (or its sweep): the
+        supervisor judges it, then its breaker and ``on_finished``."""
+        self.judge(run_id)
+        self.finished(run_id)
+
+    def _settle(self, run_id: int) -> None:
+        try:
+            supervisor.settle(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings, actor="supervisor")
+        except Exception:
+            log.exception("supervisor.settle failed for run %s; settling by exit code", run_id)
+            self._settle_fallback(run_id)
+
+    def _settle_fallback(self, run_id: int) -> None:
+        """Never leave a run in verifying because the supervisor broke: decide by exit code."""
+        led = self.ctx.thread_ledger()
+        row = queue.run_row(led.conn, run_id)
+        if row is None or row["state"] != State.VERIFYING:
+            return
+        ok = row["exit_code"] == 0
+        to = State.SUCCEEDED if ok else State.FAILED
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=to.value, reason="supervisor_error")
+            if not ok:
+                retries.follow_up(conn, run_id, to.value, actor=self.ctx.actor)
+        lifecycle.transition(led, run_id, row["attempt"], State.VERIFYING, to, actor=self.ctx.actor,
+                             reason="supervisor_error", then=then)
+
+    def judge(self, run_id: int) -> None:
+        try:
+            supervisor.judge_run(self.ctx.ledger, run_id, settings=self.ctx.settings)
+        except Exception:
+            log.exception("judging run %s failed", run_id)
+
+    def finished(self, run_id: int) -> None:
+        ctx = self.ctx
+        row = queue.finished_row(ctx.ledger.conn, run_id)
+        if row is None:
+            return
+        if ctx.on_end is not None:
+            ctx.on_end()  # a mission worker may have settled: no polling wait
+        self.record_breaker(run_id, row)
+        if ctx.on_finished is None:
+            return
+        try:
+            name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
+            ctx.on_finished(Finished(row["id"], name, row["attempt"], row["state"], row["duration_s"],
+                                     row["exit_code"], row["signal"], row["reason"], row["ended_at"] or time.time()))
+        except Exception:
+            log.exception("on_finished callback failed")
+
+    def record_breaker(self, run_id: int, row: Mapping[str, Any]) -> None:
+        """Move the job's breaker after run ``run_id`` ended (``row``: its ``runs`` row)."""
+        ctx = self.ctx
+        if row["task"] or row["state"] not in lifecycle.TERMINAL:
+            return
+        lj = ctx.jobs().get(row["job"])
+        if lj is None:
+            return
+        if row["state"] == State.SUCCEEDED and breaker.state_of(ctx.ledger.conn, row["job"])[0] == breaker.CLOSED:
+            return  # a success on a closed breaker changes nothing: skip the write transaction
+        try:
+            changed = ctx.ledger.write(lambda conn: breaker.record(
+                conn, lj.spec, run_id, row["state"], actor=ctx.actor, owner=lj.spec.owner,
+                sinks=ctx.settings.notify))
+        except Exception:
+            log.exception("breaker update failed for run %s", run_id)
+            return
+        if changed == breaker.OPEN:
+            log.warning("circuit breaker for %s opened after run %s: scheduled runs skipped for %gs",
+                        row["job"], run_id, lj.spec.breaker.cooldown)
+        elif changed == breaker.CLOSED:
+            log.warning("circuit breaker for %s closed: trial run %s succeeded", row["job"], run_id)

@@ -1,0 +1,146 @@
+"""The runner side of a fan-out (``kind = "fanout"``): the parent run queues one sub-task run
+per task, waits until every one has settled (all-settled, never fail-fast), runs
+``synthesize`` with every result as JSON on stdin, and records the parent's outcome.
+What the ledger knows about fan-outs (children, results, the parent's status) is
+``core.ledger.fanout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from typing import Any
+
+from core.ledger import fanout, lifecycle, outcomes, queue, retries
+from core.ledger.lifecycle import State
+from core.processes import signal_group
+from core.runner import spawn
+from core.runner.capture import Capture
+from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
+from core.spec.model import JobSpec, LoadedJob, resolve_cwd
+
+#: Seconds between two looks at a parent's sub-tasks while it waits for them.
+POLL_S = 0.2
+
+
+class FanoutParent:
+    """Executes fan-out parent runs with ``executor``'s context and after-end path."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.ex = executor
+        self.ctx = executor.ctx
+
+    async def execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
+        """Parent of a fan-out: queue every sub-task, wait until all settled, synthesize."""
+        ctx, spec = self.ctx, lj.spec
+        run_id, attempt = run["id"], run["attempt"]
+        art = ctx.settings.artifacts_dir / str(run_id)
+        with contextlib.suppress(OSError):
+            art.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.time()
+        if not lifecycle.transition(ctx.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor,
+                                    fields={"started_at": started, "lease_until": started + ctx.settings.lease,
+                                            "artifacts_dir": str(art)},
+                                    detail={"fanout": [t.name for t in spec.tasks]}):
+            return
+        ctx.ledger.write(lambda conn: fanout.create_children(conn, run, spec, actor=ctx.actor))
+        ctx.wake()
+        deadline = started + spec.timeout
+        while True:
+            settled, results = fanout.task_results(ctx.ledger.conn, run_id, spec)
+            if settled:
+                break
+            if queue.run_state(ctx.ledger.conn, run_id) != State.RUNNING:
+                return  # abandoned or orphaned meanwhile: its children settle on their own
+            if time.time() > deadline:
+                self._timed_out(run, spec, results)
+                return
+            await asyncio.sleep(POLL_S)
+        out = Capture(art / "stdout.log", ctx.settings.output_cap)
+        err = Capture(art / "stderr.log", ctx.settings.output_cap)
+        synth_ok: bool | None = None
+        synth_rc: int | None = None
+        if spec.synthesize is not None:
+            remaining = max(5.0, deadline - time.time())
+            synth_rc = await self._synthesize(spec, lj, run, fanout.synthesis_input(spec.name, run_id, results),
+                                              out, err, remaining)
+            synth_ok = synth_rc == 0
+        out.close()
+        err.close()
+        exit_code, handoff = fanout.parent_outcome(spec, results, synth_ok)
+        handoff["result"] = {**(handoff.get("result") or {}), "tasks": [
+            {k: r.get(k) for k in ("task", "state", "attempts", "run_id", "exit_code", "signal", "reason")}
+            for r in results]}
+        if synth_rc is not None:
+            handoff["result"]["synthesize_exit_code"] = synth_rc
+        ended = time.time()
+        cols: dict[str, Any] = {
+            "exit_code": exit_code, "signal": None, "duration_s": ended - started,
+            "output_truncated": int(out.truncated or err.truncated), **out.summary("stdout"), **err.summary("stderr"),
+            "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
+        }
+
+        def then_verify(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run_id, state=State.VERIFYING.value, status=handoff["status"], **cols)
+        if not lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
+                                    fields={"exit_code": exit_code, "ended_at": ended}, then=then_verify,
+                                    detail={"succeeded": handoff["result"].get("succeeded"),
+                                            "missing": handoff["result"].get("missing")}):
+            self.ex.late_result(run, exit_code, "running")
+            return
+        await self.ex.settle(run_id)
+
+    def _timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
+        ctx = self.ctx
+        pending = [r["task"] for r in results if not r.get("settled")]
+
+        def then(conn: sqlite3.Connection) -> None:
+            outcomes.record(conn, run["id"], state=State.TIMED_OUT.value, status="timed_out", reason="timeout",
+                            handoff={"status": "failed", "error": "timeout", "result": {"unsettled": pending}},
+                            handoff_findings=[])
+            retries.follow_up(conn, run["id"], State.TIMED_OUT.value, actor=ctx.actor, spec=spec)
+        if lifecycle.transition(ctx.ledger, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT,
+                                actor=ctx.actor, reason=f"fan-out not settled within {spec.timeout:g}s",
+                                detail={"unsettled": pending}, then=then):
+            self.ex.after_end(run["id"])
+
+    async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,
+                          out: Capture, err: Capture, timeout: float) -> int:
+        """Run ``synthesize`` with every sub-task result as JSON on stdin; returns its exit
+        code (-1 when it could not start, 124 on timeout)."""
+        env = self.ex.env_for(spec, run, self.ctx.settings.artifacts_dir / str(run["id"]) / "handoff.json")
+        try:
+            proc = await spawn.start(spec.argv(spec.synthesize), cwd=resolve_cwd(lj), env=env, stdin_pipe=True)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            err.feed(f"synthesize could not start: {exc}\n".encode())
+            return -1
+        readers = [asyncio.create_task(pump(proc.stdout, out)), asyncio.create_task(pump(proc.stderr, err))]
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(payload)
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
+        except TimeoutError:
+            await self.ex.terminate(proc, spec.grace)
+            await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+            for r in readers:
+                r.cancel()
+            proc.close()
+            return 124
+        await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        signal_group(proc.pid, signal.SIGKILL)
+        for r in readers:
+            r.cancel()
+        proc.close()
+        return proc.returncode if proc.returncode is not None else -1

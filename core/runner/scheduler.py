@@ -1,0 +1,174 @@
+"""The scheduler: turns job schedules into queued runs, one slot at a time.
+
+It keeps each scheduled job's next due time (Unix seconds) in a heap, so a tick touches
+only the jobs that are due and an idle runner costs the same with 1 job or 1,000: the
+runner sleeps until ``tick`` says the next slot is due (or a spec changes). The slots
+already queued are read from the ledger once (``core.ledger.queue.last_scheduled_slots``)
+and remembered afterwards.
+
+``tick(now)`` is synchronous and takes the time as an argument, so unit tests drive it with
+a fake clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from core.ledger import queue
+from core.ledger.connection import add_event
+from core.spec import schedule
+from core.spec.model import JobSpec, LoadedJob
+
+log = logging.getLogger(__name__)
+
+#: Longest sleep between two ticks, seconds. A bound, not a poll: it only matters when the
+#: wall clock jumps (suspend, NTP step), since due times are wall-clock instants.
+MAX_SLEEP_S = 30.0
+#: A one-shot job is queued this many seconds before its ``at`` (the dispatcher still
+#: waits for ``not_before``).
+ONCE_LEAD_S = 0.5
+#: After a tick failed for a job (a ledger error), it is tried again this many seconds later.
+RETRY_S = 1.0
+
+
+class Scheduler:
+    """Queues the due slots of ``jobs`` (``{name: LoadedJob}``) in the ledger.
+
+    Args:
+        write: runs ``fn(conn)`` in one write transaction and returns its result
+            (``Ledger.write``, or the runner's writer).
+        read: runs ``fn(conn)`` on a read connection and returns its result.
+        actor: who the events name (``runner:<id>``).
+        on_queued: called with each new run id (the runner wakes its dispatcher).
+    """
+
+    def __init__(self, *, write: Callable[[Callable[[Any], Any]], Any], read: Callable[[Callable[[Any], Any]], Any],
+                 actor: str, on_queued: Callable[[int], None] | None = None) -> None:
+        self._write = write
+        self._read = read
+        self.actor = actor
+        self.on_queued = on_queued
+        self.jobs: Mapping[str, LoadedJob] = {}
+        self._last_slot: dict[str, float] | None = None  # newest queued (or skipped) slot per job
+        self._heap: list[tuple[float, str]] = []
+        self._due_at: dict[str, float] = {}  # the live heap entry per job (older ones are stale)
+        self._dirty = True
+        self._expected: float | None = None  # when the previous tick asked to be woken
+
+    def set_jobs(self, jobs: Mapping[str, LoadedJob]) -> None:
+        """New specs (startup or reload): every job's due time is recomputed at the next tick."""
+        self.jobs = jobs
+        self._dirty = True
+
+    def tick(self, now: float) -> float:
+        """Queue every slot due at ``now`` (Unix seconds); returns when to tick next (Unix
+        seconds, at most ``MAX_SLEEP_S`` ahead). Ledger errors of one job are logged and that
+        job is retried ``RETRY_S`` later; the others go on."""
+        # Lateness up to the time since this tick was due (+1 s) is "due now", not a misfire:
+        # a runner that was alive but slow (a ledger lock held for seconds) owes the slot.
+        tolerance = 2.0 if self._expected is None else max(2.0, now - self._expected + 1.0)
+        if self._last_slot is None:
+            self._last_slot = self._read(queue.last_scheduled_slots)
+        if self._dirty:
+            self._rebuild(now, tolerance)
+        while self._heap and self._heap[0][0] <= now:
+            at, name = heapq.heappop(self._heap)
+            if self._due_at.get(name) != at:
+                continue  # stale entry: the job was rescheduled or removed
+            del self._due_at[name]
+            lj = self.jobs.get(name)
+            if lj is None:
+                continue
+            try:
+                nxt = self._tick_job(lj.spec, now, tolerance)
+            except Exception:
+                log.exception("scheduling %s failed; retrying in %gs", name, RETRY_S)
+                nxt = now + RETRY_S
+            if nxt is not None:
+                self._push(name, nxt)
+        wake = min(self._heap[0][0], now + MAX_SLEEP_S) if self._heap else now + MAX_SLEEP_S
+        self._expected = max(wake, now)
+        return wake
+
+    def next_due(self) -> float | None:
+        """The earliest due time in the heap (Unix seconds), None when no job is scheduled."""
+        while self._heap and self._due_at.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    # -- internals -----------------------------------------------------------------------
+    def _push(self, name: str, at: float) -> None:
+        self._due_at[name] = at
+        heapq.heappush(self._heap, (at, name))
+
+    def _rebuild(self, now: float, tolerance: float) -> None:
+        self._heap.clear()
+        self._due_at.clear()
+        for name, lj in self.jobs.items():
+            at = self._first_due(lj.spec, now, tolerance)
+            if at is not None:
+                self._push(name, at)
+        self._dirty = False
+
+    def _first_due(self, spec: JobSpec, now: float, tolerance: float) -> float | None:
+        if spec.once:
+            slot = schedule.once_slot(spec, now)
+            return None if slot is None else max(now, slot[1] - ONCE_LEAD_S)
+        if not (spec.schedule or spec.every):
+            return None
+        assert self._last_slot is not None
+        last = self._last_slot.get(spec.name)
+        nxt = schedule.next_fire(spec, last if last is not None else now - tolerance)
+        return None if nxt is None else nxt
+
+    def _tick_job(self, spec: JobSpec, now: float, tolerance: float) -> float | None:
+        """Queue what is due for one job; returns its next due time (None: never again)."""
+        assert self._last_slot is not None
+        if spec.once:
+            slot = schedule.once_slot(spec, now)
+            if slot is not None:
+                if slot[1] > now + ONCE_LEAD_S:
+                    return slot[1] - ONCE_LEAD_S
+                self._queue(spec, slot[0], slot[1], "schedule", now)
+            return None  # queued (or already there): a one-shot is due again only after a reload
+        last = self._last_slot.get(spec.name)
+        plan = schedule.plan_slots(spec, last, now, tolerance=tolerance)
+        if plan.missed:
+            self._record_misfire(spec, plan)
+        due = plan.due
+        if len(due) > 1:
+            # Several slots fell due during one stall (a ledger lock held for seconds):
+            # run the newest once, record the others — never a burst of catch-up runs.
+            self._record_coalesced(spec, due[:-1], due[-1])
+            due = due[-1:]
+        for ts in due:
+            trigger = "schedule" if now - ts <= tolerance else "misfire"
+            self._queue(spec, schedule.slot_key(ts), ts, trigger, now)
+        marks = [x for x in (last, plan.missed_last, *plan.due) if x is not None]
+        self._last_slot[spec.name] = max(marks) if marks else now - tolerance
+        return schedule.next_fire(spec, self._last_slot[spec.name])
+
+    def _queue(self, spec: JobSpec, slot: str, not_before: float, trigger: str, now: float) -> int | None:
+        run_id = self._write(lambda conn: queue.queue_slot(conn, spec, slot, not_before, trigger,
+                                                           actor=self.actor, now=now))
+        if run_id is not None and self.on_queued is not None:
+            self.on_queued(run_id)
+        return run_id
+
+    def _record_coalesced(self, spec: JobSpec, skipped: list[float], kept: float) -> None:
+        self._write(lambda conn: add_event(
+            conn, actor=self.actor, kind="skipped_late", job=spec.name,
+            reason=f"{len(skipped)} slot(s) fell due while the runner was stalled; the newest runs once",
+            detail={"slots": [schedule.slot_key(t) for t in skipped[:100]], "kept": schedule.slot_key(kept)}))
+
+    def _record_misfire(self, spec: JobSpec, plan: schedule.SlotPlan) -> None:
+        """Slots that fell while no runner ran are skipped, never silently."""
+        self._write(lambda conn: add_event(
+            conn, actor=self.actor, kind="misfire_skipped", job=spec.name,
+            reason=f"{plan.missed} slot(s) missed while no runner ran (misfire={spec.misfire})",
+            detail={"missed": plan.missed, "first": schedule.slot_key(plan.missed_first or 0),
+                    "last": schedule.slot_key(plan.missed_last or plan.missed_first or 0),
+                    "policy": spec.misfire}))
