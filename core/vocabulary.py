@@ -115,9 +115,11 @@ class EscalationKind(StrEnum):
     RETRY_PENDING = "retry_pending"
     ABANDONED = "abandoned"
     SUBTASK = "subtask"
-    # raised outside the rules: the breaker and the spec loader
+    # raised outside the rules: the breaker, the spec loader, and the supervisor for a run
+    # that left processes outside its process group (ended by the runner; a warning)
     CIRCUIT_OPEN = "circuit_open"
     SPEC_INVALID = "spec_invalid"
+    ESCAPED_PROCESSES = "escaped_processes"
     # raised by a mission's supervisor program (job 'mission:<id>', to the mission's owner)
     MISSION_QUESTION = "mission_question"
     MISSION_WORKER_FAILED = "mission_worker_failed"

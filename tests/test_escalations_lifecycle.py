@@ -204,3 +204,17 @@ def test_overlapping_success_does_not_resolve_a_failure_it_overlapped(ledger, tm
     assert esc["state"] == "resolved"
     ev = ledger.one("SELECT * FROM events WHERE kind = 'escalation_resolved'")
     assert ev["run_id"] == later
+
+
+def test_escaped_processes_are_a_warning_whatever_the_outcome(ledger, tmp_path):
+    add_job(ledger, tmp_path, owner="ana")
+    rid = new_run(ledger)
+    to_verifying(ledger, rid, handoff={"status": "success"}, findings=[
+        {"code": "escaped_processes", "message": "ended (SIGTERM): pid 4242 (sleep 60)"}])
+    assert supervisor.settle(ledger, rid) == "succeeded"  # the run itself still succeeded
+    (esc,) = [e for e in escalations_of(ledger) if e["kind"] == "escaped_processes"]
+    assert esc["severity"] == "warning" and esc["owner"] == "ana" and "pid 4242" in esc["reason"]
+    assert esc["state"] == "open"  # its own success does not resolve it
+    _succeed(ledger)  # a later clean run does
+    (esc,) = [e for e in escalations_of(ledger) if e["kind"] == "escaped_processes"]
+    assert esc["state"] == "resolved"

@@ -79,7 +79,7 @@ LINEAGE_FAILURE_KINDS = frozenset({"failed", "timed_out", "orphaned", "verificat
 #: not about the job's health; they resolve by operator or runner heartbeat).
 RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
                                "retries_exhausted", "slow", "too_fast", "output_mismatch",
-                               "low_confidence", "partial", "flapping"}) | WORK_KINDS
+                               "low_confidence", "partial", "flapping", "escaped_processes"}) | WORK_KINDS
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
 #: final outcomes (current one included).
 FLAP_WINDOW = 8

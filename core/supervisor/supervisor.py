@@ -33,7 +33,7 @@ from core.supervisor import notify
 from core.supervisor.facts import outcome_facts
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
 from core.supervisor.verify import verify_outcome
-from core.vocabulary import Trigger
+from core.vocabulary import EscalationKind, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,16 @@ def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[O
     return merge(rules, res.verdict)
 
 
+def _escaped_finding(conn: Conn, run_id: int) -> str | None:
+    """The reason sentence for an ``escaped_processes`` finding on the run's outcome
+    (``job_outcomes.handoff_findings``), or None."""
+    out = outcomes.get(conn, run_id) or {}
+    for f in out.get("handoff_findings") or []:
+        if isinstance(f, dict) and f.get("code") == EscalationKind.ESCAPED_PROCESSES:
+            return f"run {run_id} left processes outside its process group: {f.get('message') or ''}"[:1000]
+    return None
+
+
 def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     """Judge a run in a terminal state and act on the verdict. Idempotent per run.
 
@@ -225,8 +235,15 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
                 conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
                 reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
                 run_id=run_id, owner=owner, sinks=sinks)
+        escaped = None if run.get("task") else _escaped_finding(conn, run_id)
+        if escaped is not None:
+            # Whatever the outcome: the runner ended what the job left outside its process
+            # group; the job should not leave it, so its owner hears of it (a warning).
+            escalations.raise_escalation(conn, job=facts.job, kind=EscalationKind.ESCAPED_PROCESSES,
+                                         severity="warning", reason=escaped, run_id=run_id, owner=owner, sinks=sinks)
         if facts.state == State.SUCCEEDED and not run.get("task"):
             keep = set(verdict.anomalies) if verdict.escalate else set()
+            keep |= {EscalationKind.ESCAPED_PROCESSES} if escaped is not None else set()
             # Only failures that had ended before this run started: an overlapping run (concurrency
             # > 1) never resolves another's escalation.
             started = run.get("started_at") or run.get("spawned_at") or run.get("created_at")

@@ -1,0 +1,143 @@
+"""Nothing of a run outlives it: the runner as a child subreaper.
+
+A job may leave its process group — ``setsid``, a double fork, a daemon that detaches — and
+then neither the group kill at a timeout nor the one after the leader exits reaches it. The
+runner makes itself a *child subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``, through
+ctypes): an orphaned descendant is re-parented to the runner instead of to init, so every
+process a run started stays in the runner's own process tree, however it detached.
+
+When a run ends, whatever the outcome (success included), ``Reaper.end_run`` looks at the
+runner's descendants only (not a scan of every process's environment), keeps those whose
+environment carries the run's ``WATCHKEEPER_RUN_ID`` and this runner's
+``WATCHKEEPER_RUNNER_ID``, ends them (SIGTERM, SIGKILL after the job's grace) and reaps them.
+The runner records them in the run's outcome (finding ``escaped_processes``) and the
+supervisor escalates it as a warning. Where the kernel offers no subreaper (not Linux, or
+the call fails) the environment-marker scan of every process (``core.processes.run_processes``)
+stands in, as it also does at timeouts.
+
+An adopted descendant that exits on its own becomes the runner's zombie; ``reap_strays``
+collects those that stayed zombies since its previous call (a child the runner is waiting
+for itself — a job's leader, a verify command — is reaped by its waiter at once, so a zombie
+left for a whole call interval belongs to nobody else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import sys
+
+import psutil
+
+from core.liveness import kill_processes
+from core.processes import describe, run_processes
+
+log = logging.getLogger(__name__)
+
+#: ``prctl`` option number (linux/prctl.h).
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux). True when the kernel accepted it; False
+    elsewhere or on any error (logged once), in which case the environment scan is the
+    fallback. Idempotent."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            log.warning("prctl(PR_SET_CHILD_SUBREAPER) failed (%s); escaped processes are found by a process"
+                        " scan instead", os.strerror(ctypes.get_errno()))
+            return False
+    except (OSError, AttributeError) as exc:
+        log.warning("no prctl (%s); escaped processes are found by a process scan instead", exc)
+        return False
+    return True
+
+
+def _marked(proc: psutil.Process, run_id: str, runner_id: str) -> bool:
+    try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        env = proc.environ()
+    except (psutil.Error, OSError):
+        return False
+    return env.get("WATCHKEEPER_RUN_ID") == run_id and env.get("WATCHKEEPER_RUNNER_ID") == runner_id
+
+
+class Reaper:
+    """Finds and ends what a run left behind. One per runner; call ``start`` once in the
+    runner's process (it sets the subreaper flag for the whole process).
+
+    Args:
+        runner_id: this runner's id (``runners.id``), matched against ``WATCHKEEPER_RUNNER_ID``.
+    """
+
+    def __init__(self, runner_id: str) -> None:
+        self.runner_id = runner_id
+        self.subreaper = False
+        self._zombies: set[int] = set()
+
+    def start(self) -> bool:
+        """Become the child subreaper; returns whether the kernel agreed."""
+        self.subreaper = become_subreaper()
+        return self.subreaper
+
+    def leftovers(self, run_id: int) -> list[psutil.Process]:
+        """Live processes started for run ``run_id`` by this runner that are still around:
+        the runner's descendants with the run's environment markers (as subreaper), else a
+        scan of every process for them."""
+        if not self.subreaper:
+            return run_processes(run_id, runner_id=self.runner_id)
+        try:
+            tree = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return run_processes(run_id, runner_id=self.runner_id)
+        want = str(run_id)
+        return [p for p in tree if _marked(p, want, self.runner_id)]
+
+    def end_run(self, run_id: int, *, grace: float) -> list[dict[str, object]]:
+        """End what run ``run_id`` left behind: SIGTERM, SIGKILL after ``grace`` seconds (at
+        most 5), then reap those that are this process's children. Blocking (up to grace + 2 s
+        when something resists): call it off the event loop. Returns ``[{pid, cmd}]`` of the
+        processes found (empty when the run left nothing)."""
+        procs = self.leftovers(run_id)
+        if not procs:
+            return []
+        found = [describe(p) for p in procs]
+        kill_processes(procs, grace=min(max(0.0, grace), 5.0))
+        for p in procs:
+            self._reap(p.pid)
+        log.warning("run %s left %d process(es) outside its process group; ended: %s", run_id, len(found),
+                    ", ".join(f"pid {f['pid']}" for f in found))
+        return found
+
+    def _reap(self, pid: int) -> None:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+    def reap_strays(self) -> int:
+        """Reap zombie children of this process that were already zombies at the previous
+        call (adopted orphans that exited on their own). Returns how many were reaped."""
+        if not self.subreaper:
+            return 0
+        zombies: set[int] = set()
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return 0
+        for c in children:
+            with contextlib.suppress(psutil.Error):
+                if c.status() == psutil.STATUS_ZOMBIE:
+                    zombies.add(c.pid)
+        reaped = 0
+        for pid in zombies & self._zombies:
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    reaped += 1
+        self._zombies = zombies - self._zombies
+        return reaped
