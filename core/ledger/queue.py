@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from core.ledger import breaker
+from core.ledger import breaker, jobs
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import LIVE
 from core.spec import schedule
@@ -41,7 +41,8 @@ def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: f
 
     Returns the new run id, or None when nothing was queued: another runner queued the slot
     first (UNIQUE (job, slot, task, attempt)); a newer slot is already due (``skipped_late``
-    event); the breaker is open (``skipped_breaker_open``); or the job's previous run is still
+    event); an operator paused the job (``slot_skipped_paused`` event; a one-shot is held
+    instead, without an event); the breaker is open (``skipped_breaker_open``); or the job's previous run is still
     queued at its concurrency limit (``skipped_overlap``). ``trigger`` is ``schedule``,
     ``misfire`` or ``once``'s ``schedule``.
     """
@@ -57,8 +58,13 @@ def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: f
                       reason="a newer slot fell due while this one waited for the ledger",
                       detail={"slots": [slot], "kept": schedule.slot_key(newer)})
             return None
-    if trigger in ("schedule", "misfire") and not breaker.admit(conn, spec, slot, actor=actor, now=now):
-        return None
+    if trigger in ("schedule", "misfire"):
+        if spec.once and jobs.pause_of(conn, spec.name) is not None:
+            return None  # a one-shot is held while paused (the scheduler asks again), never skipped
+        if not jobs.admit_slot(conn, spec.name, slot, actor=actor, now=now):
+            return None  # paused: the slot is skipped, recorded as slot_skipped_paused
+        if not breaker.admit(conn, spec, slot, actor=actor, now=now):
+            return None
     if trigger != "misfire" and not spec.once:
         waiting = conn.execute("SELECT COUNT(*) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
                                (spec.name,)).fetchone()[0]

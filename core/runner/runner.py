@@ -232,7 +232,10 @@ class Runner:
                 conn, actor=self.actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
                 for err in result.errors])
             return
-        sync_jobs(self.ledger, result, actor=self.actor)
+        # An invalid file opens (or a fixed one resolves) its spec_invalid escalation here;
+        # a job that never loaded has no owner of its own: the runner's owner hears of it.
+        sync_jobs(self.ledger, result, actor=self.actor, sinks=self.settings.notify,
+                  owner=self.settings.runner_owner)
         new = dict(result.jobs)
         for name, old in self.jobs.items():
             if name not in new and old.source in result.bad_files:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.ledger import queue
+from core.ledger import jobs, queue
 from core.ledger.connection import add_event
 from core.spec import schedule
 from core.spec.model import JobSpec, LoadedJob
@@ -32,6 +32,9 @@ MAX_SLEEP_S = 30.0
 ONCE_LEAD_S = 0.5
 #: After a tick failed for a job (a ledger error), it is tried again this many seconds later.
 RETRY_S = 1.0
+#: A one-shot job that fell due while paused is held; the scheduler asks again this often
+#: (seconds) whether it was resumed (the resume may come from another process).
+PAUSED_RECHECK_S = 5.0
 
 
 class Scheduler:
@@ -132,7 +135,9 @@ class Scheduler:
             if slot is not None:
                 if slot[1] > now + ONCE_LEAD_S:
                     return slot[1] - ONCE_LEAD_S
-                self._queue(spec, slot[0], slot[1], "schedule", now)
+                if self._queue(spec, slot[0], slot[1], "schedule", now) is None and self._read(
+                        lambda conn: jobs.pause_of(conn, spec.name)) is not None:
+                    return now + PAUSED_RECHECK_S  # held while paused: it runs once resumed
             return None  # queued (or already there): a one-shot is due again only after a reload
         last = self._last_slot.get(spec.name)
         plan = schedule.plan_slots(spec, last, now, tolerance=tolerance)
