@@ -51,5 +51,8 @@ once = true
         wait_for(lambda: (Path(run["artifacts_dir"]) / "stdout.log").exists())
         assert runner.invoke(cli, ["abandon", str(run["id"]), "--ledger", str(s.ledger), "--yes"]).exit_code == 0
         wait_for(lambda: query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result'"))
+    # The runner's capture filled in what the abandon could not count.
+    row = query(s.ledger, "SELECT status, stdout_bytes, stdout_head FROM job_outcomes WHERE run_id = ?", (run["id"],))[0]
+    assert (row["status"], row["stdout_bytes"], row["stdout_head"][:3]) == ("abandoned", 5000, "xxx")
     out = runner.invoke(cli, ["show", str(run["id"]), "--ledger", str(s.ledger)]).stdout
     assert "status abandoned  stdout 5000 bytes" in out and "--- stdout (5000 bytes kept) head ---" in out, out

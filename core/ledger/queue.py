@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from core.ledger import breaker, jobs
+from core.ledger import breaker, jobs, outcomes
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import LIVE
 from core.spec import schedule
@@ -134,11 +134,25 @@ def finished_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None
     return None if row is None else dict(row)
 
 
+#: ``job_outcomes`` columns a late result may fill in: the output its capture counted, never
+#: the state, status, reason or verdict the settling side recorded.
+LATE_EVIDENCE = ("stdout_bytes", "stderr_bytes", "stdout_head", "stdout_tail", "stderr_head", "stderr_tail",
+                 "output_truncated")
+
+
 def record_late_result(conn: sqlite3.Connection, run: dict[str, Any], *, actor: str, exit_code: int | None,
-                       signal: int | None, expected: str) -> str:
+                       signal: int | None, expected: str, evidence: dict[str, Any] | None = None) -> str:
     """A run's process ended after someone else settled it: append a ``late_result`` event
-    (never a state change). Returns the run's state now ("missing" when the row is gone)."""
+    (never a state change). Returns the run's state now ("missing" when the row is gone).
+
+    ``evidence``: the capture's ``job_outcomes`` columns; the ``LATE_EVIDENCE`` ones are
+    written to the run's outcome, so a run abandoned or orphaned while it still wrote output
+    shows the bytes and lines it really produced (the settling side could not count them).
+    """
     state = run_state(conn, run["id"]) or "missing"
+    kept = {k: v for k, v in (evidence or {}).items() if k in LATE_EVIDENCE}
+    if kept and state != "missing":
+        outcomes.record(conn, run["id"], **kept)
     add_event(conn, actor=actor, kind="late_result", run_id=run["id"], job=run["job"], attempt=run["attempt"],
               from_state=state, reason=f"exit after run was {state}",
               detail={"exit_code": exit_code, "signal": signal, "expected_state": expected})

@@ -257,7 +257,7 @@ class Executor:
             if won:
                 self.after_end(run_id)
             else:
-                self.late_result(run, rc, "timed_out")
+                self.late_result(run, rc, "timed_out", cols)
             return
 
         def then_verify(conn: sqlite3.Connection) -> None:
@@ -266,7 +266,7 @@ class Executor:
         won = lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.VERIFYING,
                                    actor=ctx.actor, fields=fields, then=then_verify)
         if not won:
-            self.late_result(run, rc, "running")
+            self.late_result(run, rc, "running", cols)
             return
         await self.settle(run_id)
 
@@ -295,13 +295,15 @@ class Executor:
         if won:
             self.after_end(run_id)
 
-    def late_result(self, run: dict[str, Any], rc: int | None, expected: str) -> None:
-        """The process ended after someone else settled its run: record, never flip."""
+    def late_result(self, run: dict[str, Any], rc: int | None, expected: str,
+                    evidence: dict[str, Any] | None = None) -> None:
+        """The process ended after someone else settled its run: record, never flip.
+        ``evidence``: the capture's outcome columns (its output counts and slices)."""
         ctx = self.ctx
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None
         ctx.ledger.write(lambda conn: queue.record_late_result(conn, run, actor=ctx.actor, exit_code=exit_code,
-                                                               signal=sig, expected=expected))
+                                                               signal=sig, expected=expected, evidence=evidence))
         try:
             supervisor.note_late_result(ctx.ledger, run["id"], settings=ctx.settings)
         except Exception:
