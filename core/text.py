@@ -1,10 +1,146 @@
-"""Time helpers. Every timestamp in the ledger is a float of Unix seconds (UTC)."""
+"""Text for a terminal: the one escaper for untrusted text, and the one style for times.
+
+Untrusted text — job output, error messages, handoffs, judge reasons, run and job names —
+may carry Rich/Textual markup, ANSI/VT escape sequences (CSI, OSC such as an OSC 52
+clipboard write, ``ESC c``), 8-bit C1 controls, invalid UTF-8 and invisible Unicode (bidi
+overrides, zero-width and tag characters, fillers, variation selectors). Two policies, one
+module:
+
+* ``safe_text`` *escapes* what is unsafe, repr-style (``\\x1b``, ``\\u202e``): for the CLI
+  and error messages, where the operator must see that something was there;
+* ``clean`` *drops* it: for the console, which shows output as the job meant it to read
+  (``one_line`` is ``clean`` on one line, cut by terminal cells).
+
+Neither ever interprets markup; the console wraps ``clean``'s result in ``rich.text.Text``
+(``console.safe_text.text``).
+
+Times: every timestamp in the ledger is a float of Unix seconds (UTC). ``iso`` for JSON and
+audit lines, ``utc_hms`` inside sentences, ``local_hms`` in one-line listings; ``duration``
+(compact, fixed width: ``1m35s``) for how long something ran, ``age`` (words, via humanize:
+"7 minutes") for how long ago something happened inside a sentence, and ``short_age``
+("7 min") where a header has no room for words.
+"""
 
 from __future__ import annotations
 
+import re
 import time
+import unicodedata
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+import humanize
+from rich.cells import cell_len, get_character_cell_size
+
+# -- escaping -------------------------------------------------------------------------------
+
+#: Unicode categories ``safe_text`` escapes: controls, format (bidi, zero-width), surrogates,
+#: line and paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def safe_text(value: Any, *, keep: str = "", also: Callable[[str], bool] | None = None) -> str:
+    """``str(value)`` with unsafe characters escaped repr-style (``\\x1b``, ``\\u202e``).
+
+    For untrusted text going into an error message or a terminal: a job name such as
+    ``"x\\u001b]0;PWNED\\u0007"`` must not retitle or recolour the operator's terminal.
+    ``keep``: characters left as they are (``"\\n\\t"`` for multi-line output); ``also``:
+    a test for further characters to escape (e.g. ``invisible``). Everything else,
+    including backslashes, is kept as is.
+    """
+    text = str(value)
+    if also is None and text.isprintable():  # fast path; False for every unsafe category
+        return text
+    out = []
+    for ch in text:
+        if ch not in keep and (unicodedata.category(ch) in _UNSAFE_CATEGORIES or (also is not None and also(ch))):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
+                       else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# OSC/DCS/SOS/PM/APC strings run to BEL or ST (ESC \); an unterminated one runs to the end.
+_STRING_SEQ = re.compile(r"\x1b[\]P^_X][^\x07\x1b]*(?:\x07|\x1b\\|$)|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\|$)")
+_CSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?")
+_ESC_OTHER = re.compile(r"\x1b[ -/]*[0-~]?")
+# Remaining C0 controls except tab and newline, DEL, and the C1 block.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+# Bidi overrides/isolates, zero-width and other format characters, and everything else
+# Unicode says renders as nothing (Default_Ignorable_Code_Point): combining grapheme joiner
+# U+034F, the Hangul fillers U+115F U+1160 U+3164 U+FFA0, Khmer U+17B4 U+17B5, Mongolian
+# U+180B-U+180F, variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF, tag characters
+# U+E0000-U+E007F (the rest of U+E0000-U+E0FFF is reserved as ignorable too), shorthand and
+# musical format controls. They can make text read differently from what it is (U+202E
+# reverses a line), pass for blank names, or smuggle hidden data after a visible character,
+# so they never reach the screen. (A lone U+FE0F after an emoji goes too: the emoji still
+# shows, in text style.)
+_FORMAT = re.compile(
+    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
+def invisible(ch: str) -> bool:
+    """True for a character ``clean`` drops as invisible (format, bidi, filler, variation
+    selector, tag, …); for callers that show such characters escaped instead."""
+    return _FORMAT.fullmatch(ch) is not None
+
+
+def clean(value: object, *, keep_newlines: bool = True) -> str:
+    """Return ``value`` as printable text: escape sequences, control and invisible characters
+    removed, invalid UTF-8 (bytes, or str with surrogate escapes) replaced by U+FFFD.
+
+    ``None`` becomes ""; other non-strings go through ``str()``. Tabs become four spaces;
+    with ``keep_newlines=False`` line breaks become spaces (for one-line cells).
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        s = bytes(value).decode("utf-8", "replace")
+    else:
+        s = value if isinstance(value, str) else str(value)
+    s = _SURROGATES.sub("\ufffd", s)
+    s = s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    s = _FORMAT.sub("", s)
+    s = _STRING_SEQ.sub("", s)
+    s = _CSI.sub("", s)
+    s = _ESC_OTHER.sub("", s)
+    s = s.replace("\t", "    ")
+    if not keep_newlines:
+        s = s.replace("\n", " ")
+    return _CONTROLS.sub("", s)
+
+
+def cut(s: str, width: int) -> str:
+    """``s`` cut to at most ``width`` terminal cells, with "…" when it was cut. Cells, not
+    code points: a CJK character or an emoji takes two cells, a combining mark none."""
+    if width <= 0:
+        return ""
+    if cell_len(s) <= width:
+        return s
+    out, used = [], 0
+    for ch in s:
+        w = get_character_cell_size(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def one_line(value: object, width: int | None = None) -> str:
+    """``clean`` on one line, optionally cut to ``width`` terminal cells with an ellipsis."""
+    s = clean(value, keep_newlines=False)
+    return s if width is None else cut(s, width)
+
+
+# -- times ----------------------------------------------------------------------------------
 
 def now() -> float:
     """Current wall-clock time as Unix seconds (UTC, float)."""
@@ -23,8 +159,46 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def utc_hms(ts: float | None) -> str:
+    """Unix seconds → ``"04:12:03 UTC"`` for sentences (``"?"`` for None)."""
+    if ts is None:
+        return "?"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M:%S UTC")
+
+
 def local_hms(ts: float | None) -> str:
     """Unix seconds → local-time "HH:MM:SS" for one-line displays; "-" for None."""
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts).strftime("%H:%M:%S")
+
+
+def duration(seconds: float | None) -> str:
+    """How long something ran, compact and at most 8 characters so columns keep their
+    width: ``0.00s``, ``18.8s``, ``1m35s``, ``1h02m``; "-" for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def age(seconds: float) -> str:
+    """A span in words for sentences ("7 minutes", "a day"), via humanize; negative spans
+    count as 0."""
+    return humanize.naturaldelta(max(0.0, seconds))
+
+
+def short_age(seconds: float) -> str:
+    """A span for headers with no room for words: ``12 s``, ``7 min``, ``5 h``, ``3 d``."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{int(seconds)} s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} d"

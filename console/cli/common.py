@@ -21,9 +21,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from console.safe_text import invisible
 from core.ledger.connection import SCHEMA_VERSION, Ledger, LedgerError, SchemaTooNew
-from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration, safe_text
+from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
+from core.text import invisible, safe_text
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import click
-import humanize
 
 from console.cli.common import (
     DURATION,
@@ -33,7 +32,7 @@ from core.ledger import escalations as esc_api
 from core.ledger.connection import Ledger
 from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
-from core.text import iso
+from core.text import age, iso
 
 EXIT_LOST = EXIT_FINDINGS
 TAIL_POLL_S = 0.2
@@ -234,7 +233,7 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps(rep, default=str))
             return
         share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
-        click.echo(f"since {iso(start)} ({humanize.naturaldelta(time.time() - start)})")
+        click.echo(f"since {iso(start)} ({age(time.time() - start)})")
         click.echo(f"runs judged     {rep['runs']}")
         click.echo(f"silent          {rep['silent']} ({share})")
         click.echo(f"notes           {rep['notes']}")

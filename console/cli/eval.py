@@ -14,12 +14,11 @@ from typing import Any
 import click
 
 from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
-from console.safe_text import one_line
 from core.ledger import outcomes
 from core.spec.settings import JudgeSettings
 from core.supervisor import supervisor
 from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
-from core.text import iso
+from core.text import iso, one_line
 
 #: Outcomes one replay reads at most (newest dropped beyond it, with a note).
 REPLAY_LIMIT = 20_000

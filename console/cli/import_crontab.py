@@ -11,7 +11,7 @@ import click
 
 from console.cli.common import EXIT_FINDINGS, fail
 from core.spec import crontab
-from core.spec.model import safe_text
+from core.text import safe_text
 
 
 def register(cli: click.Group) -> None:

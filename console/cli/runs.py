@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import humanize
 
 from console.cli.common import (
     EXIT_CONFIG,
@@ -30,7 +29,7 @@ from core.ledger.reads import run_detail, run_row
 from core.ledger.runs import job_known, list_runs, run_time
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
-from core.text import iso, local_hms
+from core.text import age, duration, iso, local_hms
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -69,16 +68,8 @@ def open_ledger(ledger_path: str | None, *, must_exist: bool = True, read_only: 
     return open_ledger_at(settings.ledger, read_only=read_only, must_exist=must_exist)
 
 
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
-    # Compact past a minute too, so the column of `runs` keeps its width.
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+#: How long a run ran: the one compact style (``core.text.duration``).
+fmt_duration = duration
 
 
 def fmt_exit(exit_code: int | None, sig: int | None) -> str:
@@ -413,7 +404,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
     for r in rows:
         nxt = "-" if r["next_run"] is None else (
-            "now" if r["next_run"] <= now else humanize.naturaldelta(r["next_run"] - now))
+            "now" if r["next_run"] <= now else age(r["next_run"] - now))
         if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
             nxt = "skipped"  # slots are skipped while the breaker cools down
         if r.get("paused_at") is not None:

@@ -24,11 +24,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import humanize
-
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import FAILED_STATES
 from core.spec.model import JobSpec
+from core.text import age
 from core.vocabulary import BreakerState, sql_set
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
@@ -84,15 +83,15 @@ def _failure_words(f: dict[str, Any]) -> str:
 def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, cooldown: float) -> str:
     listed = ", ".join(_failure_words(f) for f in failures[:5])
     more = f" and {n - 5} more" if n > 5 else ""
-    return (f"{n} failures within {humanize.naturaldelta(window)}: {listed}{more};"
-            f" scheduled runs skipped for {humanize.naturaldelta(cooldown)}")
+    return (f"{n} failures within {age(window)}: {listed}{more};"
+            f" scheduled runs skipped for {age(cooldown)}")
 
 
 def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, cooldown: float,
                   now: float) -> str:
     trial = [f for f in failures_within(conn, job, window, now, limit=3) if f["id"] == run_id]
     what = _failure_words(trial[0]) if trial else f"run {run_id} failed"
-    return f"half-open trial {what}; scheduled runs skipped for another {humanize.naturaldelta(cooldown)}"
+    return f"half-open trial {what}; scheduled runs skipped for another {age(cooldown)}"
 
 
 def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from core.ledger import outbox as notify
 from core.ledger.connection import Ledger, add_event, inserted_id, row_dict
+from core.text import utc_hms
 from core.vocabulary import SEVERITY_RANK, ActionResult, max_severity
 
 STATES = ("open", "acknowledged", "snoozed", "resolved")
@@ -38,13 +38,6 @@ ACTIVE = ("open", "acknowledged", "snoozed")
 def dedup_key(job: str, kind: str) -> str:
     """The deduplication key of an escalation: ``"<job>:<kind>"``."""
     return f"{job}:{kind}"
-
-
-def utc_hms(ts: float | None) -> str:
-    """Unix seconds → ``"04:12:03 UTC"`` (``"?"`` for None)."""
-    if ts is None:
-        return "?"
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M:%S UTC")
 
 
 def _get(conn: sqlite3.Connection, esc_id: int) -> dict[str, Any] | None:

@@ -29,8 +29,8 @@ from pydantic import ValidationError
 
 from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
-from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, safe_text, spec_from_json, spec_json
-from core.text import iso
+from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, spec_from_json, spec_json
+from core.text import iso, safe_text
 from core.vocabulary import ActionResult, EscalationKind, JobEvent
 
 log = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from core import liveness
 from core.ledger import runners as status
 from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
+from core.text import short_age
 
 #: Default rows per page: enough to fill a tall terminal several times over.
 PAGE = 200
@@ -578,17 +579,6 @@ class Summary:
 SILENT_WINDOW = 1000
 
 
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{int(seconds)} s"
-    if seconds < 5400:
-        return f"{int(seconds // 60)} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} d"
-
-
 def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     """(up, text) for the header, judged as ``watchkeeper status`` judges it
     (``core.ledger.runners.runner_gap`` and ``core.liveness.runner_liveness``): up while a runner's
@@ -608,11 +598,11 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
         "SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 5")]
     for r in recent:
         if liveness.runner_liveness(r, now=now, this_host=host) is liveness.RunnerLiveness.STALLED:
-            return False, f"runner stalled for {_ago(now - r['heartbeat_at'])}"
+            return False, f"runner stalled for {short_age(now - r['heartbeat_at'])}"
     last = ledger.one("SELECT heartbeat_at, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
     if last is not None and last["stopped_at"] is not None:
-        return False, f"runner stopped {_ago(now - last['stopped_at'])} ago"
-    return False, f"no runner for {_ago(now - gap.since)}"
+        return False, f"runner stopped {short_age(now - last['stopped_at'])} ago"
+    return False, f"no runner for {short_age(now - gap.since)}"
 
 
 def summary(ledger: Ledger, now: float) -> Summary:

@@ -23,15 +23,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import humanize
-
 from core import liveness
 from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.liveness import RunnerLiveness
-from core.spec.model import safe_text
+from core.text import age, safe_text, utc_hms
 from core.vocabulary import EscalationKind, sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
@@ -86,7 +84,7 @@ def gap_text(since: float | None, now: float) -> str:
     if since is None:
         return "no runner has ever run on this ledger"
     when = datetime.fromtimestamp(since).strftime("%H:%M" if now - since < 86400 else "%Y-%m-%d %H:%M")
-    return f"no runner since {when}, {humanize.naturaldelta(max(0.0, now - since))} ago"
+    return f"no runner since {when}, {age(now - since)} ago"
 
 
 def runners(ledger: Ledger, *, now: float | None = None, limit: int = 20) -> list[RunnerStatus]:
@@ -153,7 +151,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
     else:
         lines.append("runner: ok")
     for r in st["runners"]:
-        beat = humanize.naturaldelta(max(0.0, now - r["heartbeat_at"]))
+        beat = age(now - r["heartbeat_at"])
         extra = ""
         if r["liveness"] == RunnerLiveness.STALLED:
             extra = " (process alive, heartbeat stale: stalled; its runs are left alone)"
@@ -166,7 +164,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
     for p in st.get("paused") or []:
         by = str(p["paused_by"] or "?").removeprefix("operator:")
         # Names and reasons are operator text: shown through the one escaper.
-        lines.append(safe_text(f"paused: {p['name']} by {by} {humanize.naturaldelta(max(0.0, now - p['paused_at']))}"
+        lines.append(safe_text(f"paused: {p['name']} by {by} {age(now - p['paused_at'])}"
                                " ago" + (f" ({p['pause_reason']})" if p.get("pause_reason") else "")))
     return lines
 
@@ -178,7 +176,7 @@ def _gap_subject(row: dict[str, Any], state: RunnerLiveness) -> str:
            RunnerLiveness.STALLED: "its process is alive but stalled (stopped, blocked or swapping)"}.get(
         state, "its heartbeat is stale")
     return (f"runner {row['id']} on {row['hostname']} (pid {row['pid']}) last heartbeat at "
-            f"{escalations.utc_hms(row['heartbeat_at'])}; {how}")
+            f"{utc_hms(row['heartbeat_at'])}; {how}")
 
 
 def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str | None = None,
@@ -266,8 +264,8 @@ def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, 
     """
     ts = time.time() if now is None else now
     prev = gap.previous
-    parts = [f"no runner from {escalations.utc_hms(gap.since)} to {escalations.utc_hms(gap.until)}"
-             f" ({humanize.naturaldelta(gap.seconds)}): runner {prev['id']} on {prev['hostname']}"
+    parts = [f"no runner from {utc_hms(gap.since)} to {utc_hms(gap.until)}"
+             f" ({age(gap.seconds)}): runner {prev['id']} on {prev['hostname']}"
              f" (pid {prev['pid']}) stopped heartbeating without a clean stop"]
     if slots:
         parts.append("; ".join(f"{s['job']}: {s['count']} slot(s) {s['outcome']} (misfire={s['policy']})"

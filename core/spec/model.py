@@ -19,8 +19,7 @@ import re
 import shlex
 import stat
 import tomllib
-import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +39,8 @@ from pydantic import (
     model_validator,
 )
 
+from core.text import safe_text  # noqa: F401 (re-exported: the one escaper lives in core.text)
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 _DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -55,32 +56,6 @@ MAX_SPEC_FILE_BYTES = 1024 * 1024
 
 #: Characters never printed raw in error text: C0/C1 controls, DEL, format (bidi, zero
 #: width) and unpaired surrogates, and line/paragraph separators.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def safe_text(value: Any, *, keep: str = "", also: Callable[[str], bool] | None = None) -> str:
-    """``str(value)`` with unsafe characters escaped repr-style (``\\x1b``, ``\\u202e``).
-
-    For untrusted text going into an error message or a terminal: a job name such as
-    ``"x\\u001b]0;PWNED\\u0007"`` must not retitle or recolour the operator's terminal.
-    ``keep``: characters left as they are (``"\\n\\t"`` for multi-line output); ``also``:
-    a test for further characters to escape (the console's invisible characters).
-    Everything else, including backslashes, is kept as is.
-    """
-    text = str(value)
-    if also is None and text.isprintable():  # fast path; False for every unsafe category
-        return text
-    out = []
-    for ch in text:
-        if ch not in keep and (unicodedata.category(ch) in _UNSAFE_CATEGORIES or (also is not None and also(ch))):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
-                       else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def parse_duration(value: Any) -> float:
     """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or a number of seconds → seconds (float).
 
