@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def command_for(spec: JobSpec, settings: Any) -> list[str] | None:
     return [sys.executable, "-m", AGENT_MODULE]
 
 
-def env_for(spec: JobSpec, run: dict[str, Any], settings: Any, conn: Conn,
+def env_for(spec: JobSpec, run: Mapping[str, Any], settings: Any, conn: Conn,
             run_dir: Path) -> dict[str, str]:
     """Extra environment for an agent run and/or a mission worker run (empty otherwise).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from core.ledger import lifecycle, queue
@@ -74,11 +75,11 @@ class Dispatcher:
                     continue  # nobody waits for it any more: the sweep abandons it (parent_ended)
                 if key not in live:
                     parent = run["parent_run_id"]
-                    live[key] = self._read(lambda conn, p=parent: queue.live_runs_of_parent(conn, p))
+                    live[key] = self._read(partial(queue.live_runs_of_parent, parent_run_id=parent))
             elif not run["task"]:
                 key = run["job"]
                 if key not in live:
-                    live[key] = self._read(lambda conn, j=run["job"]: queue.live_runs_of_job(conn, j))
+                    live[key] = self._read(partial(queue.live_runs_of_job, job=run["job"]))
             else:
                 continue  # a sub-task of a job that is no longer a fan-out: for the sweep/doctor
             if live[key] >= spec.concurrency:
