@@ -311,10 +311,11 @@ def note_attempt(conn: sqlite3.Connection, worker_id: int, run_id: int, attempt:
                  (run_id, attempt, time.time(), worker_id, WorkerState.RUNNING.value))
 
 
-def worker_job(conn: sqlite3.Connection, name: str) -> tuple[str | None, bool] | None:
-    """``(spec_hash, enabled)`` of the job a worker names (``jobs`` table), None if unknown."""
-    row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (name,)).fetchone()
-    return None if row is None else (row[0], bool(row[1]))
+def worker_job(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    """The job a worker names (``jobs`` table): ``spec_hash``, ``enabled``, ``breaker_state``,
+    ``breaker_until`` (Unix s); None if unknown."""
+    return row_dict(conn.execute("SELECT spec_hash, enabled, breaker_state, breaker_until FROM jobs WHERE name = ?",
+                                 (name,)).fetchone())
 
 
 def live_worker_runs(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]]:

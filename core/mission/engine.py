@@ -34,7 +34,7 @@ from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
-from core.vocabulary import MISSION_ENDED, EscalationKind, MissionState, WorkerState
+from core.vocabulary import MISSION_ENDED, BreakerState, EscalationKind, MissionState, WorkerState
 
 log = logging.getLogger(__name__)
 
@@ -342,12 +342,16 @@ class MissionEngine:
         if not isinstance(task, str) or not task.strip():
             return "spawn_worker needs a non-empty task", True, spawned
         job = ml.worker_job(conn, worker)
-        if job is None or not job[1]:
+        if job is None or not job["enabled"]:
             return f"worker job {worker!r} is not defined in the spec folder", True, spawned
+        if job["breaker_state"] == BreakerState.OPEN:
+            # Route around a worker that keeps failing: the coordinator picks another or reports.
+            return (f"worker {worker!r} keeps failing: its circuit breaker is open; use another worker or "
+                    "report what you have"), True, spawned
         if budget.get("workers") is not None and spawned >= budget["workers"]:
             return f"worker budget exhausted ({spawned}/{budget['workers']}): report with what you have", True, spawned
         ml.queue_worker(conn, m["id"], worker=worker, task=task[:20_000], context=inp.get("context"), call_id=cid,
-                        spec_hash=job[0], actor=self.actor)
+                        spec_hash=job["spec_hash"], actor=self.actor)
         return None, False, spawned + 1
 
     def _close_request(self, conn: Any, m: dict[str, Any]) -> tuple[Any, bool]:
