@@ -40,6 +40,11 @@ def _fanout(quick: bool) -> list[Figure]:
     return fanout_bench.run(quick)
 
 
+def _missions(quick: bool) -> list[Figure]:
+    from bench import mission_bench
+    return mission_bench.run(quick)
+
+
 def _tail(quick: bool) -> list[Figure]:
     from bench import tail_bench
     return tail_bench.run(quick)
@@ -100,6 +105,7 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "ledger": _ledger,
     "detection": _detection,
     "fanout": _fanout,
+    "missions": _missions,
     "tail": _tail,
     "console": _console,
 }
