@@ -112,6 +112,7 @@ def test_a_live_run_whose_runner_process_died_here_is_at_risk_at_once(tmp_path, 
     assert row["at_risk"] and row["risk"] == "runner gone"
 
 
+@pytest.mark.slow
 async def test_a_healthy_running_run_is_listed_and_x_abandons_it(tmp_path, sleepers):
     path = tmp_path / "wk.db"
     cf.build(path)
@@ -145,6 +146,7 @@ async def test_a_healthy_running_run_is_listed_and_x_abandons_it(tmp_path, sleep
         await until(pilot, lambda: run_id not in [r["id"] for r in screen.table.rows_data])
 
 
+@pytest.mark.slow
 async def test_view_bar_names_live_and_orphans_at_80_columns(tmp_path):
     path = tmp_path / "wk.db"
     cf.build(path)

@@ -71,6 +71,7 @@ def _tail(db, *extra):
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
+@pytest.mark.slow
 def test_tail_streams_changes_and_exits_quietly_on_ctrl_c(db, tmp_path):
     proc = _tail(db, "--since", "1h", "--json")
     try:
@@ -91,6 +92,7 @@ def test_tail_streams_changes_and_exits_quietly_on_ctrl_c(db, tmp_path):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_tail_exits_on_closed_pipe(db):
     proc = _tail(db, "--since", "1h")
     try:

@@ -48,6 +48,7 @@ def rig(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_runner_crash_mid_fanout_runs_each_subtask_once_per_parent_attempt(rig, tmp_path):
     log = tmp_path / "executions.log"
     record = f'echo "$WATCHKEEPER_PARENT_RUN_ID $WATCHKEEPER_TASK $WATCHKEEPER_RUN_ID" >> {log}; '

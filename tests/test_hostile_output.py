@@ -60,6 +60,7 @@ def _outcome(db: Path, run_id: int) -> dict:
     return query(db, "SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,))[0]
 
 
+@pytest.mark.slow
 def test_hostile_output_is_stored_literally_and_shown_escaped(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, _job("hostile", CHATTY) + _job("after", "print('still here')"))

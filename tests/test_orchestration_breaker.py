@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
@@ -14,6 +16,7 @@ from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wai
 PY = sys.executable
 
 
+@pytest.mark.slow
 def test_breaker_trips_skips_and_half_open_trial_closes(tmp_path):
     count = tmp_path / "count"
     specs = tmp_path / "jobs"
@@ -46,6 +49,7 @@ cooldown = "3s"
     assert len(esc) == 1 and esc[0]["state"] == "resolved"
 
 
+@pytest.mark.slow
 def test_breaker_state_survives_restart(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'name = "down"\ncommand = ["{PY}", "-c", "raise SystemExit(1)"]\nevery = "1s"\n'

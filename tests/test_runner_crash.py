@@ -173,6 +173,7 @@ def events_of(rig, run_id):
     return rig.query("SELECT * FROM events WHERE run_id = ? AND kind = 'transition' ORDER BY id", (run_id,))
 
 
+@pytest.mark.slow
 def test_stopped_runner_beyond_its_lease_is_not_falsely_orphaned(rig, tmp_path):
     gate = tmp_path / "go"
     rig.write(f'''
@@ -196,6 +197,7 @@ once = true
     assert [e for e in events(rig.led, run_id, "transition") if e["to_state"] == "orphaned"] == []
 
 
+@pytest.mark.slow
 def test_two_runners_on_one_ledger_run_each_slot_once(rig, tmp_path):
     seen = tmp_path / "seen.txt"
     rig.write(f'''

@@ -8,6 +8,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from core.ledger.connection import Ledger
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
@@ -22,6 +23,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_timeout_is_enforced_while_the_ledger_is_locked(tmp_path):
     specs = tmp_path / "jobs"
     stamp = tmp_path / "alive.txt"
@@ -48,6 +50,7 @@ grace = "0.5s"
     assert last_alive - t0 < 2.5, "the job outlived its timeout + grace while the ledger was locked"
 
 
+@pytest.mark.slow
 def test_setsid_daemon_does_not_hold_the_run_open(tmp_path):
     specs = tmp_path / "jobs"
     pidfile = tmp_path / "daemon.pid"

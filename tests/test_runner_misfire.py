@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from core.ledger.connection import Ledger
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
@@ -31,6 +33,7 @@ def _downtime(tmp_path, misfire: str):
     return s.ledger
 
 
+@pytest.mark.slow
 def test_misfire_skip_records_and_never_bursts(tmp_path):
     db = _downtime(tmp_path, "skip")
     ev = query(db, "SELECT * FROM events WHERE kind = 'misfire_skipped'")
@@ -38,6 +41,7 @@ def test_misfire_skip_records_and_never_bursts(tmp_path):
     assert query(db, "SELECT COUNT(*) n FROM runs WHERE trigger = 'misfire'")[0]["n"] == 0
 
 
+@pytest.mark.slow
 def test_misfire_run_once_never_bursts(tmp_path):
     # run_once queues the newest missed slot — unless a slot is due right at restart anyway,
     # which then is the one run covering the downtime. Either way, never a burst.
@@ -47,6 +51,7 @@ def test_misfire_run_once_never_bursts(tmp_path):
     assert len(ev) == 1 and json.loads(ev[0]["detail"])["missed"] >= 2
 
 
+@pytest.mark.slow
 def test_slow_runner_drops_no_slot(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "pass"]\nevery = "1s"\n')

@@ -7,6 +7,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
@@ -46,6 +47,7 @@ once = true
     assert r["pid"] and r["pid_create_time"] and r["pgid"] == r["pid"]
 
 
+@pytest.mark.slow
 def test_timeout_kills_grandchildren(tmp_path):
     pids = tmp_path / "pids.txt"
     code = (
@@ -76,6 +78,7 @@ grace = "1s"
     assert r["ended_at"] - r["started_at"] < 2 + 1 + 2
 
 
+@pytest.mark.slow
 def test_sigterm_ignorer_is_killed_within_timeout_plus_grace(tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
@@ -155,6 +158,7 @@ def test_handoff_env_is_given(tmp_path):
     assert res == {"WATCHKEEPER_RUN_ID": str(o["run"]["id"]), "WATCHKEEPER_ATTEMPT": "1", "WATCHKEEPER_JOB": "worker"}
 
 
+@pytest.mark.slow
 def test_command_not_found_is_a_failed_run(tmp_path):
     db, runs = _run_once(tmp_path, '''
 name = "typo"
@@ -179,6 +183,7 @@ def test_bad_spec_does_not_stop_good_jobs(tmp_path):
     assert any("timeout" in (e["reason"] or "") for e in errors)
 
 
+@pytest.mark.slow
 def test_retries_and_not_before_survive_a_runner_restart(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'''
@@ -226,6 +231,7 @@ no_retry_on = [2]
     assert query(db, "SELECT COUNT(*) n FROM runs WHERE state = 'queued'")[0]["n"] == 0
 
 
+@pytest.mark.slow
 def test_every_job_runs_once_per_slot(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "pass"]\nevery = "1s"\n')
@@ -254,6 +260,7 @@ once = true
     assert terminal_runs(s.ledger, "rel")[0]["state"] == "succeeded"
 
 
+@pytest.mark.slow
 def test_unusable_artifacts_folder_degrades_capture_not_the_verdict(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the artifacts folder should be")
@@ -270,6 +277,7 @@ once = true
     assert o["stdout_bytes"] == len("still ran\n") and o["stdout_head"] == "still ran\n"
 
 
+@pytest.mark.slow
 def test_fast_jobs_never_get_a_negative_duration(tmp_path):
     """``true`` can exit before spawn returns; the duration is measured from before the spawn."""
     db, runs = _run_once(tmp_path, '''

@@ -10,6 +10,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from tests.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
@@ -20,6 +21,7 @@ def _stdout_of(db, run_id):
     return query(db, "SELECT stdout_head FROM job_outcomes WHERE run_id = ?", (run_id,))[0]["stdout_head"]
 
 
+@pytest.mark.slow
 def test_edit_applies_from_next_run_and_bad_edit_keeps_last_good_spec(tmp_path):
     specs = tmp_path / "jobs"
     spec = write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "print(\'v1\')"]\nevery = "1s"\n')
@@ -40,6 +42,7 @@ def test_edit_applies_from_next_run_and_bad_edit_keeps_last_good_spec(tmp_path):
     assert "timeout" in err["reason"] and "jobs.toml" in err["reason"]
 
 
+@pytest.mark.slow
 def test_sigterm_gives_grace_and_records_what_was_left_running(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'''
@@ -86,6 +89,7 @@ once = true
     assert not psutil.pid_exists(long_pid) or psutil.Process(long_pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.slow
 def test_missing_spec_folder_keeps_last_good_specs(tmp_path):
     import shutil
     specs = tmp_path / "jobs"
@@ -103,6 +107,7 @@ def test_missing_spec_folder_keeps_last_good_specs(tmp_path):
     assert query(s.ledger, "SELECT enabled FROM jobs WHERE name = 'tick'")[0]["enabled"] == 1
 
 
+@pytest.mark.slow
 def test_new_file_cannot_take_over_a_running_job(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'name = "tick"\ncommand = ["{PY}", "-c", "print(\'original\')"]\nevery = "1s"\n', "j.toml")

@@ -64,6 +64,7 @@ def rig(tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_leftover_in_the_group_of_a_dead_leader_is_killed_at_restart(rig):
     rig.write('name = "leaky"\ncommand = "sleep 200 & sleep 2; echo leader done"\nonce = true\n')
     runner = rig.start()

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_short_torture_leaves_a_clean_ledger_and_no_processes():
     proc = subprocess.run([sys.executable, "-m", "bench.torture", "--runs", "60", "--kills", "4", "--seconds", "40",
                            "--seed", "7", "--json"], capture_output=True, text=True, timeout=110, cwd=ROOT)
