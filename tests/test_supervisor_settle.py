@@ -192,8 +192,10 @@ def test_false_claim_is_surfaced_with_a_retry_queued_and_never_erased_by_a_later
     retry = ledger.one("SELECT id FROM runs WHERE attempt = 2")["id"]
     (esc,) = escalations_of(ledger)
     assert esc["kind"] == "false_claim" and esc["severity"] == "warning" and "a retry is queued" in esc["reason"]
-    to_verifying(ledger, retry)
+    # the retry starts after the false claim ended: a real recovery, which resolves other kinds
+    to_verifying(ledger, retry, started_at=time.time() + 1)
     assert _settle(ledger, retry) == "succeeded"
+    assert outcomes.get(ledger.conn, retry)["verdict_kind"] == "recovered_on_retry"
     (esc,) = escalations_of(ledger)
     assert esc["kind"] == "false_claim" and esc["state"] == "open"
 
