@@ -67,6 +67,11 @@ def _detection(quick: bool) -> list[Figure]:
     return figs
 
 
+def _judge(quick: bool) -> list[Figure]:
+    from bench import judge_bench
+    return judge_bench.run(quick)
+
+
 def _console(quick: bool) -> list[Figure]:
     """bench/console_bench.py (console engineer): generate a ledger, measure in a child."""
     from bench import console_bench as cb
@@ -107,6 +112,7 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "fanout": _fanout,
     "missions": _missions,
     "tail": _tail,
+    "judge": _judge,
     "console": _console,
 }
 

@@ -21,6 +21,7 @@ position of each count; a dozen ordered regular expressions give both, determini
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,26 +33,30 @@ MAX_LINES = 400
 MAX_LINE_CHARS = 300
 
 # Order matters: the most specific tokens are masked first, so a timestamp is one <TIME>,
-# not three <N>s. Each pattern replaces a token with a placeholder that carries no digits.
-_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<TIME>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<DATE>"),
-    (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b"), "<TIME>"),
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<ID>"),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<IP>"),
-    (re.compile(r"(?:(?<=\s)|^|(?<==)|(?<=[\"'(\[]))(?:~|\.{1,2})?/[^\s\"'()\[\],;]*"), "<PATH>"),
-    (re.compile(r"\b[\w.-]+\.(?:csv|json|jsonl|txt|log|gz|zip|tar|parquet|sql|db|html|pdf|md|xml|yaml|yml|bak)\b"),
-     "<FILE>"),
-    (re.compile(r"\bhttps?://\S+"), "<URL>"),
-    (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{7,}\b"), "<HEX>"),
-    (re.compile(r"\b[A-Za-z]+[-_]?\d+[A-Za-z\d_-]*\b"), "<ID>"),
-    (re.compile(r"(?i)(?<=\bid[=:])\s*\d+|(?<=#)\d+|(?i:(?<=\bpid )|(?<=\brun )|(?<=\bjob ))\d+"), "<ID>"),
-    (re.compile(r"[-+]?\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours|%|[kKMGT]i?B|B|bytes)\b"),
-     "<QTY>"),
-    (re.compile(r"\b\d+\.\d+\b"), "<DEC>"),
+# not three <N>s. Each pattern replaces a token with a placeholder that carries no digits; its
+# guard (a string the pattern cannot match without) skips it cheaply on most lines.
+_MASKS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+    (("-",), re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+     "<TIME>"),
+    (("-",), re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<DATE>"),
+    ((":",), re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b"), "<TIME>"),
+    (("-",), re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<ID>"),
+    ((".",), re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<IP>"),
+    (("/",), re.compile(r"(?:(?<=\s)|^|(?<==)|(?<=[\"'(\[]))(?:~|\.{1,2})?/[^\s\"'()\[\],;]*"), "<PATH>"),
+    ((".",), re.compile(r"\b[\w.-]+\.(?:csv|json|jsonl|txt|log|gz|zip|tar|parquet|sql|db|html|pdf|md|xml|yaml|yml"
+                        r"|bak)\b"), "<FILE>"),
+    (("://",), re.compile(r"\bhttps?://\S+"), "<URL>"),
+    ((), re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{7,}\b"), "<HEX>"),
+    ((), re.compile(r"\b[A-Za-z]+[-_]?\d+[A-Za-z\d_-]*\b"), "<ID>"),
+    (("id", "ID", "Id", "#", "pid ", "run ", "job "),
+     re.compile(r"(?i:(?<=\bid[=:]))\s*\d+|(?<=#)\d+|(?i:(?<=\bpid )|(?<=\brun )|(?<=\bjob ))\d+"), "<ID>"),
+    ((), re.compile(r"[-+]?\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|m|min|mins|minutes|h|hours|%|[kKMGT]i?B|B"
+                    r"|bytes)\b"), "<QTY>"),
+    ((".",), re.compile(r"\b\d+\.\d+\b"), "<DEC>"),
 )
 _INT = re.compile(r"(?<![\w.<])\d+(?![\w.>])")
 _SPACES = re.compile(r"\s+")
+_HAS_DIGIT = re.compile(r"\d")
 
 _ERROR_WORDS = re.compile(
     r"(?i)\b(error|errors|errno|fail|failed|failing|failure|fatal|exception|traceback|panic|abort(?:ed)?|"
@@ -74,8 +79,11 @@ def mask(line: str) -> tuple[str, tuple[int, ...]]:
     """``(shape, counts)`` of one line: ids, paths, times, quantities with units and decimals
     masked; bare integers replaced by ``<N>`` and returned in order of appearance."""
     text = line.strip()[:MAX_LINE_CHARS]
-    for pattern, token in _MASKS:
-        text = pattern.sub(token, text)
+    if _HAS_DIGIT.search(text) is None and "/" not in text and "." not in text:
+        return _SPACES.sub(" ", text), ()  # nothing to mask: no number, path or file name
+    for guards, pattern, token in _MASKS:
+        if not guards or any(g in text for g in guards):
+            text = pattern.sub(token, text)
     counts = tuple(int(m.group(0)) for m in _INT.finditer(text))
     shape = _SPACES.sub(" ", _INT.sub("<N>", text))
     return shape, counts
@@ -83,15 +91,20 @@ def mask(line: str) -> tuple[str, tuple[int, ...]]:
 
 def lines(text: str | None) -> list[Line]:
     """The non-blank lines of ``text`` (at most ``MAX_LINES``), masked."""
-    out: list[Line] = []
-    if not text:
-        return out
+    return list(_lines(text)) if text else []
+
+
+@functools.lru_cache(maxsize=1024)
+def _lines(text: str) -> tuple[Line, ...]:
+    # Cached by the text itself: a job's history is re-read at each of its judgements, and
+    # masking is the judge's main cost (see bench/judge_bench.py).
+    out = []
     for raw in text.splitlines()[:MAX_LINES]:
         if not raw.strip():
             continue
         shape, counts = mask(raw)
         out.append(Line(shape, counts, raw.strip()[:MAX_LINE_CHARS]))
-    return out
+    return tuple(out)
 
 
 # "0 errors", "no failures", "errors: 0", "failed=0": a tally of nothing wrong is not an error.
