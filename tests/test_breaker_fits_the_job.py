@@ -104,3 +104,30 @@ def test_turning_the_breaker_off_closes_an_open_one_and_never_opens_again(tmp_pa
     assert led.write(lambda c: breaker.record(c, off, more[-1], "failed", actor="test", now=T0 + 10)) is None
     assert breaker.state_of(led.conn, "j")[0] == "closed"
     led.close()
+
+
+@pytest.mark.parametrize(("switch", "routed"), [("", False), ("breaker = false\n", True)])
+def test_a_breaker_turned_off_never_cuts_off_the_fallback(tmp_path, switch, routed):
+    from core.ledger import retries
+
+    led, spec = _ledger_with(tmp_path, f'name = "j"\ncommand = "false"\nevery = "5s"\nmax_attempts = 5\n'
+                                       f'no_retry_on = [2]\nfallback = "true"\n{switch}')
+    now = T0 + 100
+
+    def seed(conn):
+        for i in range(3):  # the fallback failed three times in the window
+            conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, worker, not_before,"
+                         " created_at, updated_at, ended_at) VALUES ('j',?,2,'failed',?,'retry','fallback',0,0,0,?)",
+                         (f"F{i}", f"f{i}", now - 10 + i))
+        cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
+                           " updated_at, ended_at, exit_code) VALUES ('j','L',1,'failed','s','schedule',0,0,0,?,2)",
+                           (now,))
+        return retries.follow_up(conn, int(cur.lastrowid), "failed", actor="test", spec=spec, now=now)
+    new = led.write(seed)
+    assert (new is not None) == routed
+    if routed:
+        assert led.one("SELECT worker FROM runs WHERE id = ?", (new,))[0] == "fallback"
+    else:
+        rule = led.one("SELECT reason FROM events WHERE kind = 'retry_decision' ORDER BY id DESC LIMIT 1")[0]
+        assert rule == "fallback_breaker_open"
+    led.close()
