@@ -15,8 +15,8 @@ import click
 from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, shown
 from core.ledger.connection import Ledger, LedgerError
 from core.ledger.jobs import recent_spec_errors
+from core.spec.loader import LoadedJob, load_dir
 from core.spec.mission import check_missions
-from core.spec.model import LoadedJob, load_dir
 from core.spec.preflight import preflight
 from core.spec.schedule import next_fire, once_slot
 from core.spec.settings import SettingsError, load_settings

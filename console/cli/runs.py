@@ -116,7 +116,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
       watchkeeper run sample_jobs --ledger /var/lib/watchkeeper/ledger.db
     """
     from core.runner.runner import Finished, Runner
-    from core.spec.model import load_dir
+    from core.spec.loader import load_dir
 
     settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
     prepare_places(settings.ledger, settings.artifacts_dir)

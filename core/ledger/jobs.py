@@ -29,7 +29,8 @@ from pydantic import ValidationError
 
 from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
-from core.spec.model import JobSpec, LoadedJob, LoadResult, SpecError, spec_from_json, spec_json
+from core.spec.loader import LoadedJob, LoadResult, SpecError
+from core.spec.model import JobSpec, spec_from_json, spec_json
 from core.text import iso, safe_text
 from core.vocabulary import ActionResult, EscalationKind, JobEvent
 

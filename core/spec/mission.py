@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from core.spec.loader import Unreadable, read_spec_text
 from core.spec.model import (
     NAME_RE,
     Command,
@@ -25,14 +26,10 @@ from core.spec.model import (
     NonEmptyStr,
     Number,
     SpecError,
-    _friendly_errors,
-    _read_spec_text,
-    _SourceMap,
     _Strict,
-    _toml_error_line,
-    _Unreadable,
     safe_text,
 )
+from core.spec.source_map import SourceMap, friendly_errors, toml_error_line
 
 
 @dataclass(frozen=True)
@@ -121,21 +118,21 @@ def load_mission_file(path: str | os.PathLike[str]) -> MissionLoad:
     name = str(p)
     res = MissionLoad()
     try:
-        text = _read_spec_text(p)
-    except _Unreadable as exc:
+        text = read_spec_text(p)
+    except Unreadable as exc:
         res.errors.append(MissionError(name, None, None, None, str(exc)))
         return res
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        res.errors.append(MissionError(name, _toml_error_line(exc), None, None, f"TOML syntax: {exc}"))
+        res.errors.append(MissionError(name, toml_error_line(exc), None, None, f"TOML syntax: {exc}"))
         return res
     multi = "mission" in data
     raws: list[Any] = data["mission"] if multi else [data]
     if not isinstance(raws, list):
         raws = [raws]
     # The job source map reads [[job]] headers; a mission file uses [[mission]].
-    smap = _SourceMap(text.replace("[[mission]]", "[[job]]").replace("[mission.", "[job."), multi)
+    smap = SourceMap(text.replace("[[mission]]", "[[job]]").replace("[mission.", "[job."), multi)
     for index, raw in enumerate(raws):
         if not isinstance(raw, dict):
             res.errors.append(MissionError(name, None, None, None, "mission must be a table"))
@@ -145,7 +142,7 @@ def load_mission_file(path: str | os.PathLike[str]) -> MissionLoad:
             spec = MissionSpec.model_validate(raw)
         except ValidationError as exc:
             res.errors.extend(MissionError(name, smap.line_for(index, loc), mname, fld, msg)
-                              for fld, loc, msg in _friendly_errors(exc, raw))
+                              for fld, loc, msg in friendly_errors(exc, raw))
             continue
         if spec.name in res.missions:
             res.errors.append(MissionError(name, smap.line_for(index, ("name",)), spec.name, "name",

@@ -1,28 +1,21 @@
-"""Job specs: TOML files in a folder, validated by pydantic.
+r"""The job spec model: ``JobSpec`` and its parts (backoff, expect, verify, breaker, budget,
+tasks, agent), validated by pydantic. Unknown fields are errors; a cross-field problem
+raises ``FieldProblem`` naming the field it belongs to.
 
-A file holds one job (top-level keys) or several ``[[job]]`` tables. Unknown fields are
-errors. Errors are reported as ``file:line: job 'x': field 'timeout': message``; the line
-comes from the TOML parser (syntax errors) or from a small source map of the file (field
-errors), and is omitted only when neither can tell. Every piece of that text (file, job
-name, field, message) is shown with control and bidi/format characters escaped
-(``safe_text``), so a hostile spec cannot drive the terminal that prints it.
+The package around it: ``durations`` (``"30s"`` → seconds), ``source_map`` (which line a
+field is written on), ``loader`` (files and folders → ``LoadResult`` with ``SpecError``\ s
+that name file, line, job and field, escaped with ``core.text.safe_text``), ``schedule``
+and ``settings``. Names that used to live here (``load_dir``, ``SpecError`` …) are
+re-exported at the bottom.
 """
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
-import math
-import os
 import re
 import shlex
-import stat
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,66 +27,21 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
+from core.spec.durations import (  # noqa: F401 (re-exported: callers import them from here)
+    DURATION_LIMIT_MESSAGE,
+    MAX_DURATION_S,
+    duration_words,
+    parse_duration,
+)
 from core.text import safe_text  # noqa: F401 (re-exported: the one escaper lives in core.text)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
-_DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-#: The longest duration anything accepts: 10 years. Longer (or inf/nan) values overflow
-#: asyncio timers and datetime arithmetic later, far from the spec that caused them.
-MAX_DURATION_S = 315_360_000.0
-DURATION_LIMIT_MESSAGE = "must be a finite duration of at most 10 years"
 #: The shortest ``every`` interval; shorter ones flood the ledger with queued runs.
 MIN_EVERY_S = 1.0
-#: Job files larger than this are refused before they are read.
-MAX_SPEC_FILE_BYTES = 1024 * 1024
-
-
-#: Characters never printed raw in error text: C0/C1 controls, DEL, format (bidi, zero
-#: width) and unpaired surrogates, and line/paragraph separators.
-def parse_duration(value: Any) -> float:
-    """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or a number of seconds → seconds (float).
-
-    Raises:
-        ValueError: not a duration, or not finite, or longer than 10 years
-            (``MAX_DURATION_S``).
-    """
-    seconds = _parse_duration(value)
-    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
-        raise ValueError(f"{DURATION_LIMIT_MESSAGE}, got {value!r}")
-    return seconds
-
-
-def _parse_duration(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as '30s', '5m' or a number of seconds")
-    if isinstance(value, int | float):
-        try:
-            return float(value)
-        except OverflowError:  # an int too large for a float
-            return math.inf
-    if isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        if not text:
-            raise ValueError("empty duration")
-        pos, total = 0, 0.0
-        for m in _DUR_RE.finditer(text):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if pos == len(text):
-            return total
-        try:
-            return float(text)
-        except ValueError:
-            pass
-    raise ValueError(f"expected a duration such as '30s', '5m', '1h30m' or seconds, got {value!r}")
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -352,7 +300,7 @@ class JobSpec(_Strict):
     @classmethod
     def _every(cls, v: float | None) -> float | None:
         if v is not None and v < MIN_EVERY_S:
-            raise ValueError(f"every must be at least 1s (got {_fmt_seconds(v)}); "
+            raise ValueError(f"every must be at least 1s (got {duration_words(v)}); "
                              "shorter intervals flood the ledger with queued runs")
         return v
 
@@ -459,7 +407,7 @@ class JobSpec(_Strict):
         if self.schedule:
             return f"{self.schedule} ({self.timezone})" if self.timezone else self.schedule
         if self.every:
-            return f"every {_fmt_seconds(self.every)}"
+            return f"every {duration_words(self.every)}"
         if self.once:
             return f"once at {self.at.isoformat()}" if self.at else "once"
         return "manual"
@@ -467,427 +415,6 @@ class JobSpec(_Strict):
     def spec_hash(self) -> str:
         """16 hex digits identifying the validated spec (stored on runs as ``spec_hash``)."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
-
-
-def _fmt_seconds(s: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size and s % size == 0:
-            return f"{int(s // size)}{unit}"
-    return f"{s:g}s"
-
-
-@dataclass(frozen=True)
-class SpecError:
-    """One problem in a spec file. ``line`` is 1-based or None when unknown."""
-
-    file: str
-    line: int | None
-    job: str | None
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        # The fields keep the exact data; only the text is escaped (every part may come
-        # from the spec file, its name, or a message quoting either).
-        where = f"{safe_text(self.file)}:{self.line}" if self.line else safe_text(self.file)
-        parts = [where]
-        if self.job:
-            parts.append(f"job '{safe_text(self.job)}'")
-        if self.field:
-            parts.append(f"field '{safe_text(self.field)}'")
-        parts.append(safe_text(self.message))
-        return ": ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "job": self.job, "field": self.field,
-                "message": self.message, "text": str(self)}
-
-
-@dataclass
-class LoadedJob:
-    """A valid spec with where it came from."""
-
-    spec: JobSpec
-    source: str
-    line: int | None
-
-
-@dataclass
-class LoadResult:
-    """Outcome of loading a folder: valid jobs by name, and every error found."""
-
-    jobs: dict[str, LoadedJob] = field(default_factory=dict)
-    errors: list[SpecError] = field(default_factory=list)
-    #: files that had at least one error (their jobs keep the last good spec on reload)
-    bad_files: set[str] = field(default_factory=set)
-    #: the spec folder itself is gone (``core.runner.reload``): ``jobs`` is empty because nothing
-    #: could be read, not because jobs were removed; keep the last good specs.
-    folder_missing: bool = False
-
-
-# One TOML key segment: bare, "basic" (with escapes) or 'literal'. The alternatives are
-# disjoint, so matching stays linear on any line.
-_KEY_SEG = r"""[A-Za-z0-9_\-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'"""
-_KEY_PATH = rf"(?:{_KEY_SEG})(?:[ \t]*\.[ \t]*(?:{_KEY_SEG}))*"  # dotted keys too
-
-
-def _key_parts(path: str) -> list[str]:
-    """A TOML key path as written (``a."b\\u0001c".'d'``) → its decoded parts."""
-    parts = []
-    for m in re.finditer(_KEY_SEG, path):
-        seg = m.group(0)
-        if seg.startswith('"'):
-            try:  # let the TOML parser decode the escapes, exactly as it did for the data
-                seg = tomllib.loads(f"k = {seg}")["k"]
-            except tomllib.TOMLDecodeError:
-                seg = seg[1:-1]
-        elif seg.startswith("'"):
-            seg = seg[1:-1]
-        parts.append(seg)
-    return parts
-
-
-class _SourceMap:
-    """Lines of ``[[job]]`` headers, table headers and ``key =`` assignments, by job index.
-
-    Keys are the decoded dotted paths (``backoff.initial``, ``bad\\x01key`` for a quoted
-    ``"bad\\u0001key"``), as pydantic reports them.
-    """
-
-    _HEADER = re.compile(r"^\s*\[\[\s*job\s*\]\]")
-    # Anchored at the end, so a line of a multi-line array (``  ["make", "test"],``) is no header.
-    _TABLE = re.compile(rf"^\s*\[\[?\s*({_KEY_PATH})\s*\]\]?\s*(?:#.*)?$")
-    _KEY = re.compile(rf"^\s*({_KEY_PATH})\s*=")
-
-    @classmethod
-    def key_of(cls, line: str) -> str | None:
-        """The decoded dotted key of a ``key = …`` line (None for any other line)."""
-        m = cls._KEY.match(line)
-        return ".".join(_key_parts(m.group(1))) if m else None
-
-    def __init__(self, text: str, multi: bool) -> None:
-        self.blocks: list[dict[str, int]] = []
-        self.headers: list[int] = []
-        current: dict[str, int] | None = {} if not multi else None
-        if not multi:
-            self.blocks.append(current)  # type: ignore[arg-type]
-            self.headers.append(1)
-        sub: str | None = None
-        for no, line in enumerate(text.splitlines(), start=1):
-            if multi and self._HEADER.match(line):
-                current = {}
-                self.blocks.append(current)
-                self.headers.append(no)
-                sub = None
-                continue
-            m = self._TABLE.match(line)
-            parts = _key_parts(m.group(1)) if m else []
-            if multi and len(parts) > 1 and parts[0] == "job":  # [job.backoff], [[job.tasks]]
-                parts = parts[1:]
-            elif multi:
-                parts = []
-            if parts and current is not None:
-                sub = ".".join(parts)
-                current.setdefault(sub, no)
-                continue
-            if line.lstrip().startswith("[") and not multi:
-                sub = None  # a header this map cannot read: don't credit its keys to the last table
-                continue
-            key = self.key_of(line)
-            if key is not None and current is not None:
-                current.setdefault(f"{sub}.{key}" if sub else key, no)
-
-    def line_for(self, index: int, loc: tuple[Any, ...]) -> int | None:
-        if index >= len(self.blocks):
-            return None
-        block = self.blocks[index]
-        keys = [str(p) for p in loc if not isinstance(p, int)]
-        for n in range(len(keys), 0, -1):
-            dotted = ".".join(keys[:n])
-            if dotted in block:
-                return block[dotted]
-        return self.headers[index]
-
-
-def _input_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``loc`` without pydantic's union-branch tags (``list[str]``, ``function-after[…]``).
-
-    A part that is a key (or index) of the input at that point is always kept, so an
-    unknown key such as ``retry-on`` or ``"a[b]"`` is still named.
-    """
-    out: list[Any] = []
-    cur: Any = raw
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
-            cur = cur[part]
-        elif isinstance(part, str) and re.search(r"[\[\]-]", part):
-            continue  # a tag: not in the input, and the input stays where it was
-        else:
-            cur = None  # a missing field or a default: nothing further to walk
-        out.append(part)
-    return tuple(out)
-
-
-def _friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | None, tuple[Any, ...], str]]:
-    """pydantic errors → (field path, loc for the source map, human message), deduplicated.
-
-    ``raw`` is the validated input (walked to tell its keys from pydantic's tags). Field
-    paths look like ``backoff.initial`` or ``retry_on[0]``; pydantic's union-branch names
-    and ``[type=…]`` suffixes never reach the user.
-    """
-    out: list[tuple[str | None, tuple[Any, ...], str]] = []
-    seen: set[tuple[str | None, str]] = set()
-    for err in exc.errors(include_url=False):
-        loc = _input_loc(raw, tuple(err["loc"]))
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        problem = (err.get("ctx") or {}).get("error")
-        if isinstance(problem, FieldProblem):
-            loc = (problem.field,)
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (typo?)"
-        elif err["type"] == "missing":
-            msg = "field required"
-        elif err["type"] == "literal_error":
-            msg = msg.replace("Input should be", "must be")
-        fld = ""
-        for part in loc:
-            fld += f"[{part}]" if isinstance(part, int) else (f".{part}" if fld else str(part))
-        key = (fld or None, msg)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append((fld or None, loc, msg))
-    return out
-
-
-def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    m = re.search(r"line (\d+)", str(exc))
-    return int(m.group(1)) if m else getattr(exc, "lineno", None)
-
-
-def _key_on_line(text: str, line: int | None) -> str | None:
-    """The ``key`` of a ``key = …`` line, so a syntax error can still name its field."""
-    lines = text.splitlines()
-    if line is None or not 1 <= line <= len(lines):
-        return None
-    return _SourceMap.key_of(lines[line - 1])
-
-
-def _first_key_line(text: str, key: str) -> int | None:
-    """Line of the first ``key = …`` in a file, 1-based (None when absent)."""
-    for no, line in enumerate(text.splitlines(), start=1):
-        if _SourceMap.key_of(line) == key:
-            return no
-    return None
-
-
-def _guess_name(text: str) -> str | None:
-    """The first ``name = "…"`` of a file that does not parse (for the error line only)."""
-    m = re.search(r'^\s*name\s*=\s*"([^"\n]+)"', text, re.MULTILINE)
-    return m.group(1) if m else None
-
-
-class _Unreadable(Exception):
-    """A job file that cannot be read as text (its message is the whole error)."""
-
-
-def _too_large(size: int) -> _Unreadable:
-    return _Unreadable(f"too large ({size} bytes, limit 1 MiB)")
-
-
-def _read_spec_text(p: Path) -> str:
-    """The text of a job file, refusing anything that is not a small regular file.
-
-    ``stat`` comes first, so a FIFO, a device or a huge (sparse) file is never opened or
-    read; the open is non-blocking and re-checked with ``fstat`` in case the path was
-    swapped in between, and at most ``MAX_SPEC_FILE_BYTES + 1`` bytes are ever read.
-    """
-    try:
-        st = os.stat(p)
-    except OSError as exc:
-        raise _Unreadable(f"cannot read: {exc.strerror or exc}"
-                          + (" (dangling symlink)" if p.is_symlink() else "")) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _Unreadable("not a regular file")
-    if st.st_size > MAX_SPEC_FILE_BYTES:
-        raise _too_large(st.st_size)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise _Unreadable(f"cannot read: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Unreadable("not a regular file")
-        if st.st_size > MAX_SPEC_FILE_BYTES:
-            raise _too_large(st.st_size)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_SPEC_FILE_BYTES:
-            chunk = os.read(fd, MAX_SPEC_FILE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise _Unreadable(f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_SPEC_FILE_BYTES:
-        raise _too_large(size)
-    data = b"".join(chunks)
-    # Some editors (Notepad) write a BOM; TOML would call it an invalid statement. It is no
-    # line break, so dropping it keeps every line number; ``skip`` keeps byte offsets true.
-    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return data[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Unreadable(f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start + skip})") from None
-
-
-def load_file(path: str | os.PathLike[str]) -> LoadResult:
-    """Parse and validate one TOML file; never raises for bad content."""
-    p = Path(path)
-    res = LoadResult()
-    name = str(p)
-    try:
-        text = _read_spec_text(p)
-    except _Unreadable as exc:
-        res.errors.append(SpecError(name, None, None, None, str(exc)))
-        res.bad_files.add(name)
-        return res
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        line = _toml_error_line(exc)
-        res.errors.append(SpecError(name, line, _guess_name(text), _key_on_line(text, line),
-                                    f"TOML syntax: {msg}"))
-        res.bad_files.add(name)
-        return res
-    multi = "job" in data
-    if multi:
-        extra = sorted(k for k in data if k != "job")
-        if extra:
-            res.errors.append(SpecError(name, _first_key_line(text, extra[0]), None, extra[0],
-                                        "top-level keys are not allowed beside [[job]] tables"))
-        raw_jobs = data["job"]
-        if not isinstance(raw_jobs, list):
-            raw_jobs = [raw_jobs]
-        if not all(isinstance(r, dict) for r in raw_jobs):
-            res.errors.append(SpecError(name, _first_key_line(text, "job"), None, "job",
-                                        "'job' must be [[job]] tables"))
-            res.bad_files.add(name)
-            return res
-    else:
-        raw_jobs = [data]
-    smap = _SourceMap(text, multi)
-    for index, raw in enumerate(raw_jobs):
-        if not isinstance(raw, dict):
-            res.errors.append(SpecError(name, smap.line_for(index, ()), None, None, "job must be a table"))
-            continue
-        job_name = raw.get("name") if isinstance(raw.get("name"), str) else None
-        try:
-            spec = JobSpec.model_validate(raw)
-        except ValidationError as exc:
-            found = [SpecError(name, smap.line_for(index, loc), job_name, fld, msg)
-                     for fld, loc, msg in _friendly_errors(exc, raw)]
-            # In the order a reader meets them in the file (stable: ties keep pydantic's order).
-            found.sort(key=lambda e: (e.line is None, e.line or 0))
-            res.errors.extend(found)
-            continue
-        if spec.name in res.jobs:
-            res.errors.append(SpecError(name, smap.line_for(index, ("name",)), spec.name, "name",
-                                        "duplicate job name in this file"))
-            continue
-        res.jobs[spec.name] = LoadedJob(spec, name, smap.line_for(index, ("name",)))
-    if res.errors:
-        res.bad_files.add(name)
-    return res
-
-
-def spec_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """The ``*.toml`` job files of a folder, sorted.
-
-    ``watchkeeper.toml`` is settings, not a job, and hidden names (``.a.toml.swp``, an
-    editor's ``.#a.toml`` lock symlink) are skipped. Anything else named ``*.toml`` is
-    returned even when it is not a regular file, so ``load_file`` reports it instead of
-    silently ignoring it.
-    """
-    return sorted(p for p in Path(folder).glob("*.toml")
-                  if p.name != "watchkeeper.toml" and not p.name.startswith("."))
-
-
-def _same_source(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return False
-    return a == b or os.path.abspath(a) == os.path.abspath(b)
-
-
-def load_dir(folder: str | os.PathLike[str], *, prefer: Mapping[str, str] | None = None) -> LoadResult:
-    """Load every job file of a folder.
-
-    A job name defined in several files is kept from one of them and reported as a
-    duplicate in the others. Which one keeps it:
-
-    - with ``prefer`` (job name → source file that owns it now, as the runner knows it),
-      the preferred file, so a new file cannot take over a running job by redefining it;
-      while the preferred file has errors that may hide its definition, no other file
-      takes the name either (the runner keeps the last good spec);
-    - otherwise (or when the preferred file no longer defines the job) the first file in
-      sorted order.
-
-    Raises:
-        FileNotFoundError: the folder does not exist.
-    """
-    root = Path(folder)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: not a folder of job specs")
-    prefer = prefer or {}
-    loaded_files = [(str(path), load_file(path)) for path in spec_files(root)]
-
-    # The preferred files that failed in a way that may hide a definition of the job.
-    def blocked_by(jname: str) -> str | None:
-        owner = prefer.get(jname)
-        for source, res in loaded_files:
-            if not _same_source(source, owner) or source not in res.bad_files:
-                continue
-            if not res.jobs or any(e.job in (None, jname) for e in res.errors):
-                return source
-        return None
-
-    winners: dict[str, LoadedJob] = {}
-    for _source, res in loaded_files:
-        for jname, loaded in res.jobs.items():
-            current = winners.get(jname)
-            if current is None or (_same_source(loaded.source, prefer.get(jname))
-                                   and not _same_source(current.source, prefer.get(jname))):
-                winners[jname] = loaded
-
-    total = LoadResult()
-    for _source, res in loaded_files:
-        total.errors.extend(res.errors)
-        total.bad_files |= res.bad_files
-        for jname, loaded in res.jobs.items():
-            blocker = blocked_by(jname)
-            if blocker is not None and not _same_source(loaded.source, blocker):
-                total.errors.append(SpecError(loaded.source, loaded.line, jname, "name",
-                                              f"duplicate job name (owned by {blocker}, which has errors; "
-                                              "fix that file or remove this definition)"))
-                total.bad_files.add(loaded.source)
-                continue
-            first = winners[jname]
-            if first is not loaded:
-                total.errors.append(SpecError(loaded.source, loaded.line, jname, "name",
-                                              f"duplicate job name (already defined in {first.source}:{first.line})"))
-                total.bad_files.add(loaded.source)
-                continue
-            total.jobs[jname] = loaded
-    return total
 
 
 def typical_period(spec: JobSpec) -> float | None:
@@ -907,30 +434,6 @@ def typical_period(spec: JobSpec) -> float | None:
     return gaps[len(gaps) // 2] if gaps else None
 
 
-def resolve_cwd(job: LoadedJob) -> str:
-    """The working directory for a job: ``cwd`` relative to its spec file's folder."""
-    base = Path(job.source).resolve().parent
-    if job.spec.cwd is None:
-        return str(base)
-    return str((base / job.spec.cwd).resolve())
-
-
-def field_line(job: LoadedJob, loc: tuple[Any, ...]) -> int | None:
-    """The line in ``job.source`` where field ``loc`` (e.g. ``("cwd",)``) of ``job`` is
-    written, else the job's own line; None when the file cannot be read any more."""
-    try:
-        text = _read_spec_text(Path(job.source))
-    except (_Unreadable, ValueError, OSError):
-        return job.line
-    multi = any(_SourceMap._HEADER.match(ln) for ln in text.splitlines())
-    smap = _SourceMap(text, multi)
-    index = 0
-    if multi and job.line is not None:
-        # The job's block is the last [[job]] header at or before its name line.
-        index = max((i for i, h in enumerate(smap.headers) if h <= job.line), default=0)
-    return smap.line_for(index, loc) or job.line
-
-
 def spec_json(spec: JobSpec) -> str:
     """Canonical JSON of a spec (what the ``jobs.spec`` column holds)."""
     return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
@@ -946,3 +449,17 @@ def command_text(cmd: list[str] | str | None) -> str:
     if cmd is None:
         return ""
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
+
+
+# The loader and source map were split out of this module; their names stay importable here.
+from core.spec.loader import (  # noqa: E402,F401
+    MAX_SPEC_FILE_BYTES,
+    LoadedJob,
+    LoadResult,
+    SpecError,
+    field_line,
+    load_dir,
+    load_file,
+    resolve_cwd,
+    spec_files,
+)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.spec.model import LoadedJob, SpecError, field_line, resolve_cwd
+from core.spec.loader import LoadedJob, SpecError, field_line, resolve_cwd
 
 #: Words /bin/sh runs itself: no program needs to exist for them (POSIX special and
 #: regular builtins, keywords, and the common dash/bash extras).
