@@ -143,3 +143,11 @@ def test_a_schema_1_ledger_migrates_with_no_job_paused(tmp_path):
         assert ledger.schema_version >= 2
         assert ledger_jobs.pause_of(ledger.conn, "a") is None
         assert actions.pause_job(ledger, "a", "ana").ok
+
+
+def test_a_hostile_pause_reason_is_shown_literally(db):
+    led = ["--ledger", str(db)]
+    assert invoke("pause", "backup-db", *led, "--yes", "--reason", "swap \x1b]0;PWNED\x07 \u202edisk").exit_code == 0
+    out = invoke("status", *led).stdout
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b]0;PWNED\\x07" in out
