@@ -97,7 +97,7 @@ def test_forbid_output_is_validated():
 
 def test_false_claim_surfaces_while_a_retry_is_queued():
     case = OutcomeFacts(job="w", state="failed", status="failed", reason="verification_failed", retry_queued=True,
-                        false_claims=["file_changed report.csv: does not exist"])
+                        false_claims=["it says it changed report.csv (does not exist)"])
     v = evaluate(case, [], SPEC)
     assert v.escalate and v.hard and v.kind == "false_claim" and v.severity == "warning"
     assert "report.csv" in v.reason

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,8 @@ from core.supervisor import supervisor
 from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
 from core.text import iso, one_line
 
+#: The shipped corpus, used when no CORPUS is given and the command runs from the project folder.
+DEFAULT_CORPUS = "tests/eval/corpus.jsonl"
 #: Outcomes one replay reads at most (newest dropped beyond it, with a note).
 REPLAY_LIMIT = 20_000
 
@@ -45,7 +48,8 @@ def register(group: click.Group) -> None:
     @ledger_errors
     def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all: bool,
                  claude_urls: tuple[str, ...], model: str, show_misses: bool, as_json: bool) -> None:
-        """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases): hard-class
+        """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases; default
+        tests/eval/corpus.jsonl when run from the project folder): hard-class
         recall, soft-anomaly recall, routine silence and precision, each with rules alone and
         through every --claude-base-url. Exit 1 when a goal is missed.
 
@@ -61,8 +65,10 @@ def register(group: click.Group) -> None:
         if ledger_path is not None:
             _replay(ledger_path, since, show_all, claude_urls, model, as_json)
             return
+        if corpus is None and Path(DEFAULT_CORPUS).is_file():
+            corpus = DEFAULT_CORPUS
         if corpus is None:
-            fail("give a CORPUS file, or --ledger PATH to replay a ledger", EXIT_CONFIG)
+            fail(f"give a CORPUS file (no {DEFAULT_CORPUS} here), or --ledger PATH to replay a ledger", EXIT_CONFIG)
         try:
             cases = load_corpus(corpus)
         except (OSError, ValueError) as exc:

@@ -23,6 +23,17 @@ def _joined(head: Any, tail: Any) -> str:
     return head + "\n" + tail
 
 
+_CLAIM_VERBS = {"file_changed": "it says it changed", "artifact": "it says it wrote"}
+
+
+def _claimed_vs_found(check: dict[str, Any]) -> str:
+    """``it says it changed out/report.csv (does not exist)`` from a failed claim check."""
+    detail = str(check.get("detail", ""))
+    path = str(check.get("path") or detail.split(": ", 1)[0])
+    found = detail.split(": ", 1)[1] if ": " in detail else detail
+    return f"{_CLAIM_VERBS.get(str(check.get('name')), 'it claims')} {path[:120]} ({found[:120]})"
+
+
 def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: bool = False,
                   prior_failures: int = 0) -> OutcomeFacts:
     """Facts of one outcome with its raw evidence, from a ``runs`` row and a ``job_outcomes``
@@ -42,7 +53,7 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
             elif not c.get("ok") and not c.get("soft"):
                 failed_checks.append(f"{c.get('name')}: {str(c.get('detail', ''))[:120]}")
                 if c.get("name") in CLAIM_CHECKS:
-                    false_claims.append(f"{c.get('name')} {str(c.get('detail', ''))[:160]}")
+                    false_claims.append(_claimed_vs_found(c))
     files = [{"path": f.path, "role": f.role, "size": f.size} for f in evidence.files_from_verification(ver)]
     conf = handoff.get("confidence")
     stdout = _joined(out.get("stdout_head"), out.get("stdout_tail"))
