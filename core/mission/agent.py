@@ -72,7 +72,7 @@ TOOL_DEFS = {
 }
 
 
-class Agent:
+class AgentSession:
     """One agent session; ``run()`` returns the process exit code after writing the handoff."""
 
     def __init__(self, cfg: dict[str, Any], mission: dict[str, Any], cwd: Path, handoff: Path) -> None:
@@ -223,7 +223,7 @@ def main() -> int:
     except (KeyError, ValueError) as exc:
         print(f"agent: not started by the runner ({exc})", file=sys.stderr)
         return 2
-    return Agent(cfg, read_input(), Path.cwd(), handoff).run()
+    return AgentSession(cfg, read_input(), Path.cwd(), handoff).run()
 
 
 if __name__ == "__main__":

@@ -195,14 +195,19 @@ class MissionEngine:
         return bool(ledger.write(tx))
 
     # -- 3. coordinator turn ------------------------------------------------------------------
-    def _exhausted(self, m: dict[str, Any]) -> str | None:
+    def _exhausted(self, ledger: Ledger, m: dict[str, Any]) -> str | None:
+        """Why the mission may not take another turn (None: it may). Tokens and cost count the
+        coordinator's and every worker's (from their handoffs)."""
         b = m.get("budget") or {}
+        workers = ml.workers_of(ledger.conn, m["id"])
+        tokens = m["tokens"] + sum(int(w.get("tokens") or 0) for w in workers)
+        cost = m["cost"] + sum(float(w.get("cost") or 0) for w in workers)
         if b.get("turns") is not None and m["turns"] >= b["turns"]:
             return f"turn budget exhausted ({m['turns']}/{b['turns']} turns)"
-        if b.get("tokens") is not None and m["tokens"] >= b["tokens"]:
-            return f"token budget exhausted ({m['tokens']}/{b['tokens']} tokens)"
-        if b.get("cost") is not None and m["cost"] >= b["cost"]:
-            return f"cost budget exhausted (${m['cost']:.4f}/${b['cost']:g})"
+        if b.get("tokens") is not None and tokens >= b["tokens"]:
+            return f"token budget exhausted ({tokens}/{b['tokens']} tokens, coordinator and workers)"
+        if b.get("cost") is not None and cost >= b["cost"]:
+            return f"cost budget exhausted (${cost:.4f}/${b['cost']:g}, coordinator and workers)"
         return None
 
     def _stop(self, ledger: Ledger, m: dict[str, Any], why: str, kind: str) -> bool:
@@ -225,7 +230,7 @@ class MissionEngine:
 
     def _turn(self, ledger: Ledger, m: dict[str, Any]) -> bool:
         mid = m["id"]
-        why = self._exhausted(m)
+        why = self._exhausted(ledger, m)
         if why:
             return self._stop(ledger, m, why, EscalationKind.MISSION_BUDGET_EXHAUSTED)
         try:

@@ -52,9 +52,10 @@ MISSIONS_DIR = "missions"
 
 
 class MissionBudget(_Strict):
-    """Hard caps on the coordinator: ``turns`` (coordinator calls), ``workers`` (spawns),
-    ``tokens`` and ``cost`` (dollars, Claude coordinator only). When one is exhausted the
-    mission stops planning and waits for a person with a partial report."""
+    """Hard caps: ``turns`` (coordinator calls), ``workers`` (spawns), ``tokens`` and ``cost``
+    (dollars), which count the coordinator's usage and every worker's (as their handoffs
+    report it). When one is exhausted the mission stops planning and waits for a person
+    with a partial report."""
 
     turns: Int = Field(20, ge=1, le=1000)
     workers: Int = Field(10, ge=1, le=1000)
