@@ -29,7 +29,7 @@ from core.ledger.reads import run_detail, run_row
 from core.ledger.runs import job_known, list_runs, run_time
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
-from core.text import age, duration, iso, local_hms
+from core.text import age, duration, iso, local_hms, short_age
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -412,7 +412,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
         brk = r["breaker_state"] or "closed"
         if brk == "open" and r.get("breaker_until"):
-            brk += f" {max(0, int(r['breaker_until'] - now))}s"
+            brk += f" {short_age(r['breaker_until'] - now)}"  # a daily job cools down for a day
         name = r["name"] + ("" if r["enabled"] else " (removed)")
         last = "partial" if r.get("last_status") == "partial" else str(r["last_state"] or "-")
         click.echo(_safe(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
