@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from console.cli.common import EXIT_FINDINGS, EXIT_NOT_FOUND, fail, ledger_errors
-from console.cli.runs import _safe, ledger_option, open_ledger, open_settings
+from console.cli.common import EXIT_FINDINGS, EXIT_NOT_FOUND, fail, ledger_errors, shown
+from console.cli.runs import ledger_option, open_ledger, open_settings
 from core import actions
 from core.ledger.connection import Ledger
 from core.ledger.reads import job_controls
@@ -24,13 +24,13 @@ def register(cli: click.Group) -> None:
 def _known(ledger: Ledger, job: str) -> dict:
     row = job_controls(ledger, job)
     if row is None or not row["enabled"]:
-        fail(f"no job {_safe(job)!r} in the ledger (a runner records jobs when it loads their specs)",
+        fail(f"no job {shown(job)!r} in the ledger (a runner records jobs when it loads their specs)",
              EXIT_NOT_FOUND)
     return row
 
 
 def _report(result: ActionResult) -> None:
-    click.echo(_safe(result.message), err=not result.ok)
+    click.echo(shown(result.message), err=not result.ok)
     if result.missing:
         raise SystemExit(EXIT_NOT_FOUND)
     if not result.ok:
@@ -61,8 +61,8 @@ def pause_cmd(job: str, operator: str | None, reason: str | None, ledger_path: s
     with open_ledger(ledger_path) as ledger:
         row = _known(ledger, job)
         if row["paused_at"] is None and not yes:
-            question = (f"Pause {_safe(job)}? Its scheduled runs are skipped until "
-                        f"`watchkeeper resume {_safe(job)}`.")
+            question = (f"Pause {shown(job)}? Its scheduled runs are skipped until "
+                        f"`watchkeeper resume {shown(job)}`.")
             if not click.confirm(question, default=False):
                 click.echo("not paused", err=True)
                 raise SystemExit(EXIT_FINDINGS)
@@ -92,7 +92,7 @@ def resume_cmd(job: str, operator: str | None, ledger_path: str | None, yes: boo
         row = _known(ledger, job)
         if row["paused_at"] is not None and not yes:
             by = str(row["paused_by"] or "?").removeprefix("operator:")
-            question = f"Resume {_safe(job)} (paused by {_safe(by)})? Its next scheduled slot runs."
+            question = f"Resume {shown(job)} (paused by {shown(by)})? Its next scheduled slot runs."
             if not click.confirm(question, default=False):
                 click.echo("not resumed", err=True)
                 raise SystemExit(EXIT_FINDINGS)

@@ -161,7 +161,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     with open_ledger(ledger_path, read_only=True) as ledger:
         rows = list_runs(ledger, job=job, state=state, limit=limit)
         if job and not rows and not job_known(ledger, job):
-            fail(f"no job {_safe(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+            fail(f"no job {shown(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     if as_json:
         for r in rows:
             click.echo(json.dumps(r, default=str))
@@ -415,12 +415,12 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
             brk += f" {short_age(r['breaker_until'] - now)}"  # a daily job cools down for a day
         name = r["name"] + ("" if r["enabled"] else " (removed)")
         last = "partial" if r.get("last_status") == "partial" else str(r["last_state"] or "-")
-        click.echo(_safe(f"{_one_line(name, 22):<22} {_one_line(str(r['schedule_text'] or '-'), 18):<18} {nxt:<10.10}"
-                         f" {last:<10} {brk:<10} {rate:>7}"))
+        click.echo(f"{shown(name, 22):<22} {shown(r['schedule_text'] or '-', 18):<18} {nxt:<10.10}"
+                   f" {last:<10} {brk:<10} {rate:>7}")
         error = errors.get(r["name"]) or r.get("last_error")
         if error:
-            click.echo(_safe(f"  ! spec error (the last good spec still runs): {_one_line(error, 200)}"))
+            click.echo(f"  ! spec error (the last good spec still runs): {shown(error, 200)}")
     for inv in invalid:
         name = inv["job"] or Path(inv["source"]).name
-        click.echo(_safe(f"{_one_line(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}"))
-        click.echo(_safe(f"  ! spec error (never loaded): {_one_line(inv['text'], 200)}"))
+        click.echo(f"{shown(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
+        click.echo(f"  ! spec error (never loaded): {shown(inv['text'], 200)}")
