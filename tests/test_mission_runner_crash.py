@@ -11,6 +11,7 @@ import pytest
 
 from core.ledger import missions as ml
 from core.mission import actions as mactions
+from core.sweep.doctor import check
 from tests.fake_anthropic import FakeAnthropic, message, tool_results, tool_use
 from tests.test_runner_crash import FAST_TOML, QUICK_RETRY, rig  # noqa: F401 - the fixture
 from tests.test_sweep_support import wait_for
@@ -64,3 +65,4 @@ def test_a_mission_resumes_after_a_runner_crash_without_rerunning_delivered_work
         assert [w["state"] for w in ml.workers_of(rig.led.conn, mid)] == ["delivered", "delivered"]
         assert len(fake.requests) == 3
         assert mactions.approve(rig.led, mid, "ana").ok
+        assert check(rig.led, rig.settings()) == []  # doctor: the ledger's invariants hold
