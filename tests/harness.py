@@ -30,9 +30,12 @@ def fast_settings(tmp: Path, **overrides: Any) -> Settings:
 class RunnerThread:
     """Start a Runner in its own thread and event loop; ``stop()`` ends it cleanly."""
 
-    def __init__(self, spec_dir: Path, settings: Settings) -> None:
+    def __init__(self, spec_dir: Path, settings: Settings, *, subreaper: bool = False) -> None:
         self.finished: list[Finished] = []
-        self.runner = Runner(spec_dir, settings, install_signal_handlers=False, on_finished=self.finished.append)
+        # Not a child subreaper by default: that flag would stay on the whole test session's
+        # process. Tests of escaped processes run `watchkeeper run` as a subprocess instead.
+        self.runner = Runner(spec_dir, settings, install_signal_handlers=False, on_finished=self.finished.append,
+                             subreaper=subreaper)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, daemon=True)
 

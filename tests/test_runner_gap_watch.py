@@ -149,7 +149,13 @@ def test_clean_stop_leaves_runs_that_the_next_runner_settles_as_interrupted(rig,
     os.killpg(first.pid, signal.SIGTERM)
     first.wait(timeout=20)
     (stopped,) = rig.query("SELECT * FROM events WHERE kind = 'runner_stopped'")
-    assert sorted(json.loads(stopped["detail"])["left_running"]) == left
+    detail = json.loads(stopped["detail"])
+    assert sorted(detail["left_running"]) == left and detail["signal"] == "SIGTERM"  # attributed
+    assert stopped["actor"].startswith("runner:") and "SIGTERM" in stopped["reason"]
+    # `run` says which runs it left behind when it stops.
+    said = (tmp_path / "runner0.log").read_text()
+    assert "runner stopped (SIGTERM); 2 run(s) left running" in said
+    assert all(f"run {i} " in said for i in left)
     rig.start()
     wait_for(lambda: all(r["state"] == "orphaned" for r in rig.query(
         f"SELECT state FROM runs WHERE id IN ({','.join(map(str, left))})")))
@@ -160,3 +166,47 @@ def test_clean_stop_leaves_runs_that_the_next_runner_settles_as_interrupted(rig,
     esc = escalations_all(rig)
     assert [(e["job"], e["kind"], e["severity"]) for e in esc] == [("single", "interrupted", "warning")]
     assert not rig.query("SELECT 1 FROM escalations WHERE severity = 'critical'")
+@pytest.mark.slow
+def test_restart_after_a_crash_records_the_gap_and_resolves_it(rig, tmp_path):
+    rig.write('name = "tick"\ncommand = ["true"]\nevery = "1s"\nmisfire = "run_once"\n')
+    first = rig.start()
+    wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'tick' AND state = 'succeeded'"))
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    # The gap itself: slots fall due while no runner runs.
+    last_beat = rig.query("SELECT MAX(heartbeat_at) AS t FROM runners")[0]["t"]
+    wait_for(lambda: time.time() - last_beat >= 3.0, timeout=10)
+    rig.start()
+    wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap'"))
+    (esc,) = rig.query("SELECT * FROM escalations WHERE kind = 'runner_gap'")
+    assert esc["job"] == "(runner)" and esc["severity"] == "warning"
+    assert "no runner from" in esc["reason"] and "tick:" in esc["reason"] and "run late once" in esc["reason"]
+    (ev,) = rig.query("SELECT * FROM events WHERE kind = 'runner_gap_recorded'")
+    detail = json.loads(ev["detail"])
+    assert detail["seconds"] >= 3 and detail["slots"][0]["job"] == "tick" and detail["slots"][0]["count"] >= 2
+    # The new runner's heartbeat resolves it; the record stays.
+    wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap' AND state = 'resolved'"))
+
+
+
+
+@pytest.mark.slow
+def test_processes_that_left_the_group_are_ended_when_the_run_succeeds(rig, tmp_path):
+    """setsid and a double fork: the runner (child subreaper) adopts them, ends them when the
+    run ends — a success — records them in the outcome and escalates a warning."""
+    rig.write('name = "leaky"\ncommand = ["sh", "-c", "setsid sleep 60 & (setsid sleep 61 &) ; echo done"]\nonce = true\n')
+    rig.start()
+    wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'leaky' AND state = 'succeeded'"))
+    (run,) = rig.query("SELECT * FROM runs WHERE job = 'leaky'")
+    (out,) = rig.query("SELECT handoff_findings FROM job_outcomes WHERE run_id = ?", (run["id"],))
+    (finding,) = [f for f in json.loads(out["handoff_findings"]) if f["code"] == "escaped_processes"]
+    assert "sleep 60" in finding["message"] and "sleep 61" in finding["message"]
+    assert finding["message"].startswith("ended (SIGTERM) when the run ended")
+    wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'escaped_processes'"))
+    (esc,) = rig.query("SELECT * FROM escalations WHERE kind = 'escaped_processes'")
+    assert esc["severity"] == "warning" and esc["job"] == "leaky" and esc["latest_run_id"] == run["id"]
+    # Nothing of the run is alive, and nothing is left a zombie under the runner either.
+    import psutil
+    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[:1] == ["sleep"]
+            and p.info["cmdline"][1:] in (["60"], ["61"]) and p.status() != psutil.STATUS_ZOMBIE]
+    assert [p for p in left if p.environ().get("WATCHKEEPER_RUN_ID") == str(run["id"])] == []

@@ -28,7 +28,7 @@ leader.wait()
 bystander = subprocess.Popen(["sleep", "60"], env=other, start_new_session=True)  # another run's
 time.sleep(0.3)
 mine = [p.pid for p in r.leftovers(7)]
-found = r.end_run(7, grace=1.0)
+found, sig = r.end_run(7, grace=1.0)
 alive = [pid for pid in mine if os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
 zombies = [pid for pid in mine if os.path.exists(f"/proc/{pid}")]
 print(json.dumps({"subreaper": sub, "found": found, "mine": mine, "alive": alive, "zombies": zombies,

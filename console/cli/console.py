@@ -123,7 +123,7 @@ def register(group: click.Group) -> None:
         try:
             _app(settings, read_only, screenshot_dir).run(mouse=not no_mouse)
         finally:
-            runner.request_stop()
+            runner.request_stop("console quit")
             thread.join(timeout=settings.shutdown_grace + 15)
         if failure:
             raise click.ClickException(f"runner failed: {failure[0]}")

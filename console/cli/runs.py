@@ -138,7 +138,13 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
         asyncio.run(runner.run())
     except KeyboardInterrupt:
         pass
-    click.echo("watchkeeper: runner stopped", err=True)
+    left = runner.left_behind
+    click.echo(f"watchkeeper: runner stopped ({shown(runner.stop_reason)})"
+               + (f"; {len(left)} run(s) left running for the next runner to settle (as interrupted):" if left
+                  else "; nothing left running"), err=True)
+    for r in left:
+        name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
+        click.echo(f"  run {r['id']}  {shown(name)}  attempt {r['attempt']}  pid {r['pid'] or '-'}", err=True)
 
 
 @click.command("runs")

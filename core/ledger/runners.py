@@ -319,11 +319,23 @@ def renew(conn: sqlite3.Connection, runner_id: str, run_ids: Iterable[int], *, l
 
 
 def record_stopped(conn: sqlite3.Connection, runner_id: str, *, actor: str, left_running: list[int],
-                   reason: str = "clean shutdown", now: float | None = None) -> None:
-    """Mark runner ``runner_id`` stopped (``runners.stopped_at``, ``stop_reason``) with its
-    ``runner_stopped`` event naming the runs it left running; call inside a write transaction."""
+                   reason: str = "clean shutdown", now: float | None = None,
+                   detail: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Mark runner ``runner_id`` stopped (``runners.stopped_at``, ``stop_reason`` = ``reason``,
+    e.g. "SIGTERM (systemd stop)") with its attributed ``runner_stopped`` event naming the runs
+    it left running (``detail.left_running``, plus ``left``: ``[{id, job, task, attempt,
+    pid}]`` and the caller's ``detail``: signal, user, systemd unit); call inside a write
+    transaction. Returns ``left`` (from table ``runs``) for the operator's screen."""
     now = time.time() if now is None else now
     conn.execute("UPDATE runners SET stopped_at = ?, stop_reason = ? WHERE id = ?", (now, reason, runner_id))
-    add_event(conn, actor=actor, kind="runner_stopped",
-              reason=f"{len(left_running)} run(s) left running" if left_running else "clean stop",
-              detail={"left_running": left_running})
+    left: list[dict[str, Any]] = []
+    if left_running:
+        marks = ",".join("?" * len(left_running))
+        left = [{"id": r["id"], "job": r["job"], "task": r["task"], "attempt": r["attempt"], "pid": r["pid"]}
+                for r in conn.execute(f"SELECT id, job, task, attempt, pid FROM runs WHERE id IN ({marks})"
+                                      " ORDER BY id", tuple(left_running)).fetchall()]
+    text = (f"{reason}: {len(left_running)} run(s) left running for the next runner to settle (interrupted)"
+            if left_running else f"{reason}: clean stop, nothing left running")
+    add_event(conn, actor=actor, kind="runner_stopped", reason=text,
+              detail={**(detail or {}), "stop_reason": reason, "left_running": left_running, "left": left}, at=now)
+    return left

@@ -28,10 +28,11 @@ from core.ledger import breaker, lifecycle, outcomes, queue, retries
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
 from core.mission import worker as mission_worker
-from core.processes import create_time, find_escaped, kill_escaped, signal_group, stop_child
+from core.processes import create_time, find_escaped, kill_escaped, signal_group, signal_name, stop_child
 from core.runner import spawn
 from core.runner.capture import Capture
 from core.runner.handoff import read_handoff
+from core.runner.reaper import Reaper
 from core.runner.watchdog import Watchdog
 from core.spec.model import JobSpec, LoadedJob, resolve_cwd
 from core.spec.settings import Settings
@@ -76,6 +77,7 @@ class Context:
     wake: Callable[[], None]
     on_finished: Callable[[Finished], None] | None = None
     on_end: Callable[[], None] | None = None  # any run of this runner ended (wakes the missions)
+    reaper: Reaper | None = None  # the child subreaper: ends what a run left outside its group
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -205,18 +207,30 @@ class Executor:
         timed_out = ctx.watchdog.fired(run_id)
         ctx.watchdog.cancel(run_id)
         escaped: list[dict[str, Any]] = []
+        escaped_how = ""
+        reaper = ctx.reaper if ctx.reaper is not None and ctx.reaper.subreaper else None
         if timed_out:
-            # The leader is gone; whatever of its group ignored SIGTERM goes now, and so does
-            # anything it started that left the group (setsid, setpgid) but carries its run id.
+            # The leader is gone; whatever of its group ignored SIGTERM goes now.
             signal_group(proc.pid, signal.SIGKILL)
-            escaped = await asyncio.to_thread(kill_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+            if reaper is None:
+                # Without a subreaper, what left the group (setsid, setpgid) but carries the run
+                # id is found by a scan of every process: only here, at a timeout.
+                escaped = await asyncio.to_thread(kill_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+                escaped_how = "killed "
+        if reaper is not None:
+            # As subreaper the runner adopted whatever the run started that left its process
+            # group (setsid, double fork): ended now, whatever the outcome, success included.
+            escaped, last = await asyncio.to_thread(reaper.end_run, run_id, grace=spec.grace,
+                                                    exclude_pgid=proc.pid)
+            escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
         # Drain what is left; a grandchild holding the pipe must not block us.
         done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
         signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         if pending:
             done2, pending = await asyncio.wait(pending, timeout=0.5)
-            if pending and not escaped:  # still holding our pipe: record who (a process-table scan)
+            if pending and not escaped and reaper is None:  # still holding our pipe: record who (a scan)
                 escaped = await asyncio.to_thread(find_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+                escaped_how = "still running, holding the output pipe: "
             for r in pending:
                 r.cancel()
         for c in (out, err):
@@ -235,8 +249,7 @@ class Executor:
         findings.extend(budget_findings(spec, hread.data))
         if escaped:
             findings.append({"code": "escaped_processes", "message": (
-                ("killed " if timed_out else "still running, holding the output pipe: ")
-                + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
+                escaped_how + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
                 + " — started by the job but outside its process group")})
         cols: dict[str, Any] = {
             "exit_code": exit_code, "signal": sig, "duration_s": ended - started,

@@ -87,34 +87,48 @@ class Reaper:
         self.subreaper = become_subreaper()
         return self.subreaper
 
-    def leftovers(self, run_id: int) -> list[psutil.Process]:
+    def leftovers(self, run_id: int, *, exclude_pgid: int | None = None) -> list[psutil.Process]:
         """Live processes started for run ``run_id`` by this runner that are still around:
         the runner's descendants with the run's environment markers (as subreaper), else a
-        scan of every process for them."""
+        scan of every process for them. ``exclude_pgid``: leave out members of that process
+        group (the run's own group, which its group kill ends)."""
         if not self.subreaper:
-            return run_processes(run_id, runner_id=self.runner_id)
+            return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         try:
             tree = psutil.Process().children(recursive=True)
         except psutil.Error:
-            return run_processes(run_id, runner_id=self.runner_id)
+            return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         want = str(run_id)
-        return [p for p in tree if _marked(p, want, self.runner_id)]
+        out = []
+        for p in tree:
+            if not _marked(p, want, self.runner_id):
+                continue
+            if exclude_pgid is not None:
+                try:
+                    if os.getpgid(p.pid) == exclude_pgid:
+                        continue
+                except OSError:
+                    continue
+            out.append(p)
+        return out
 
-    def end_run(self, run_id: int, *, grace: float) -> list[dict[str, object]]:
-        """End what run ``run_id`` left behind: SIGTERM, SIGKILL after ``grace`` seconds (at
-        most 5), then reap those that are this process's children. Blocking (up to grace + 2 s
-        when something resists): call it off the event loop. Returns ``[{pid, cmd}]`` of the
-        processes found (empty when the run left nothing)."""
-        procs = self.leftovers(run_id)
+    def end_run(self, run_id: int, *, grace: float,
+                exclude_pgid: int | None = None) -> tuple[list[dict[str, object]], int | None]:
+        """End what run ``run_id`` left behind outside its process group ``exclude_pgid``:
+        SIGTERM, SIGKILL after ``grace`` seconds (at most 5), then reap those that are this
+        process's children. Blocking (up to grace + 2 s when something resists): call it off
+        the event loop. Returns ``([{pid, cmd}], last signal sent)`` — ``([], None)`` when the
+        run left nothing."""
+        procs = self.leftovers(run_id, exclude_pgid=exclude_pgid)
         if not procs:
-            return []
+            return [], None
         found = [describe(p) for p in procs]
-        kill_processes(procs, grace=min(max(0.0, grace), 5.0))
+        sig = kill_processes(procs, grace=min(max(0.0, grace), 5.0))
         for p in procs:
             self._reap(p.pid)
         log.warning("run %s left %d process(es) outside its process group; ended: %s", run_id, len(found),
                     ", ".join(f"pid {f['pid']}" for f in found))
-        return found
+        return found, sig
 
     def _reap(self, pid: int) -> None:
         with contextlib.suppress(ChildProcessError, OSError):

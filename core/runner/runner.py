@@ -35,13 +35,14 @@ from core.processes import create_time
 from core.runner.dispatcher import Dispatcher
 from core.runner.executor import Context, Executor, Finished
 from core.runner.fanout import FanoutParent
+from core.runner.reaper import Reaper
 from core.runner.reload import watch_specs
 from core.runner.scheduler import Scheduler
 from core.runner.watchdog import Watchdog
 from core.spec.model import LoadedJob, LoadResult, load_dir
 from core.spec.settings import Settings
 from core.supervisor import supervisor
-from core.sweep import sweep
+from core.sweep import sweep, watch
 
 __all__ = ["Finished", "Runner"]
 
@@ -88,12 +89,20 @@ class Runner:
         install_signal_handlers: stop on SIGINT/SIGTERM (only from the main thread).
         on_finished: called on the loop thread for every run that reaches a terminal state
             through this runner.
+        subreaper: make this process a child subreaper (Linux), so whatever a run starts
+            outside its process group is re-parented here and ended when the run ends
+            (``core.runner.reaper``). It applies to the whole process: an embedding test
+            harness may turn it off.
+
+    After ``run`` returns, ``stop_reason`` says why it stopped ("SIGTERM (systemd stop)", …)
+    and ``left_behind`` lists the runs it left running (``[{id, job, task, attempt, pid}]``),
+    for the next runner to settle as interrupted.
     """
 
     def __init__(self, spec_dir: str | os.PathLike[str], settings: Settings, *,
                  install_signal_handlers: bool = True,
                  on_finished: Callable[[Finished], None] | None = None,
-                 runner_id: str | None = None) -> None:
+                 runner_id: str | None = None, subreaper: bool = True) -> None:
         self.spec_dir = Path(spec_dir).resolve()  # jobs.source stays stable across restarts
         self.settings = settings
         self.id = runner_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -122,16 +131,36 @@ class Runner:
         self.dispatcher: Dispatcher | None = None
         self.executor: Executor | None = None
         self.fanout: FanoutParent | None = None
+        self.reaper = Reaper(self.id)
+        self._subreaper = subreaper
+        self.stop_reason = "stop requested"
+        self._stop_detail: dict[str, Any] = {}
+        self.left_behind: list[dict[str, Any]] = []
         self.started = threading.Event()
 
     # -- public -------------------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Ask the runner to stop (thread-safe, idempotent)."""
+    def request_stop(self, reason: str | None = None) -> None:
+        """Ask the runner to stop (thread-safe, idempotent). ``reason`` is recorded as the
+        runner's ``stop_reason`` (e.g. "console quit")."""
         loop, stop = self._loop, self._stop
         if loop is None or stop is None:
             return
+        if reason and not stop.is_set():
+            self.stop_reason = reason
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(stop.set)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        """SIGINT/SIGTERM: a clean stop, attributed. Under systemd (``INVOCATION_ID`` set) a
+        SIGTERM is the unit being stopped or restarted."""
+        if self._stop is None or self._stop.is_set():
+            return
+        systemd = bool(os.environ.get("INVOCATION_ID"))
+        self.stop_reason = sig.name + (" (systemd stop)" if systemd and sig == signal.SIGTERM else "")
+        self._stop_detail = {"signal": sig.name, "user": os.environ.get("USER") or self.settings.operator,
+                             "systemd_invocation": os.environ.get("INVOCATION_ID"), "pid": os.getpid()}
+        log.warning("%s received: stopping (running jobs get %gs)", sig.name, self.settings.shutdown_grace)
+        self._stop.set()
 
     async def run(self) -> None:
         """Run until ``request_stop`` or SIGINT/SIGTERM; then shut down (see README)."""
@@ -149,13 +178,17 @@ class Runner:
         except OSError as exc:  # runs are still executed and recorded; capture degrades
             log.error("artifacts folder %s unusable: %s", self.settings.artifacts_dir, exc)
         self.ledger = _SerialLedger(self.settings.ledger, self._write_lock)
+        if self._subreaper:
+            self.reaper.start()
         self._compose()
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._loop.add_signal_handler(sig, self._stop.set)
+                self._loop.add_signal_handler(sig, self._on_signal, sig)
+        registered_at = time.time()
         self._register()
         self._reconcile()
         self._load_specs(load_dir(self.spec_dir, prefer=job_sources(self.ledger)))
+        self._record_past_gap(registered_at)
         self.started.set()
         loops = [
             asyncio.create_task(self._scheduler_loop(), name="scheduler"),
@@ -189,7 +222,7 @@ class Runner:
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, ledger=led,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
-                      on_end=self._mission_wake.set)
+                      on_end=self._mission_wake.set, reaper=self.reaper)
         self.executor = Executor(ctx)
         self.fanout = FanoutParent(self.executor)
 
@@ -204,6 +237,15 @@ class Runner:
             conn, runner_id=self.id, hostname=socket.gethostname(), pid=me, pid_create_time=create_time(me),
             heartbeat_s=self.settings.heartbeat, lease_s=self.settings.lease, version=__version__,
             spec_dir=str(self.spec_dir), actor=self.actor))
+
+    def _record_past_gap(self, started_at: float) -> None:
+        """The runner before this one vanished without a clean stop: record the gap after the
+        fact (``core.sweep.watch.record_past_gap``); this runner's heartbeat resolves it."""
+        try:
+            watch.record_past_gap(self.ledger, self.settings, runner_id=self.id, started_at=started_at,
+                                  specs=[lj.spec for lj in self.jobs.values()])
+        except Exception:
+            log.exception("recording the runner gap before this start failed; `watchkeeper status` still shows it")
 
     def _reconcile(self) -> None:
         try:
@@ -380,6 +422,11 @@ class Runner:
                     log.exception("settling lost runs failed; retrying next pass")
             for run_id in report.orphaned:
                 self.executor.after_end(run_id)  # judged, breaker, and its line like any other finish
+            if self.reaper.subreaper:
+                try:
+                    await asyncio.to_thread(self.reaper.reap_strays)
+                except Exception:
+                    log.exception("reaping adopted processes failed; retrying next pass")
 
     def _sweep_once(self, sweeper: Any) -> Any:
         return sweeper.sweep_once(self._thread_ledger())
@@ -411,8 +458,8 @@ class Runner:
         for t in list(self._bg):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, timeout=5)
-        self.ledger.write(lambda conn: runner_rows.record_stopped(conn, self.id, actor=self.actor,
-                                                                  left_running=left))
+        self.left_behind = self.ledger.write(lambda conn: runner_rows.record_stopped(
+            conn, self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail))
         self._settle_pool.shutdown(wait=False)
         self.watchdog.stop()
         self.ledger.close()
