@@ -87,7 +87,7 @@ def bench_watchkeeper(n: int, concurrency: int, tmp: Path) -> tuple[float, dict[
     from core.ledger.jobs import sync_jobs
     from core.ledger.runs import trigger
     from core.runner.runner import Runner
-    from core.spec.model import load_dir
+    from core.spec.loader import load_dir
     from core.spec.settings import load_settings
 
     spec_dir = tmp / "specs"

@@ -442,6 +442,15 @@ class Ledger:
         """Run a read query and return all rows (callers must bound it with LIMIT)."""
         return self.conn.execute(sql, params).fetchall()
 
+    def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        """Run a read query and return every row as a plain dict (sqlite-utils
+        ``Database.query``); callers bound it with LIMIT."""
+        return list(self.db.query(sql, params))
+
+    def row(self, sql: str, params: Any = ()) -> dict[str, Any] | None:
+        """Run a read query and return its first row as a plain dict, or None."""
+        return next(iter(self.db.query(sql, params)), None)
+
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
         """Run a read query and return the first row or None."""
         return self.conn.execute(sql, params).fetchone()

@@ -279,7 +279,7 @@ def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, l
         params.append(before_id)
     sql = "SELECT * FROM escalations" + (f" WHERE {' AND '.join(where)}" if where else "")
     sql += " ORDER BY last_seen DESC, id DESC LIMIT ?"
-    return [row_dict(r) for r in ledger.query(sql, (*params, int(limit)))]
+    return ledger.rows(sql, (*params, int(limit)))
 
 
 def changed_since(ledger: Ledger, after_updated: float, after_id: int, limit: int = 200) -> list[dict[str, Any]]:

@@ -173,7 +173,7 @@ def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int =
 
 def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
     """One ``escalations`` row as a dict, or None when there is no such id."""
-    return row_dict(ledger.one("SELECT * FROM escalations WHERE id = ?", (esc_id,)))
+    return ledger.row("SELECT * FROM escalations WHERE id = ?", (esc_id,))
 
 
 # -- outcomes ------------------------------------------------------------------------------
@@ -284,12 +284,12 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
 def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:
     """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
     first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
-    rows = [row_dict(r) for r in ledger.query(
+    rows = ledger.rows(
         f"SELECT {_ORPHAN_COLS}, r.created_at, w.id AS w_id, w.hostname AS w_hostname, w.pid AS w_pid,"
         " w.pid_create_time AS w_pid_create_time, w.lease_s AS w_lease_s"
         f" FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
         f" WHERE r.state IN ({','.join('?' * len(_LIVE))}){extra} ORDER BY r.id DESC LIMIT ?",
-        (*_LIVE, *params, LIVE_MAX))]
+        (*_LIVE, *params, LIVE_MAX))
     host = liveness.hostname()
     judged: dict[str, liveness.RunnerLiveness] = {}
     for r in rows:
@@ -355,9 +355,9 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         conds.append("name > ?")
         params.append(after[0])
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
-    rows = [row_dict(r) for r in ledger.query(
+    rows = ledger.rows(
         "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
-        f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))]
+        f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
     for r in rows:
         spec_text = r.pop("spec")
         nxt = None
@@ -391,8 +391,8 @@ def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:
     name: ``{"name", "enabled" (0/1), "paused_at" (Unix s or None), "paused_by" (actor),
     "pause_reason", "breaker_state", "breaker_until" (Unix s or None), "last_error"}``. What
     a pause/resume/trigger dialog shows before asking."""
-    return row_dict(ledger.one("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
-                               " breaker_until, last_error FROM jobs WHERE name = ?", (job,)))
+    return ledger.row("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
+                               " breaker_until, last_error FROM jobs WHERE name = ?", (job,))
 
 
 def invalid_specs(ledger: Ledger, *, limit: int = PAGE, never_loaded: bool = False) -> list[dict[str, Any]]:
@@ -489,7 +489,7 @@ def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int
 
 def run_row(ledger: Ledger, run_id: int) -> dict[str, Any] | None:
     """The ``runs`` row of ``run_id`` as a dict, or None when there is no such run."""
-    return row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    return ledger.row("SELECT * FROM runs WHERE id = ?", (run_id,))
 
 
 def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any] | None:
@@ -507,20 +507,20 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
     ``children`` (fan-out sub-task runs whose ``parent_run_id`` is this run: id, task,
     attempt, state, exit_code, signal, reason, started_at, ended_at; by task then attempt).
     """
-    run = row_dict(ledger.one("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    run = ledger.row("SELECT * FROM runs WHERE id = ?", (run_id,))
     if run is None:
         return None
-    outcome = row_dict(ledger.one("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,)))
+    outcome = ledger.row("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,))
     if outcome:
         for k in ("handoff", "handoff_findings", "verification", "verdict"):
             outcome[k] = _json(outcome.get(k))
-    attempts = [row_dict(r) for r in ledger.query(
+    attempts = ledger.rows(
         "SELECT id, attempt, state, trigger, created_at, ended_at, exit_code, signal, reason FROM runs"
-        " WHERE lineage = ? ORDER BY attempt LIMIT 1000", (run["lineage"],))]
+        " WHERE lineage = ? ORDER BY attempt LIMIT 1000", (run["lineage"],))
     ids = [a["id"] for a in attempts] or [run_id]
-    events = [row_dict(r) for r in ledger.query(
+    events = ledger.rows(
         f"SELECT * FROM events WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id LIMIT ?",
-        (*ids, events_limit))]
+        (*ids, events_limit))
     streams: dict[str, dict[str, Any]] = {}
     for name in ("stdout", "stderr"):
         got = {"exists": False, "size": 0, "head": "", "tail": ""}
@@ -534,11 +534,11 @@ def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[
         # never holds more than the job wrote, so the larger figure is the truer one.
         got["total"] = max(int((outcome or {}).get(f"{name}_bytes") or 0), int(str(got["size"] or 0)))
         streams[name] = got
-    escs = [row_dict(r) for r in ledger.query(
-        "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))]
-    children = [row_dict(r) for r in ledger.query(
+    escs = ledger.rows(
+        "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))
+    children = ledger.rows(
         "SELECT id, task, attempt, state, exit_code, signal, reason, started_at, ended_at FROM runs"
-        " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,))]
+        " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,))
     return {"run": run, "outcome": outcome, "attempts": attempts, "events": events,
             "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs, "children": children}
 
@@ -548,11 +548,11 @@ def run_evidence(ledger: Ledger, run_id: int, tail_chars: int = 2000) -> dict[st
     from ``job_outcomes``: ``status``, ``verdict_reason``, and the last ``tail_chars``
     characters of stderr and stdout (``stderr_end`` / ``stdout_end``: the stored tail, else
     the head when the output was short). None when the run has no outcome yet."""
-    return row_dict(ledger.one(
+    return ledger.row(
         "SELECT run_id, status, verdict_reason,"
         " substr(COALESCE(NULLIF(stderr_tail, ''), stderr_head, ''), -?) AS stderr_end,"
         " substr(COALESCE(NULLIF(stdout_tail, ''), stdout_head, ''), -?) AS stdout_end"
-        " FROM job_outcomes WHERE run_id = ?", (tail_chars, tail_chars, run_id)))
+        " FROM job_outcomes WHERE run_id = ?", (tail_chars, tail_chars, run_id))
 
 
 # -- header --------------------------------------------------------------------------------
@@ -594,8 +594,8 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     if gap.since is None:
         return False, "no runner yet"
     host = liveness.hostname()
-    recent = [row_dict(r) for r in ledger.query(
-        "SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 5")]
+    recent = ledger.rows(
+        "SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 5")
     for r in recent:
         if liveness.runner_liveness(r, now=now, this_host=host) is liveness.RunnerLiveness.STALLED:
             return False, f"runner stalled for {short_age(now - r['heartbeat_at'])}"

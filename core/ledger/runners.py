@@ -236,8 +236,8 @@ def past_gap(ledger: Ledger, *, runner_id: str, started_at: float) -> PastGap | 
     alive. None otherwise (first runner ever, a clean stop, or another runner still alive).
     Reads table ``runners``; never writes."""
     host = liveness.hostname()
-    rows = [row_dict(r) for r in ledger.query(
-        "SELECT * FROM runners WHERE id != ? ORDER BY heartbeat_at DESC LIMIT 50", (runner_id,))]
+    rows = ledger.rows(
+        "SELECT * FROM runners WHERE id != ? ORDER BY heartbeat_at DESC LIMIT 50", (runner_id,))
     rows = [r for r in rows if r is not None]
     if not rows:
         return None

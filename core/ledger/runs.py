@@ -146,13 +146,13 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
     rows: list[dict[str, Any]] = []
     if not state or state in TERMINAL:
         conds = " AND ".join(["r.ended_at IS NOT NULL", *where])
-        rows += [dict(r) for r in ledger.query(f"{base}{conds} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
-                                               (*params, limit))]
+        rows += ledger.rows(f"{base}{conds} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
+                                               (*params, limit))
     if not state or state not in TERMINAL:
         conds = " AND ".join([f"r.state IN {sql_set(NON_TERMINAL)}", *where])
-        rows += [dict(r) for r in ledger.query(
+        rows += ledger.rows(
             f"{base}{conds} ORDER BY COALESCE(r.started_at, r.created_at) DESC, r.id DESC LIMIT ?",
-            (*params, limit))]
+            (*params, limit))
     rows.sort(key=lambda r: (run_time(r), r["id"]), reverse=True)
     return rows[:limit]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.ledger import lifecycle, queue
 from core.ledger.lifecycle import TERMINAL, State
-from core.spec.model import LoadedJob
+from core.spec.loader import LoadedJob
 
 #: Queued rows read per free slot: rows of jobs at their own limit are skipped, so read a
 #: few more than there is room for.

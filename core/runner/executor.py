@@ -34,7 +34,8 @@ from core.runner.capture import Capture
 from core.runner.handoff import read_handoff
 from core.runner.reaper import Reaper
 from core.runner.watchdog import Watchdog
-from core.spec.model import JobSpec, LoadedJob, resolve_cwd
+from core.spec.loader import LoadedJob, resolve_cwd
+from core.spec.model import JobSpec
 from core.spec.settings import Settings
 from core.supervisor import supervisor
 

@@ -22,7 +22,8 @@ from core.processes import signal_group
 from core.runner import spawn
 from core.runner.capture import Capture
 from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
-from core.spec.model import JobSpec, LoadedJob, resolve_cwd
+from core.spec.loader import LoadedJob, resolve_cwd
+from core.spec.model import JobSpec
 
 #: Seconds between two looks at a parent's sub-tasks while it waits for them.
 POLL_S = 0.2

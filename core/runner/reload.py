@@ -25,7 +25,7 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
-from core.spec.model import LoadResult, SpecError, load_dir, spec_files
+from core.spec.loader import LoadResult, SpecError, load_dir, spec_files
 from core.spec.settings import CONFIG_NAME
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from core.runner.reaper import Reaper
 from core.runner.reload import watch_specs
 from core.runner.scheduler import Scheduler
 from core.runner.watchdog import Watchdog
-from core.spec.model import LoadedJob, LoadResult, load_dir
+from core.spec.loader import LoadedJob, LoadResult, load_dir
 from core.spec.settings import Settings
 from core.supervisor import supervisor
 from core.sweep import sweep, watch

@@ -20,7 +20,8 @@ from typing import Any
 from core.ledger import jobs, queue
 from core.ledger.connection import add_event
 from core.spec import schedule
-from core.spec.model import JobSpec, LoadedJob
+from core.spec.loader import LoadedJob
+from core.spec.model import JobSpec
 
 log = logging.getLogger(__name__)
 

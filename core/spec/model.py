@@ -451,15 +451,14 @@ def command_text(cmd: list[str] | str | None) -> str:
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
-# The loader and source map were split out of this module; their names stay importable here.
-from core.spec.loader import (  # noqa: E402,F401
-    MAX_SPEC_FILE_BYTES,
-    LoadedJob,
-    LoadResult,
-    SpecError,
-    field_line,
-    load_dir,
-    load_file,
-    resolve_cwd,
-    spec_files,
-)
+# The loader was split out of this module; its names stay importable from here, resolved
+# on first use (loader imports this module, so a plain import here would be a cycle).
+_MOVED_TO_LOADER = frozenset({"MAX_SPEC_FILE_BYTES", "LoadedJob", "LoadResult", "SpecError", "field_line",
+                              "load_dir", "load_file", "resolve_cwd", "spec_files"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_LOADER:
+        from core.spec import loader
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
