@@ -146,10 +146,11 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
     rows: list[dict[str, Any]] = []
     if not state or state in TERMINAL:
         conds = " AND ".join(["r.ended_at IS NOT NULL", *where])
-        rows += ledger.rows(f"{base}{conds} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
-                                               (*params, limit))
+        rows += ledger.rows(f"{base}{conds} ORDER BY r.ended_at DESC, r.id DESC LIMIT ?", (*params, limit))
     if not state or state not in TERMINAL:
-        conds = " AND ".join([f"r.state IN {sql_set(NON_TERMINAL)}", *where])
+        # "+r.job" keeps SQLite on runs_state (few rows in flight) rather than walking every
+        # run of the job through runs_job_ended.
+        conds = " AND ".join([f"r.state IN {sql_set(NON_TERMINAL)}", *(w.replace("r.job", "+r.job") for w in where)])
         rows += ledger.rows(
             f"{base}{conds} ORDER BY COALESCE(r.started_at, r.created_at) DESC, r.id DESC LIMIT ?",
             (*params, limit))
