@@ -108,6 +108,14 @@ def test_outcome_copy_disagreeing_with_its_run(ledger, settings):
     assert "attempt 7 (runs: 1)" in found[0].message and "state 'succeeded' (runs: 'orphaned')" in found[0].message
 
 
+def test_missing_column_or_table_is_a_schema_violation(ledger, settings):
+    assert "schema" not in codes(doctor.check(ledger, settings))
+    ledger.write(lambda c: c.execute("DROP TABLE meta"))
+    ledger.write(lambda c: c.execute("ALTER TABLE runs DROP COLUMN artifacts_dir"))
+    found = sorted(v.message for v in doctor.check(ledger, settings) if v.check == "schema")
+    assert found == ["table meta is missing", "table runs lacks column(s) artifacts_dir"]
+
+
 def test_cli_exit_codes_and_json(ledger, settings, db):
     run_id = gone_run(ledger)
     cli_runner = CliRunner()

@@ -129,11 +129,11 @@ def test_cli_pause_and_resume_exit_codes(db):
 def test_a_schema_1_ledger_migrates_with_no_job_paused(tmp_path):
     import sqlite3
 
-    from core.ledger.connection import MIGRATIONS, _split_sql
+    from core.ledger.connection import MIGRATIONS, split_sql
 
     old = tmp_path / "old.db"
     conn = sqlite3.connect(old)
-    for stmt in _split_sql(MIGRATIONS[0]):
+    for stmt in split_sql(MIGRATIONS[0]):
         conn.execute(stmt)
     conn.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at) VALUES ('a', '{}', 'h', 0)")
     conn.execute("PRAGMA user_version=1")

@@ -381,7 +381,7 @@ class Ledger:
                 if version > SCHEMA_VERSION:
                     raise SchemaTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
                 for i in range(version, SCHEMA_VERSION):
-                    for stmt in _split_sql(MIGRATIONS[i]):
+                    for stmt in split_sql(MIGRATIONS[i]):
                         self.conn.execute(stmt)
                     self.conn.execute(f"PRAGMA user_version={i + 1}")
                 self.conn.execute("COMMIT")
@@ -486,7 +486,7 @@ class Ledger:
         self.close()
 
 
-def _split_sql(script: str) -> list[str]:
+def split_sql(script: str) -> list[str]:
     """Split a migration script into statements (no semicolons inside our literals)."""
     out = []
     for raw in script.split(";"):

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import asdict, dataclass
+from functools import cache
 from typing import Any
 
+import sqlite_utils
+
+from core.ledger.connection import MIGRATIONS, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
 from core.vocabulary import sql_set
 
@@ -108,4 +112,30 @@ def _outcome_copies(conn: sqlite3.Connection) -> list[Violation]:
         diffs = [f"{col} {r['o_' + col]!r} (runs: {r[col]!r})" for col in ("job", "lineage", "attempt", "state")
                  if r["o_" + col] != r[col]]
         out.append(Violation("outcome_copy", "job_outcomes disagrees with runs: " + ", ".join(diffs), r["run_id"]))
+    return out
+
+
+@cache
+def expected_schema() -> dict[str, frozenset[str]]:
+    """Table → column names the code expects: every migration applied to an empty in-memory
+    database, read back through sqlite-utils."""
+    db = sqlite_utils.Database(memory=True)
+    for script in MIGRATIONS:
+        for stmt in split_sql(script):
+            db.execute(stmt)
+    return {t: frozenset(db[t].columns_dict) for t in db.table_names()}
+
+
+def schema(db: sqlite_utils.Database) -> list[Violation]:
+    """Tables or columns the code expects (``expected_schema``) that the ledger lacks: a
+    hand-edited or half-restored file, found before a write fails on it."""
+    out = []
+    have = set(db.table_names())
+    for table, columns in sorted(expected_schema().items()):
+        if table not in have:
+            out.append(Violation("schema", f"table {table} is missing"))
+            continue
+        missing = sorted(columns - set(db[table].columns_dict))
+        if missing:
+            out.append(Violation("schema", f"table {table} lacks column(s) {', '.join(missing)}"))
     return out

@@ -16,6 +16,8 @@ Checks (each violation names the run it concerns):
 * ``attempt_gap``      – attempts of a lineage are not exactly 1..n;
 * ``slot_duplicate``   – one (job, slot, task) has two runs for one attempt, or two lineages;
 * ``lineage_overlap``  – more than one unfinished attempt in one lineage;
+* ``schema``           – a table or column the code expects is missing (read with
+  sqlite-utils against the schema every migration builds);
 * ``outcome_copy``     – a ``job_outcomes`` row whose copy of its run's job, lineage or
   attempt (or, once the run ended, state) differs from ``runs``;
 * ``subtask_of_ended_parent`` – a fan-out sub-task still queued although its parent run is
@@ -66,6 +68,7 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
     supplies ``lease`` and ``start_timeout``. Returns violations, run-less ones first."""
     now = time.time() if now is None else now
     out: list[Violation] = []
+    out.extend(invariants.schema(ledger.db))
     out.extend(invariants.check(ledger.conn))
     out.extend(_live_runs(ledger, settings, now))
     return out
