@@ -9,7 +9,13 @@
 * a job whose file has errors keeps its last good spec and stays enabled; the error is
   stored in ``jobs.last_error`` so the console can show it beside the job;
 * every error is appended as an event of kind ``spec_error`` (``detail`` =
-  ``SpecError.to_dict()``), which ``watchkeeper check --ledger`` and the console show.
+  ``SpecError.to_dict()``), which ``watchkeeper check --ledger`` and the console show;
+* the load's errors are mirrored in ``invalid_specs`` (so a job whose file never parsed is
+  listed too) with one ``spec_invalid`` escalation per job or file (``sync_invalid``).
+
+An operator's pause lives here too (``jobs.paused_at``/``paused_by``/``pause_reason``):
+``set_paused`` changes it (compare-and-set, audited), ``admit_slot`` is the scheduler's
+question "may this slot run?".
 
 Timestamps are Unix seconds (UTC).
 """
