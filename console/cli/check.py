@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import time
 from datetime import datetime
@@ -13,7 +12,7 @@ from typing import Any
 import click
 
 from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, shown
-from core.ledger.connection import Ledger, LedgerError
+from core.ledger.connection import Ledger, LedgerError, StorageError
 from core.ledger.jobs import recent_spec_errors
 from core.spec.loader import LoadedJob, load_dir
 from core.spec.mission import check_missions
@@ -40,7 +39,7 @@ def _runtime_errors(ledger_path: Path, limit: int) -> tuple[list[dict[str, Any]]
     try:
         with Ledger(ledger_path, read_only=True) as ledger:
             return recent_spec_errors(ledger, limit=limit), None
-    except (LedgerError, sqlite3.Error, OSError) as exc:  # a damaged ledger must not hide the folder's result
+    except (LedgerError, StorageError, OSError) as exc:  # a damaged ledger must not hide the folder's result
         return [], f"{ledger_path}: {describe_ledger_error(exc, read_only=True)}"
     except Exception as exc:  # noqa: BLE001 - whatever it is, the folder's result still counts
         return [], f"{ledger_path}: cannot read ledger: {exc}"

@@ -13,15 +13,22 @@ import contextlib
 import errno
 import functools
 import os
-import re
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from core.ledger.connection import SCHEMA_VERSION, Ledger, LedgerError, SchemaTooNew
+from core.ledger.connection import (
+    SCHEMA_VERSION,
+    Ledger,
+    LedgerError,
+    SchemaTooNew,
+    StorageDamaged,
+    StorageError,
+    StorageUnavailable,
+    describe_error,
+)
 from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
 from core.text import invisible, safe_text
 
@@ -64,28 +71,8 @@ def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
     raise SystemExit(code)
 
 
-def describe_ledger_error(exc: BaseException, *, read_only: bool = False) -> str:
-    """A short, human explanation of why a ledger cannot be used."""
-    if isinstance(exc, SchemaTooNew):
-        m = re.search(r"schema (\d+) is newer than (\d+)", str(exc))
-        found, ours = (m.group(1), m.group(2)) if m else ("?", str(SCHEMA_VERSION))
-        return f"written by a newer Watchkeeper (schema {found} > {ours})"
-    msg = str(exc) or type(exc).__name__
-    low = msg.lower()
-    if isinstance(exc, sqlite3.DatabaseError):
-        if "not a database" in low or "malformed" in low or "encrypted" in low:
-            return f"not a Watchkeeper ledger ({msg})"
-        if "unable to open database file" in low or "readonly" in low or "read-only" in low:
-            if read_only:
-                return (f"cannot read the ledger ({msg}); a WAL ledger needs its -shm file, or write "
-                        "access to its folder to create it")
-            return f"cannot open the ledger for writing ({msg}); is the file or its folder read-only?"
-        if "no such table" in low:
-            return f"not a Watchkeeper ledger ({msg})"
-        return f"cannot use the ledger ({msg})"
-    if isinstance(exc, OSError):
-        return f"cannot open the ledger ({exc.strerror or msg})"
-    return f"cannot use the ledger ({msg})"
+#: A short, human explanation of why a ledger cannot be used (``core.ledger.connection``).
+describe_ledger_error = describe_error
 
 
 def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: bool = True) -> Ledger:
@@ -103,12 +90,12 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
         fail(f"{p}: not a Watchkeeper ledger (not a regular file)")
     try:
         ledger = Ledger(p, read_only=read_only)
-    except (sqlite3.Error, LedgerError, OSError) as exc:
+    except (StorageError, LedgerError, OSError) as exc:
         fail(f"{p}: {describe_ledger_error(exc, read_only=read_only)}")
     if read_only:
         try:
             version = ledger.schema_version
-        except (sqlite3.Error, OSError) as exc:
+        except (StorageError, OSError) as exc:
             ledger.close()
             fail(f"{p}: {describe_ledger_error(exc, read_only=True)}")
         if version < SCHEMA_VERSION:
@@ -174,9 +161,9 @@ def open_ledger_prefer_write(path: str | Path) -> Ledger:
         return Ledger(p)
     except SchemaTooNew as exc:
         fail(f"{p}: {describe_ledger_error(exc)}")
-    except (sqlite3.OperationalError, PermissionError):
+    except (StorageUnavailable, PermissionError):
         return open_ledger_at(p, read_only=True)
-    except (sqlite3.Error, LedgerError, OSError) as exc:
+    except (StorageError, LedgerError, OSError) as exc:
         fail(f"{p}: {describe_ledger_error(exc)}")
 
 
@@ -186,7 +173,7 @@ def ledger_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (sqlite3.DatabaseError, LedgerError) as exc:
+        except (StorageDamaged, LedgerError) as exc:
             where = f"{_current_ledger}: " if _current_ledger is not None else ""
             fail(f"{where}{describe_ledger_error(exc)}")
     return wrapper  # type: ignore[return-value]

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -299,12 +300,44 @@ Conn = sqlite3.Connection
 StorageError = sqlite3.Error
 
 
+#: The store could not be opened or written right now (locked, read-only, missing folder).
+StorageUnavailable = sqlite3.OperationalError
+#: The file is not a usable SQLite database (damaged, encrypted, or no ledger at all).
+StorageDamaged = sqlite3.DatabaseError
+
+
 class LedgerError(Exception):
     """A ledger problem the caller should surface (never swallow)."""
 
 
 class SchemaTooNew(LedgerError):
     """The ledger was written by a newer Watchkeeper (``user_version`` > ``SCHEMA_VERSION``)."""
+
+
+def describe_error(exc: BaseException, *, read_only: bool = False) -> str:
+    """A short, human explanation of why a ledger cannot be used (for one CLI line): a newer
+    schema, not a ledger at all, a read-only file or folder, or the store's own message.
+    Reads SQLite's error texts, which is why it lives here."""
+    if isinstance(exc, SchemaTooNew):
+        m = re.search(r"schema (\d+) is newer than (\d+)", str(exc))
+        found, ours = (m.group(1), m.group(2)) if m else ("?", str(SCHEMA_VERSION))
+        return f"written by a newer Watchkeeper (schema {found} > {ours})"
+    msg = str(exc) or type(exc).__name__
+    low = msg.lower()
+    if isinstance(exc, sqlite3.DatabaseError):
+        if "not a database" in low or "malformed" in low or "encrypted" in low:
+            return f"not a Watchkeeper ledger ({msg})"
+        if "unable to open database file" in low or "readonly" in low or "read-only" in low:
+            if read_only:
+                return (f"cannot read the ledger ({msg}); a WAL ledger needs its -shm file, or write "
+                        "access to its folder to create it")
+            return f"cannot open the ledger for writing ({msg}); is the file or its folder read-only?"
+        if "no such table" in low:
+            return f"not a Watchkeeper ledger ({msg})"
+        return f"cannot use the ledger ({msg})"
+    if isinstance(exc, OSError):
+        return f"cannot open the ledger ({exc.strerror or msg})"
+    return f"cannot use the ledger ({msg})"
 
 
 def is_locked_error(exc: BaseException) -> bool:
