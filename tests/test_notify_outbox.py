@@ -58,7 +58,9 @@ def ledger(tmp_path):
 
 def _run(ledger, settings, code):
     rid = new_run(ledger)
-    to_verifying(ledger, rid, exit_code=code)
+    # a success starts after the failures ended, so it is a real recovery (an overlapping run
+    # never resolves an escalation)
+    to_verifying(ledger, rid, exit_code=code, started_at=time.time() + 1 if code == 0 else None)
     supervisor.settle(ledger, rid, settings=settings)
 
 
