@@ -56,9 +56,10 @@ class WatchReport:
 
 def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDGET_S) -> WatchReport:
     """The outside watcher's duties after a sweep pass: runner gap (owned by
-    ``settings.runner_owner``), snooze expiry, repeats of unacknowledged criticals, then delivery of due ``notifications`` to
-    ``settings.notify`` for at most about ``budget_s`` seconds. Never raises for ledger or
-    sink errors: each step's error is listed and the next step still runs."""
+    ``settings.runner_owner``), snooze expiry, repeats of unacknowledged criticals, then
+    delivery of due ``notifications`` to ``settings.notify`` for at most about ``budget_s``
+    seconds. Never raises for ledger or sink errors: each step's error is listed and the
+    next step still runs."""
     out = WatchReport()
     sinks = list(getattr(settings, "notify", None) or [])
     try:
