@@ -129,3 +129,7 @@ def register(group: click.Group) -> None:
             raise click.ClickException(f"runner failed: {failure[0]}")
         if thread.is_alive():
             click.echo("runner did not stop in time; exiting anyway", err=True)
+        else:
+            from console.cli.runs import print_stopped
+
+            print_stopped(runner.stop_reason, runner.left_behind)

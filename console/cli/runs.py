@@ -138,8 +138,13 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
         asyncio.run(runner.run())
     except KeyboardInterrupt:
         pass
-    left = runner.left_behind
-    click.echo(f"watchkeeper: runner stopped ({shown(runner.stop_reason)})"
+    print_stopped(runner.stop_reason, runner.left_behind)
+
+
+def print_stopped(reason: str, left: list[dict[str, Any]]) -> None:
+    """On stderr: why the runner stopped and the runs it left running (``Runner.left_behind``),
+    which the next runner settles as interrupted."""
+    click.echo(f"watchkeeper: runner stopped ({shown(reason)})"
                + (f"; {len(left)} run(s) left running for the next runner to settle (as interrupted):" if left
                   else "; nothing left running"), err=True)
     for r in left:
