@@ -108,3 +108,12 @@ def test_hard_reason_quotes_the_jobs_own_last_lines():
                         stderr="starting\npg_dump: error: connection to server failed: FATAL: too many clients")
     v = evaluate(case, [], SPEC)
     assert v.reason.startswith("backup exited with code 2; last output:") and "too many clients" in v.reason
+
+
+def test_every_kind_the_rules_name_is_in_the_vocabulary():
+    from core.supervisor import rules
+    from core.vocabulary import EscalationKind
+
+    named = (rules.HARD_KINDS | rules.SOFT_KINDS | rules.NOTE_KINDS | rules.SILENT_KINDS
+             | rules.RECOVERABLE_KINDS | set(rules._SOFT_ORDER))
+    assert named <= {k.value for k in EscalationKind}, named - {k.value for k in EscalationKind}

@@ -56,6 +56,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import regex
+
 from core.spec.model import JobSpec
 from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
@@ -455,9 +457,8 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
 
 
 def _first_match(pattern: str, lines: list[evidence.Line]) -> evidence.Line | None:
-    """The first line ``pattern`` matches, under the same ReDoS bound as ``expect.output``."""
-    import regex  # the engine expect.* patterns are validated with (core.spec.model)
-
+    """The first line ``pattern`` matches, under the same ReDoS bound as ``expect.output``
+    (the ``regex`` engine the spec validated the pattern with)."""
     try:
         rx = regex.compile(pattern)
         for ln in lines:
