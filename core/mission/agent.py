@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -112,7 +112,8 @@ class AgentSession:
                 return self._partial(missing)
             try:
                 msg = client.messages.create(model=self.agent["model"], max_tokens=int(self.agent.get("max_tokens", 2048)),
-                                             system=self.agent.get("system") or "", tools=tools, messages=messages)
+                                             system=self.agent.get("system") or "", tools=cast(Any, tools),
+                                             messages=cast(Any, messages))
             except (anthropic.RateLimitError, anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
                 return self._fail("rate_limit" if isinstance(exc, anthropic.RateLimitError) else "timeout",
                                   str(exc), AGENT_EXIT_TRANSIENT)

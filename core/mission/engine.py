@@ -21,13 +21,14 @@ Every decision is an audit event under ``job = 'mission:<id>'``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from core.ledger import escalations
 from core.ledger import missions as ml
@@ -161,14 +162,16 @@ class MissionEngine:
             attempt = ml.latest_attempt(ledger.conn, w["lineage"])
             if attempt is None or attempt["state"] not in {s.value for s in TERMINAL}:
                 if attempt is not None and attempt["id"] != w["run_id"]:
-                    ledger.write(lambda conn, w=w, a=attempt: ml.note_attempt(conn, w["id"], a["id"], a["attempt"]))
+                    ledger.write(functools.partial(ml.note_attempt, worker_id=w["id"], run_id=attempt["id"],
+                                                   attempt=attempt["attempt"]))
                 continue
             changed |= self._settle_one(ledger, mid, w, attempt)
         return changed
 
     def _settle_one(self, ledger: Ledger, mid: int, w: dict[str, Any], attempt: dict[str, Any]) -> bool:
         delivered, note = verify_delivery(attempt)
-        handoff = attempt.get("handoff") if isinstance(attempt.get("handoff"), dict) else {}
+        raw = attempt.get("handoff")
+        handoff: dict[str, Any] = raw if isinstance(raw, dict) else {}
         to = WorkerState.DELIVERED if delivered else WorkerState.FAILED
         fields = {"run_id": attempt["id"], "attempts": attempt["attempt"], "status": handoff.get("status"),
                   "confidence": handoff.get("confidence"), "steps_used": handoff.get("steps_used"),
@@ -412,10 +415,11 @@ class MissionEngine:
         try:
             msg = client.messages.create(model=m.get("model") or "claude-sonnet-4-6",
                                          max_tokens=COORDINATOR_MAX_TOKENS, system=protocol.system_prompt(m),
-                                         tools=protocol.TOOLS, messages=self.transcript(ledger, m))
+                                         # our dicts have the API's shapes; the SDK's TypedDicts are not worth mirroring
+                                         tools=cast(Any, protocol.TOOLS), messages=cast(Any, self.transcript(ledger, m)))
         except anthropic.APIError as exc:
             raise CoordinatorError(f"{type(exc).__name__}: {exc}") from None
-        reply = []
+        reply: list[dict[str, Any]] = []
         for b in msg.content:
             if b.type == "text":
                 reply.append({"type": "text", "text": b.text})
