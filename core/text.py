@@ -147,11 +147,6 @@ def now() -> float:
     return time.time()
 
 
-def to_dt(ts: float | None) -> datetime | None:
-    """Unix seconds (UTC) → aware UTC datetime; None stays None."""
-    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
-
-
 def iso(ts: float | None) -> str | None:
     """Unix seconds → ISO-8601 UTC string with seconds precision ("2026-11-30T04:12:00Z")."""
     if ts is None:

@@ -29,9 +29,8 @@ from typing import Any
 from core.ledger import outbox as notify
 from core.ledger.connection import Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
-from core.vocabulary import SEVERITY_RANK, ActionResult, max_severity
+from core.vocabulary import ActionResult, NotificationEvent, max_severity
 
-STATES = ("open", "acknowledged", "snoozed", "resolved")
 ACTIVE = ("open", "acknowledged", "snoozed")
 
 
@@ -84,7 +83,7 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
     esc = _get(conn, inserted_id(cur))
     assert esc is not None
     _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
-    if sinks and not notify.enqueue(conn, esc, "opened", sinks, now=ts):
+    if sinks and not notify.enqueue(conn, esc, NotificationEvent.OPENED, sinks, now=ts):
         # No sink hears it (routing): "notified" must not claim otherwise.
         conn.execute("UPDATE escalations SET notified = 0 WHERE id = ?", (esc["id"],))
     return int(esc["id"]), "opened"
@@ -129,7 +128,7 @@ def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, ru
                run_id=run_id, reason=reason, extra={"auto": True}, at=ts)
         if esc["notified"]:
             esc.update(state="resolved", resolved_by=actor, resolved_at=ts)
-            notify.enqueue(conn, esc, "recovered", sinks, now=ts)
+            notify.enqueue(conn, esc, NotificationEvent.RECOVERED, sinks, now=ts)
         done.append(int(esc["id"]))
     return done
 
@@ -156,7 +155,7 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
                    reason=f"snooze by {esc['snoozed_by']} ended at {utc_hms(esc['snoozed_until'])}; still unresolved",
                    at=ts)
             esc.update(state="open")
-            notify.enqueue(conn, esc, "reopened", sinks, now=ts)
+            notify.enqueue(conn, esc, NotificationEvent.REOPENED, sinks, now=ts)
             out.append(int(esc["id"]))
         return out
 
@@ -296,7 +295,3 @@ def counts_by_kind(ledger: Ledger, since: float) -> list[dict[str, Any]]:
                         (since,))
     return [row_dict(r) for r in rows]
 
-
-def severity_rank(sev: str | None) -> int:
-    """0 (none) .. 3 (critical), for sorting."""
-    return SEVERITY_RANK.get(sev, 0)

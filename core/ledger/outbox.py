@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.ledger.connection import inserted_id
+from core.vocabulary import NotificationEvent
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
@@ -67,15 +68,17 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
     host = host or socket.gethostname()
     run_id = esc.get("latest_run_id")
     show = open_command(run_id, ledger_path)
-    if event == "recovered":
+    if event == NotificationEvent.RECOVERED:
         title = f"[RECOVERED] {esc['job']}: {esc['kind']}"
         text = f"{title} resolved after {esc.get('count', 1)} occurrence(s)"
     else:
-        verb = {"reopened": "reopened", "repeated": "still open, not acknowledged"}.get(event, "escalation")
+        verbs: dict[str, str] = {NotificationEvent.REOPENED: "reopened",
+                                 NotificationEvent.REPEATED: "still open, not acknowledged"}
+        verb = verbs.get(event, "escalation")
         title = f"[{sev}] {esc['job']}: {esc['kind']}"
         text = f"{title} {verb} (count {esc.get('count', 1)}, owner {owner}) - {esc.get('reason') or ''}"
     body = [text]
-    if lines and event != "recovered":
+    if lines and event != NotificationEvent.RECOVERED:
         body += ["", "Output:"] + [f"  {ln}" for ln in lines]
     body += ["", f"Host: {host}", f"Escalation: {esc['id']} (owner {owner})"]
     if run_id is not None:
@@ -112,7 +115,7 @@ def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Se
     ts = now if now is not None else time.time()
     chosen = []
     for sink in sinks:
-        if event == "recovered":
+        if event == NotificationEvent.RECOVERED:
             if not getattr(sink, "recovery", True) or not _was_told(conn, esc["id"], sink.name):
                 continue
         elif not _hears(sink, esc):
@@ -151,7 +154,7 @@ def enqueue_repeats(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: floa
             " ORDER BY e.id LIMIT ?", (sink.name, ts - float(every), int(limit))).fetchall()
         for r in rows:
             esc = {k: r[k] for k in r.keys() if k != "last_at"}
-            ids += enqueue(conn, esc, "repeated", [sink], now=ts)
+            ids += enqueue(conn, esc, NotificationEvent.REPEATED, [sink], now=ts)
     return ids
 
 

@@ -30,8 +30,6 @@ PAGE = 200
 OUTPUT_HEAD = 8 * 1024
 OUTPUT_TAIL = 16 * 1024
 
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-ESC_STATE_RANK = {"open": 0, "acknowledged": 1, "snoozed": 2, "resolved": 3}
 _TERMINAL = tuple(sorted(str(s) for s in TERMINAL))
 _LIVE = tuple(sorted(str(s) for s in LIVE))
 

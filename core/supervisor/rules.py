@@ -469,7 +469,7 @@ def _first_match(pattern: str, lines: list[evidence.Line]) -> evidence.Line | No
     return None
 
 
-def merge(rules: Verdict, llm: Any | None, *, error: str | None = None) -> Verdict:
+def merge(rules: Verdict, llm: Any | None) -> Verdict:
     """Combine the rules verdict with a Claude answer (``claude_judge.ClaudeVerdict``) or None.
 
     Claude may raise severity, annotate, and turn a note into an escalation when the note
