@@ -105,6 +105,12 @@ def _console(quick: bool) -> list[Figure]:
     ]
 
 
+def _retention(quick: bool) -> list[Figure]:
+    """bench/retention_bench.py: prune 1,000,000 runs to 100,000 beside a running runner."""
+    from bench import retention_bench
+    return retention_bench.run(quick)
+
+
 BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "throughput": _throughput,
     "ledger": _ledger,
@@ -114,6 +120,7 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "tail": _tail,
     "judge": _judge,
     "console": _console,
+    "retention": _retention,
 }
 
 

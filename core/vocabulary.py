@@ -38,6 +38,7 @@ class Trigger(StrEnum):
     MANUAL_RETRY = "manual_retry"  # an operator's retry of a finished lineage
     FANOUT = "fanout"              # a sub-task of a fan-out parent
     MISSION = "mission"            # a worker spawned by a mission's coordinator
+    EXEC = "exec"                  # ``watchkeeper exec``: a command run outside a runner (a wrapped cron line)
 
 
 class OutcomeStatus(StrEnum):

@@ -5,6 +5,7 @@ message (group_wait), and an unacknowledged critical repeated."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_recovery_notice_only_for_sinks_that_opt_in(ledger, tmp_path, smtp):
     add_job(ledger, tmp_path)
     _fail(ledger, settings)
     rid = new_run(ledger)
-    to_verifying(ledger, rid, exit_code=0)
+    to_verifying(ledger, rid, exit_code=0, started_at=time.time() + 0.01)  # after the failure ended
     supervisor.settle(ledger, rid, settings=settings)
     rows = [(r["event"], r["sink"]) for r in ledger.query("SELECT * FROM notifications ORDER BY id")]
     assert rows == [("opened", "mail"), ("opened", "quiet"), ("recovered", "mail")]

@@ -169,3 +169,19 @@ def test_prune_without_a_limit_says_which_setting_to_set(tmp_path):
     Ledger(tmp_path / "wk.db").close()
     res = CliRunner().invoke(cli, ["prune", "--ledger", str(tmp_path / "wk.db")])
     assert res.exit_code == 3 and "retention.max_age" in res.output
+
+
+def test_the_runners_daily_prune_runs_once_per_interval(tmp_path, art):
+    from core.runner.daily_prune import DailyPrune
+    from core.spec.settings import Settings
+    now = time.time()
+    settings = Settings(ledger=tmp_path / "wk.db", artifacts=art, retention={"max_age": "30d", "keep_per_job": 1})
+    with Ledger(tmp_path / "wk.db") as led:
+        add_runs(led, art, "job", 5, ended_at=now - 40 * DAY)
+        daily = DailyPrune(settings, lambda: led, actor="runner:test")
+        assert daily.tick(now).runs == 4
+        add_runs(led, art, "job", 5, ended_at=now - 40 * DAY)
+        assert daily.tick(now + 3600) is None             # pruned an hour ago: not due
+        assert daily.tick(now + DAY).runs == 5            # a day later: due again
+        off = DailyPrune(Settings(ledger=tmp_path / "wk.db"), lambda: led, actor="runner:test")
+        assert off.tick(now + 10 * DAY) is None           # no retention setting: never prunes

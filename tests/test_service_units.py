@@ -82,3 +82,34 @@ def test_notifier_is_silent_outside_systemd(monkeypatch):
     assert not n.enabled
     n.ready()
     n.alive()  # nothing to send to, nothing raised
+
+
+@pytest.mark.slow
+def test_a_real_runner_signals_ready_and_feeds_the_watchdog(tmp_path):
+    import os
+    import signal
+    import sys
+    from pathlib import Path
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "notify"))
+    sock.settimeout(30)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "tick.toml").write_text('name = "tick"\nevery = "1h"\ncommand = ["true"]\n')
+    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHKEEPER_HEARTBEAT": "0.2",
+           "WATCHKEEPER_LEASE": "3"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "watchkeeper"), "run", str(tmp_path / "jobs"),
+                             "--ledger", str(tmp_path / "wk.db"), "--quiet"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        got: list[str] = []
+        while sum(m.startswith("WATCHDOG=1") for m in got) < 2:
+            got.append(sock.recv(4096).decode())
+        assert got[0].startswith("READY=1")  # ready first, then a watchdog ping per heartbeat
+        proc.send_signal(signal.SIGTERM)
+        while not got[-1].startswith("STOPPING=1"):
+            got.append(sock.recv(4096).decode())
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        sock.close()

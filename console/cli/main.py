@@ -14,7 +14,7 @@ import click
 AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
          "console.cli.console", "console.cli.prune",
          "console.cli.import_crontab", "console.cli.service", "console.cli.eval",
-         "console.cli.mission", "console.cli.mcp")
+         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

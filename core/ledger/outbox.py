@@ -42,13 +42,15 @@ def open_command(run_id: int | None, ledger_path: str | None) -> str | None:
 
 def evidence(conn: sqlite3.Connection, run_id: int | None) -> list[str]:
     """The last non-blank output lines of run ``run_id`` (stderr first, else stdout) from
-    ``job_outcomes``, each cut to ``EVIDENCE_LINE_CHARS`` characters; [] without a run."""
+    ``job_outcomes`` (tail, or head for a short stream), each cut to ``EVIDENCE_LINE_CHARS`` characters; [] without a run."""
     if run_id is None:
         return []
-    row = conn.execute("SELECT stderr_tail, stdout_tail FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
+    row = conn.execute("SELECT stderr_tail, stderr_head, stdout_tail, stdout_head FROM job_outcomes WHERE run_id = ?",
+                       (run_id,)).fetchone()
     if row is None:
         return []
-    for text in (row[0], row[1]):
+    # A short stream is all in its head (the tail is kept only past the head's size).
+    for text in (row[0] or row[1], row[2] or row[3]):
         lines = [ln.rstrip()[:EVIDENCE_LINE_CHARS] for ln in (text or "").splitlines() if ln.strip()]
         if lines:
             return lines[-EVIDENCE_LINES:]

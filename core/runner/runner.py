@@ -32,12 +32,14 @@ from core.ledger.connection import Ledger, add_event
 from core.ledger.jobs import job_sources, sync_jobs
 from core.mission.engine import MissionEngine
 from core.processes import create_time
+from core.runner.daily_prune import DailyPrune
 from core.runner.dispatcher import Dispatcher
 from core.runner.executor import Context, Executor, Finished
 from core.runner.fanout import FanoutParent
 from core.runner.reaper import Reaper
 from core.runner.reload import watch_specs
 from core.runner.scheduler import Scheduler
+from core.runner.systemd import ServiceNotifier
 from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, LoadResult, load_dir
 from core.spec.settings import Settings
@@ -137,6 +139,7 @@ class Runner:
         self._stop_detail: dict[str, Any] = {}
         self.left_behind: list[dict[str, Any]] = []
         self.started = threading.Event()
+        self.service = ServiceNotifier()  # systemd's READY/WATCHDOG; silent outside systemd
 
     # -- public -------------------------------------------------------------------------
     def request_stop(self, reason: str | None = None) -> None:
@@ -190,7 +193,10 @@ class Runner:
         self._load_specs(load_dir(self.spec_dir, prefer=job_sources(self.ledger)))
         self._record_past_gap(registered_at)
         self.started.set()
+        self.service.ready(f"running {len(self.jobs)} job(s) from {self.spec_dir}")
+        daily_prune = DailyPrune(self.settings, self._thread_ledger, actor=self.actor)
         loops = [
+            asyncio.create_task(daily_prune.loop(self._stop), name="retention"),
             asyncio.create_task(self._scheduler_loop(), name="scheduler"),
             asyncio.create_task(self._dispatch_loop(), name="dispatch"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
@@ -201,6 +207,7 @@ class Runner:
         try:
             await self._stop.wait()
         finally:
+            self.service.stopping()
             for t in loops:
                 t.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
@@ -372,12 +379,18 @@ class Runner:
     async def _heartbeat_loop(self) -> None:
         busy = False
         while True:
+            status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
             try:
                 self.heartbeat()
             except sqlite3.Error as exc:  # disk full, locked: one line a beat, not a traceback
                 log.warning("heartbeat failed (%s); retrying next beat", exc)
+                status = f"heartbeat write failing: {exc}"
             except Exception:
                 log.exception("heartbeat failed; retrying next beat")
+                status = "heartbeat failing (see the log)"
+            # The loop turned, so systemd's watchdog is fed even while the ledger is unwritable:
+            # a restart would not fix a full disk, and the sweep reports the stale heartbeat.
+            self.service.alive(status)
             if not busy:  # one periodic pass at a time; a slow delivery never piles up
                 busy = True
                 task = asyncio.create_task(asyncio.to_thread(self._periodic))

@@ -1,0 +1,80 @@
+"""``watchkeeper exec``: run one command as a recorded run, without a runner (cron adoption)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from pathlib import Path
+
+import click
+
+from console.cli.common import EXIT_CONFIG, fail, shown
+from console.cli.runs import config_option, ledger_option, open_settings
+from core.spec.model import JobSpec, LoadedJob, load_dir
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(exec_cmd)
+
+
+def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None) -> tuple[LoadedJob, str | None]:
+    """The job to run and the ``jobs.source`` to record: from the spec folder (its command
+    replaced by ``argv`` when one is given), else a job with defaults running in this folder."""
+    if jobs_dir is not None:
+        loaded = load_dir(jobs_dir)
+        lj = loaded.jobs.get(name)
+        if lj is None:
+            errors = [str(e) for e in loaded.errors if e.job in (None, name)]
+            fail(f"{jobs_dir}: no valid job named {name!r}" + (f" ({shown(errors[0])})" if errors else ""),
+                 EXIT_CONFIG)
+        spec = lj.spec
+        if argv:
+            spec = spec.model_copy(update={"command": list(argv)})
+        if spec.command is None:
+            fail(f"job {name!r} has no command; give one after --", EXIT_CONFIG)
+        return LoadedJob(spec, lj.source, lj.line), str(Path(lj.source).resolve())
+    if not argv:
+        fail("give the command after --, e.g. watchkeeper exec --job backup -- /usr/local/bin/backup.sh", EXIT_CONFIG)
+    try:
+        spec = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
+    except ValueError as exc:
+        fail(f"job {name!r}: {exc}", EXIT_CONFIG)
+    # Relative paths in the command resolve against the folder exec was started in.
+    return LoadedJob(spec, str(Path(os.getcwd()) / "(exec)"), None), None
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--job", "job_name", required=True, help="Job name the run is recorded under (created on first use).")
+@ledger_option
+@config_option
+@click.option("--jobs", "jobs_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Take the job's spec (timeout, retries, expect, verify, owner, intent) from this folder.")
+@click.option("--quiet", is_flag=True, help="Print nothing, even when the run fails.")
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jobs_dir: str | None, quiet: bool,
+             argv: tuple[str, ...]) -> None:
+    """Run CMD ARGS... as a recorded run of job NAME, without a runner, and exit with its status.
+
+    The run is queued, spawned, captured, verified and judged like any runner's run: its
+    output lands in the artifacts folder, a failure opens an escalation and notifies, and
+    the command's exit status is passed through (128+N after signal N, 127 when it cannot
+    start). The wrapper renews the run's lease while it runs, so if the wrapper is killed the
+    sweep declares the run orphaned. A failed run prints one line on stderr (cron mails it).
+
+    \b
+    Example (a crontab line):
+      30 2 * * * watchkeeper exec --job backup --ledger /var/lib/wk/wk.db -- /usr/local/bin/backup.sh --full
+    """
+    from core.runner.execwrap import ExecWrapper  # the runner's executor: imported only to run
+
+    settings = open_settings(jobs_dir, config_path, ledger=ledger_path)
+    job, source = _job(job_name, argv, jobs_dir)
+    result = asyncio.run(ExecWrapper(job, settings, stored_source=source).run())
+    if result.exit_status != 0 and not quiet:
+        why = result.reason or result.state
+        tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip()][-1:]
+        click.echo(f"watchkeeper: {shown(job_name)} run {result.run_id} {result.state} ({shown(why)})"
+                   + (f": {shown(tail[0])}" if tail else "")
+                   + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(str(settings.ledger))}", err=True)
+    raise SystemExit(result.exit_status)

@@ -1,0 +1,189 @@
+"""``watchkeeper exec``: one command run as a recorded run, without a runner (cron adoption).
+
+The run goes ``queued → spawned → running → verifying → terminal`` through the runner's own
+``Executor`` (same spawn, process group, output capture, handoff environment, watchdog
+timeout, supervisor verification and judgement, escalations), so an exec'd run is told apart
+from a runner's only by its trigger (``exec``) and its missing ``runner_id``. The wrapper
+renews the run's lease every heartbeat; if the wrapper is killed the lease runs out and the
+sweep settles the run (and kills the job if it still runs on this host). Retries the job's
+policy queues are run here too, after their backoff. Due notifications are delivered before
+the wrapper exits, since no runner may be there to do it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from core.ledger import adoption
+from core.ledger.connection import Ledger
+from core.processes import signal_group
+from core.runner.executor import Context, Executor
+from core.runner.watchdog import Watchdog
+from core.spec.model import LoadedJob
+from core.spec.settings import Settings
+from core.supervisor import notify
+
+log = logging.getLogger(__name__)
+
+#: Longest time spent delivering due notifications before the wrapper exits, seconds.
+DELIVERY_BUDGET_S = 10.0
+
+
+@dataclass
+class ExecResult:
+    """How the wrapped command ended: the last attempt's run id, state and exit status."""
+
+    run_id: int
+    state: str
+    exit_status: int          # what ``watchkeeper exec`` exits with
+    attempts: int
+    reason: str | None
+    stderr_tail: str | None
+
+
+def exit_status(end: dict[str, Any]) -> int:
+    """The command's own exit code; 128 + N for death by signal N (as a shell reports it);
+    127 when it could not start; 1 for any other end without an exit code (orphaned,
+    abandoned). A run that exited 0 but failed verification exits 1: the cron line failed."""
+    if end["exit_code"] is not None:
+        if end["exit_code"] == 0 and end["state"] not in ("succeeded",):
+            return 1
+        return int(end["exit_code"])
+    if end["signal"] is not None:
+        return 128 + int(end["signal"])
+    if (end["reason"] or "").startswith("spawn_failed"):
+        return 127
+    return 1
+
+
+class ExecWrapper:
+    """Runs ``job`` (its ``spec`` carrying the command) once, plus the retries its policy
+    queues, against the ledger in ``settings``.
+
+    Args:
+        job: the job with its spec and where it came from (``source`` decides relative ``cwd``).
+        settings: ledger path, lease and heartbeat seconds, sinks, artifacts folder.
+        stored_source: ``jobs.source`` to record (None for a job ``exec`` created itself).
+    """
+
+    def __init__(self, job: LoadedJob, settings: Settings, *, stored_source: str | None) -> None:
+        self.job = job
+        self.settings = settings
+        self.stored_source = stored_source
+        self.id = f"exec:{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.actor = f"exec:{os.getpid()}"
+        self._local = threading.local()
+        self._signalled: int | None = None
+
+    def _thread_ledger(self) -> Ledger:
+        led = getattr(self._local, "ledger", None)
+        if led is None:
+            led = Ledger(self.settings.ledger)
+            self._local.ledger = led
+        return led
+
+    async def run(self, *, install_signal_handlers: bool = True) -> ExecResult:
+        """Run to the end; see the module docstring. A SIGTERM/SIGINT to the wrapper is passed
+        on to the job's process group, and the run is recorded as it then ends."""
+        settings = self.settings
+        with contextlib.suppress(OSError):
+            settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ledger = Ledger(settings.ledger)
+        watchdog = Watchdog()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exec-settle")
+        ctx = Context(settings=settings, runner_id=self.id, actor=self.actor, ledger=ledger,
+                      thread_ledger=self._thread_ledger, watchdog=watchdog, settle_pool=pool,
+                      jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None)
+        executor = Executor(ctx)
+        loop = asyncio.get_running_loop()
+        current: dict[str, Any] = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._forward, sig, ledger, current)
+        try:
+            spec = self.job.spec
+            ledger.write(lambda c: adoption.upsert_job(c, spec, source=self.stored_source, line=self.job.line,
+                                                       actor=self.actor))
+            run = ledger.write(lambda c: adoption.start_run(c, spec, actor=self.actor, lease_s=settings.lease))
+            attempts = 0
+            while True:
+                attempts += 1
+                current.clear()
+                current.update(run)
+                renew = asyncio.create_task(self._renew(ledger, run["id"]))
+                try:
+                    await executor.execute(run, self.job)
+                finally:
+                    renew.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await renew
+                retry = adoption.queued_retry(ledger.conn, run["lineage"], run["attempt"])
+                if retry is None or self._signalled is not None:
+                    break
+                await asyncio.sleep(max(0.0, retry["not_before"] - time.time()))
+                try:
+                    run = ledger.write(partial(adoption.claim, run_id=retry["id"], attempt=retry["attempt"],
+                                               actor=self.actor, lease_s=settings.lease))
+                except LookupError:
+                    break  # a runner (or an operator) took it: it is theirs now
+            end = adoption.run_end(ledger.conn, run["id"]) or {
+                "state": "missing", "exit_code": None, "signal": None, "reason": None, "stderr_tail": None}
+            await asyncio.to_thread(self._deliver)
+            return ExecResult(run["id"], end["state"], exit_status(end), attempts, end.get("reason"),
+                              end.get("stderr_tail"))
+        finally:
+            if install_signal_handlers and threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    with contextlib.suppress(Exception):
+                        loop.remove_signal_handler(sig)
+            watchdog.stop()
+            pool.shutdown(wait=True)
+            ledger.close()
+            led = getattr(self._local, "ledger", None)
+            if led is not None:
+                led.close()
+
+    async def _renew(self, ledger: Ledger, run_id: int) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat)
+            try:
+                ledger.write(lambda c: adoption.renew_lease(c, run_id, time.time() + self.settings.lease))
+            except Exception as exc:  # a locked or full disk: the next beat retries, the lease has slack
+                log.warning("lease renewal of run %s failed (%s); retrying next beat", run_id, exc)
+
+    def _forward(self, sig: int, ledger: Ledger, current: dict[str, Any]) -> None:
+        self._signalled = sig
+        row = adoption.run_end(ledger.conn, current["id"]) if current else None
+        if row is not None and row.get("pid"):
+            signal_group(int(row["pid"]), sig)
+
+    def _deliver(self) -> None:
+        sinks = list(self.settings.notify)
+        if not sinks:
+            return
+        led = self._thread_ledger()
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < DELIVERY_BUDGET_S:
+                left = DELIVERY_BUDGET_S - (time.monotonic() - started)
+                stats = notify.deliver_due(led, sinks, budget_s=left)
+                if not (stats.sent or stats.retried or stats.failed):
+                    break
+                if stats.retried and not stats.sent:
+                    break  # a sink is down: its rows stay pending for the sweep or a runner
+        except Exception:
+            log.exception("notification delivery failed; the rows stay pending")
+
+
