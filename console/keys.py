@@ -103,6 +103,8 @@ KEYS: tuple[Key, ...] = (
         scopes=TABLES, shown="g / Home, G / End", show=False),
     Key("end,G", "scroll_bottom", "Bottom", "Move", scopes=TABLES, show=False, doc=False),
     Key("j", "scroll(1)", "Down", "Move", scopes=("detail",), show=False, doc=False),
+    Key("j", "cursor(1)", "Down", "Move", scopes=("escalation", "history"), show=False, doc=False),
+    Key("k", "cursor(-1)", "Up", "Move", scopes=("escalation", "history"), show=False, doc=False),
     Key("k", "scroll(-1)", "Up", "Move", scopes=("detail",), show=False, doc=False),
     Key("g", "top", "Top", "Move", scopes=("detail",), show=False, doc=False),
     Key("G", "bottom", "Bottom", "Move", scopes=("detail",), show=False, doc=False),

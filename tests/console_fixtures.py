@@ -134,3 +134,52 @@ def build(path: Path, *, hostile: bool = False, artifacts: Path | None = None) -
                 " VALUES (?,?,?,?,?,?,?)", (HOSTILE[3], "command", "{not json", "x", HOSTILE[5], HOSTILE[1], NOW))
         db.conn.execute("COMMIT")
     return ids
+
+
+class _Sink:
+    """A notification sink as ``core.ledger.outbox.enqueue`` sees one (only its name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def add_escalation_story(path: Path) -> dict[str, int]:
+    """An escalation written the way the supervisor and operators write one (through
+    ``core.ledger.escalations``): three failed runs of ``nightly-etl`` counted into one open
+    item, acknowledged by ana then snoozed by bob, with an email sent and a webhook that
+    failed. Returns the escalation and run ids."""
+    from core.ledger import escalations
+
+    ids: dict[str, int] = {}
+    with Ledger(path) as db:
+        _job_tx = db.write(lambda c: _job(db, "nightly-etl", "0 2 * * *", owner="ana"))
+        del _job_tx
+        runs = []
+        for i, at in enumerate((NOW - 7200, NOW - 3600, NOW - 600)):
+            rid = db.write(lambda c, i=i, at=at: add_run(
+                db, "nightly-etl", state="failed", ended_at=at, exit_code=3, lineage=f"etl-{i}",
+                reason="exit_code", verdict_reason=f"nightly-etl exited with code 3; last output: \"load {i}: disk full\"",
+                stderr=f"loading batch {i}\nERROR: could not extend file: No space left on device\n"))
+            runs.append(rid)
+
+        def raise_all(c):
+            esc = 0
+            for rid, at in zip(runs, (NOW - 7200, NOW - 3600, NOW - 600), strict=True):
+                esc, _ = escalations.raise_escalation(
+                    c, job="nightly-etl", kind="failed", severity="critical", run_id=rid, owner="ana",
+                    reason="nightly-etl exited with code 3; last output: \"ERROR: could not extend file\"",
+                    sinks=[_Sink("email"), _Sink("webhook")] if rid == runs[0] else (), now=at)
+            return esc
+
+        esc_id = db.write(raise_all)
+        escalations.acknowledge(db, esc_id, "ana", now=NOW - 3000)
+        escalations.snooze(db, esc_id, "bob", NOW + 3600, now=NOW - 300)
+        db.write(lambda c: c.execute(
+            "UPDATE notifications SET state = CASE sink WHEN 'email' THEN 'sent' ELSE 'failed' END,"
+            " attempts = CASE sink WHEN 'email' THEN 1 ELSE 5 END, sent_at = CASE sink WHEN 'email' THEN ? END,"
+            " last_error = CASE sink WHEN 'webhook' THEN 'HTTP 503 from hooks.example.net' END"
+            " WHERE escalation_id = ?", (NOW - 7190, esc_id)))
+    ids["esc"] = esc_id
+    ids["runs"] = runs[-1]
+    ids["first_run"] = runs[0]
+    return ids

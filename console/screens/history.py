@@ -1,1 +1,212 @@
-"""Job history (placeholder until the screen lands)."""
+"""Job history: one job at a glance — its last runs as duration bars coloured by state, the
+success rate, the learned duration range (the supervisor's own ``core.supervisor.baseline``
+over the same successes), the next run in the job's timezone and in UTC, whether it is
+paused, and the runs as a list (``enter`` opens one). ``P`` pauses or resumes the job, ``t``
+runs it now (each asks first and is attributed), ``o`` shows its outcomes in the main view.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+from zoneinfo import ZoneInfo
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console import keys
+from console.context import ConsoleApp
+from console.safe_text import clean, one_line
+from console.screens.detail import DetailScreen
+from console.screens.operator_actions import confirm_job_action, job_controls_available, refuse_read_only
+from console.screens.polling import PollingScreen
+from console.widgets.cells import age, clock, duration, exit_text, run_state
+from console.widgets.header_bar import HeaderBar
+from console.widgets.sparkline import run_bars
+from core.ledger import reads as queries
+from core.supervisor import baseline
+
+
+def _in_zone(ts: float, zone: str | None) -> str:
+    tz = ZoneInfo(zone) if zone else UTC
+    return datetime.fromtimestamp(ts, tz).strftime("%a %d %b %H:%M %Z")
+
+
+def next_run_text(nxt: float | None, zone: str | None, now: float) -> str:
+    """"Wed 02 Dec 03:00 CET (02:00 UTC), in 15h" — the job's own zone first, then UTC."""
+    if nxt is None:
+        return "none scheduled"
+    utc = datetime.fromtimestamp(nxt, UTC).strftime("%H:%M UTC")
+    when = "due now" if nxt <= now else f"in {age(nxt - now)}"
+    if zone and zone != "UTC":
+        return f"{_in_zone(nxt, zone)} ({utc}), {when}"
+    return f"{_in_zone(nxt, None)}, {when}"
+
+
+def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
+    """The head of the screen: job, pause and breaker state, schedule and next run, success
+    rate, learned duration range, and the chart (oldest left, newest right)."""
+    job, runs = h["job"], h["runs"]
+    out = Text(end="")
+    out.append(f"{'job':<10}", style="bold")
+    out.append(clean(job["name"], keep_newlines=False), style="bold")
+    if job.get("paused_at"):
+        who = str(job.get("paused_by") or "-").removeprefix("operator:")
+        out.append(f"  ‖ paused by {one_line(who, 20)} {age(now - job['paused_at'], 1)} ago", style="bold yellow")
+    if not job["enabled"]:
+        out.append("  (off: no spec defines it now)", style="dim")
+    if job.get("breaker_state") and job["breaker_state"] != "closed":
+        out.append(f"  breaker {job['breaker_state']}", style="bold red")
+    out.append("\n")
+    out.append(f"{'schedule':<10}", style="bold")
+    out.append(clean(job.get("schedule_text") or "manual", keep_newlines=False))
+    if job.get("timezone"):
+        out.append(clean(f" ({job['timezone']})", keep_newlines=False))
+    out.append("\n")
+    out.append(f"{'next run':<10}", style="bold")
+    out.append(next_run_text(h["next_run"], job.get("timezone"), now) + "\n")
+    done = [r for r in runs if r["status"] is not None]
+    ok = sum(1 for r in done if r["status"] == "success")
+    out.append(f"{'success':<10}", style="bold")
+    out.append(f"{ok * 100 // len(done)}% of the last {len(done)} judged runs" if done else "no judged runs yet")
+    out.append("\n")
+    learned = baseline.learn(r["duration_s"] for r in runs if r["status"] == "success")
+    out.append(f"{'usual':<10}", style="bold")
+    if learned is None:
+        n = sum(1 for r in runs if r["status"] == "success")
+        out.append(f"not learned yet ({n} of {baseline.MIN_SAMPLES} successful runs needed)", style="dim")
+    else:
+        out.append(f"{duration(learned.low)}–{duration(learned.high)} (median {duration(learned.median)}, "
+                   f"from {learned.samples} successes)")
+    out.append("\n")
+    bars = max(10, width - 12)
+    chart = [(r["state"], r["status"], r["duration_s"]) for r in reversed(runs)]
+    out.append(f"{'last ' + str(min(bars, len(chart))):<10}", style="bold")
+    out.append_text(run_bars(chart, bars))
+    out.append("  old → new; height = duration, colour = state", style="dim")
+    return out
+
+
+class JobHistoryScreen(PollingScreen, Screen):
+    """History of one job; ``escape`` returns."""
+
+    SCOPE = "history"
+    BINDINGS = keys.bindings(SCOPE)
+    DEFAULT_CSS = """
+    JobHistoryScreen #summary { height: auto; padding: 0 1 1 1; }
+    JobHistoryScreen #runs { height: 1fr; margin: 0 1; }
+    """
+
+    def __init__(self, job: str) -> None:
+        super().__init__()
+        self.job = job
+        self.history: dict[str, Any] | None = None
+        self.polls = 0
+        self._data_version: int | None = None
+
+    @property
+    def wk(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar()
+        # The summary stays put; the run list below it scrolls by itself.
+        yield Static(Text(f"loading {one_line(self.job, 40)}…"), id="summary")
+        yield DataTable(id="runs", cursor_type="row")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        self.query_one("#runs", DataTable).add_columns("Ended", "Run", "#", "State", "Took", "Exit", "Why")
+        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
+        cfg = self.wk.config
+        self.query_one(HeaderBar).show(getattr(main, "summary", None), stale_since=None, paused=False, follow=False,
+                                       read_only=cfg.read_only, operator=cfg.operator)
+        self.query_one("#runs", DataTable).focus()
+        await self.load()
+        self.set_timer(self.wk.config.refresh, self._tick)
+
+    async def poll(self) -> None:
+        await self.load()
+
+    async def load(self, *, force: bool = False, **_: Any) -> None:
+        """Re-read the job's history when the ledger changed (``force``: regardless)."""
+        seen = None if force or self.history is None else self._data_version
+        now = self.wk.now()
+
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool]:
+            dv = ledger.data_version()
+            if dv == seen:
+                return dv, None, False
+            return dv, queries.job_history(ledger, self.job, now=now), True
+
+        try:
+            dv, history, read = await self.wk.reader.call(fetch)
+        except Exception as exc:
+            if self.history is None:
+                self.query_one("#summary", Static).update(Text(clean(f"could not read {self.job}: {exc}")))
+            return
+        self._data_version = dv
+        self.polls += 1
+        if read:
+            self.history = history
+            self._show()
+
+    def on_resize(self) -> None:
+        if self.history is not None:
+            self._show()
+
+    def _show(self) -> None:
+        now = self.wk.now()
+        if self.history is None:
+            self.query_one("#summary", Static).update(Text(clean(f"no job named {self.job!r}")))
+            return
+        width = self.query_one("#summary").content_region.width or self.app.size.width - 2
+        self.query_one("#summary", Static).update(render_summary(self.history, now, width))
+        table = self.query_one("#runs", DataTable)
+        row = table.cursor_row
+        table.clear()
+        for r in self.history["runs"]:
+            table.add_row(Text(clock(r["ended_at"], now)), Text(str(r["id"])), Text(str(r["attempt"])),
+                          run_state(r["state"], r["status"]), Text(duration(r["duration_s"])),
+                          Text(exit_text(r["exit_code"], r["signal"])),
+                          Text(one_line(r["verdict_reason"] or r["reason"] or "", 200)), key=str(r["id"]))
+        if self.history["runs"]:
+            table.move_cursor(row=min(row, len(self.history["runs"]) - 1))
+
+    @on(DataTable.RowSelected, "#runs")
+    def _open_run(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.push_screen(DetailScreen(int(event.row_key.value)))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_cursor(self, step: int) -> None:
+        """j / k: move the list's cursor (the arrows do it through the table itself)."""
+        table = self.query_one("#runs", DataTable)
+        table.move_cursor(row=max(0, table.cursor_row + step))
+
+    async def action_outcomes(self) -> None:
+        """Back to the main screen's outcomes view, filtered to this job."""
+        self.app.pop_screen()
+        main = self.app.screen
+        show = getattr(main, "show_job_outcomes", None)
+        if show is not None:
+            await show(self.job)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in {"pause_job", "trigger"}:
+            return job_controls_available()
+        return True
+
+    def action_pause_job(self) -> None:
+        if refuse_read_only(self) or self.history is None:
+            return
+        confirm_job_action(self, "pause", self.job, self.load, paused=bool(self.history["job"].get("paused_at")))
+
+    def action_trigger(self) -> None:
+        if not refuse_read_only(self):
+            confirm_job_action(self, "trigger", self.job, self.load)

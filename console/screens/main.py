@@ -26,6 +26,8 @@ from console.labels import canonical_filter, word
 from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import HelpScreen, SnoozeScreen
+from console.screens.escalation import EscalationScreen
+from console.screens.history import JobHistoryScreen
 from console.screens.operator_actions import (
     confirm_job_action,
     confirm_run_action,
@@ -436,8 +438,6 @@ class MainScreen(PollingScreen, Screen):
 
     def open_history(self, job: str) -> None:
         """Push the job history screen for ``job`` (key ``h``, or the palette)."""
-        from console.screens.history import JobHistoryScreen
-
         self.app.push_screen(JobHistoryScreen(job))
 
     def action_pause_job(self) -> None:
@@ -473,6 +473,9 @@ class MainScreen(PollingScreen, Screen):
             return
         if table.VIEW == "jobs":
             await self.show_job_outcomes(str(row["name"]))
+            return
+        if table.VIEW == "escalations":
+            self.app.push_screen(EscalationScreen(int(row["id"])))
             return
         run_id = table.run_id_of(row)
         if run_id is None:

@@ -506,19 +506,31 @@ class PagedTable(ScrollView, can_focus=True):
         extra = [spare * c.flex // flex for c in cols]
         return tuple(w + e for w, e in zip(widths, extra, strict=True))
 
+    def _resolve(self, style: str | Style, base: Style) -> Style:
+        if isinstance(style, Style):
+            return base + style
+        return base + self._style(style) if style else base
+
     def _segments(self, texts: list[Text], widths: tuple[int, ...], base: Style) -> list[Segment]:
         segs: list[Segment] = []
         for t, w in zip(texts, widths, strict=False):
             plain = t.plain
             if len(plain) > w:
                 plain = plain[: max(0, w - 1)] + "…" if w > 1 else plain[:w]
-            style = base
-            if isinstance(t.style, Style):
-                style = base + t.style
-            elif t.style:
-                style = base + self._style(t.style)
+            style = self._resolve(t.style, base)
             segs.append(Segment(" ", base))
-            segs.append(Segment(plain.ljust(w), style))
+            if t.spans:  # a cell of several colours (the jobs view's sparkline)
+                pos = 0
+                for span in sorted(t.spans, key=lambda sp: sp.start):
+                    if span.start >= len(plain):
+                        break
+                    if span.start > pos:
+                        segs.append(Segment(plain[pos:span.start], style))
+                    segs.append(Segment(plain[span.start:span.end], self._resolve(span.style, style)))
+                    pos = max(pos, span.end)
+                segs.append(Segment(plain[pos:].ljust(w - min(pos, len(plain))), style))
+            else:
+                segs.append(Segment(plain.ljust(w), style))
             segs.append(Segment(" ", base))
         return segs
 

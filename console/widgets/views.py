@@ -19,6 +19,7 @@ from console.widgets.cells import (
     word,
 )
 from console.widgets.paged_table import Column, PagedTable
+from console.widgets.sparkline import run_bars
 from core.ledger import reads as queries
 
 
@@ -164,6 +165,7 @@ class JobsTable(PagedTable):
         Column("next", "Next", 5),
         Column("last", "Last", 9),
         Column("rate", "OK%", 4),
+        Column("recent", "Recent", 10),
         Column("breaker", "Breaker", 7),
     )
     FETCH = staticmethod(queries.jobs_page)
@@ -185,8 +187,10 @@ class JobsTable(PagedTable):
         name = cell(row["name"])
         if row.get("last_error"):
             name = Text("! ", style="bold red") + name  # its last edit is invalid; the kept spec runs
+        elif row.get("paused_at"):
+            name = Text("‖ ", style="bold yellow") + name  # paused: scheduled slots are skipped
         return [name, cell(sched), cell(next_txt), run_state(row["last_state"], row.get("last_status")),
-                cell(rate_txt), word("breaker", row["breaker_state"])]
+                cell(rate_txt), run_bars(row.get("recent_runs") or [], 10), word("breaker", row["breaker_state"])]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -195,9 +199,17 @@ class JobsTable(PagedTable):
             out.append("  spec error (last good spec still runs): ", style="bold red")
             out.append(clean(str(row["last_error"]), keep_newlines=False))
             return out
+        if row.get("paused_at"):
+            who = str(row.get("paused_by") or "-").removeprefix("operator:")
+            out.append(clean(f"  paused by {who} {age(self.now - row['paused_at'], 1)} ago", keep_newlines=False),
+                       style="bold yellow")
+            if row.get("pause_reason"):
+                out.append(clean(f" ({row['pause_reason']})", keep_newlines=False))
         out.append(clean(f"  owner {row.get('owner') or '-'} · {row.get('intent') or ''}", keep_newlines=False))
-        out.append("  (enter: its outcomes)", style="dim")
         return out
+
+    def meta(self, row: dict[str, Any]) -> str:
+        return "enter: its outcomes · h: history · P: pause/resume · t: run now"
 
 
 VIEWS: tuple[type[PagedTable], ...] = (EscalationsTable, OutcomesTable, OrphansTable, JobsTable)

@@ -174,6 +174,46 @@ def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
     return ledger.row("SELECT * FROM escalations WHERE id = ?", (esc_id,))
 
 
+#: ``events.kind`` of an escalation's audit trail: occurrences (opened, updated) and what
+#: people and the supervisor did to it.
+_ESC_OCCURRENCE = ("escalation_opened", "escalation_updated")
+_ESC_ACTS = ("escalation_acknowledged", "escalation_snoozed", "escalation_resolved", "escalation_reopened")
+
+
+def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> dict[str, Any] | None:
+    """Everything the escalation detail screen shows, or None when there is no such id.
+
+    Keys: ``escalation`` (the ``escalations`` row); ``occurrences`` (newest first, at most
+    ``limit``: the ``escalation_opened`` / ``escalation_updated`` events, each ``{at (Unix s),
+    run_id, reason, run_state, exit_code, signal, attempt}`` with the run's columns from
+    ``runs``); ``acts`` (acknowledge / snooze / resolve / reopen events, newest first: ``{at,
+    kind, actor, from_state, to_state, until}``); ``notifications`` (its ``notifications``
+    outbox rows, newest first: ``{id, event, sink, state, attempts, last_error, created_at,
+    sent_at, next_attempt_at}``); ``latest_run`` (``runs`` id, state, exit_code, signal,
+    attempt of ``latest_run_id``, or None)."""
+    esc = escalation(ledger, esc_id)
+    if esc is None:
+        return None
+    kinds = _ESC_OCCURRENCE + _ESC_ACTS
+    events = [row_dict(r) for r in ledger.query(
+        "SELECT e.at, e.kind, e.actor, e.run_id, e.from_state, e.to_state, e.reason,"
+        " json_extract(e.detail, '$.until') AS until, r.state AS run_state, r.exit_code, r.signal, r.attempt"
+        f" FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE e.kind IN ({','.join('?' * len(kinds))})"
+        " AND e.job = ? AND json_extract(e.detail, '$.escalation_id') = ? ORDER BY e.id DESC LIMIT ?",
+        (*kinds, esc["job"], esc_id, limit * 2))]
+    occurrences = [e for e in events if e["kind"] in _ESC_OCCURRENCE][:limit]
+    acts = [e for e in events if e["kind"] in _ESC_ACTS][:limit]
+    notes = [row_dict(r) for r in ledger.query(
+        "SELECT id, event, sink, state, attempts, last_error, created_at, sent_at, next_attempt_at"
+        " FROM notifications WHERE escalation_id = ? ORDER BY id DESC LIMIT ?", (esc_id, limit))]
+    latest = None
+    if esc.get("latest_run_id") is not None:
+        latest = row_dict(ledger.one("SELECT id, state, exit_code, signal, attempt FROM runs WHERE id = ?",
+                                     (esc["latest_run_id"],)))
+    return {"escalation": esc, "occurrences": occurrences, "acts": acts, "notifications": notes,
+            "latest_run": latest}
+
+
 # -- outcomes ------------------------------------------------------------------------------
 
 _OUTCOME_COLS = (
@@ -339,7 +379,8 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
     queued run's ``not_before`` and the schedule's next slot after ``now``); last_state,
     last_ended_at (latest finished run), last_status (its ``job_outcomes.status``: ``partial``
     for a run that succeeded with part of its work, None before judging); success_rate (0..1 over the last ``RATE_WINDOW``
-    outcomes, None with no outcomes); recent (number of outcomes counted).
+    outcomes, None with no outcomes); recent (number of outcomes counted); recent_runs (those
+    outcomes oldest first as ``(state, status, duration_s)``, for the Jobs view's sparkline).
 
     Fan-out sub-task runs (``runs.task != ''``) are left out of next_run, last_state and
     success_rate: the parent run is the job's outcome.
@@ -376,12 +417,59 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         r["last_status"] = last["status"] if last else None
         r["last_ended_at"] = last["ended_at"] if last else None
         recent = ledger.query(
-            "SELECT o.status FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+            "SELECT o.status, r.state, o.duration_s FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
             " WHERE o.job = ? AND r.task = '' ORDER BY o.run_id DESC LIMIT ?", (r["name"], RATE_WINDOW))
         r["recent"] = len(recent)
+        r["recent_runs"] = [(x["state"], x["status"], x["duration_s"]) for x in reversed(recent)]
         r["success_rate"] = (sum(1 for x in recent if x["status"] == "success") / len(recent)) if recent else None
     cursor = (rows[-1]["name"],) if len(rows) == limit else None
     return Page(rows, cursor)
+
+
+#: Runs the job history screen reads (its chart, success rate and learned range).
+HISTORY_RUNS = 50
+
+
+def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RUNS) -> dict[str, Any] | None:
+    """What the job history screen shows for ``job``, or None when no ``jobs`` row has that name.
+
+    Keys: ``job`` (the ``jobs`` row: name, kind, schedule_text, owner, intent, enabled,
+    breaker_state, paused_at, paused_by, pause_reason, last_error, plus ``timezone``: the
+    spec's IANA zone or None for UTC), ``next_run`` (Unix s or None, as ``jobs_page``), and
+    ``runs``: its last ``limit`` finished top-level runs, newest first (``runs`` id, attempt,
+    state, trigger, started_at, ended_at, exit_code, signal, reason; ``job_outcomes`` status,
+    verdict_reason, and ``duration_s``: the outcome's, else ended_at - started_at, seconds).
+    """
+    from core.spec.model import spec_from_json
+    from core.spec.schedule import next_fire
+
+    row = row_dict(ledger.one(
+        "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, paused_at, paused_by,"
+        " pause_reason, last_error FROM jobs WHERE name = ?", (job,)))
+    if row is None:
+        return None
+    spec_text = row.pop("spec")
+    nxt = None
+    row["timezone"] = None
+    try:
+        spec = spec_from_json(spec_text)
+        row["timezone"] = getattr(spec, "timezone", None)
+        if row["enabled"]:
+            nxt = next_fire(spec, now)
+    except Exception:  # a stored spec this version cannot read: show no next run
+        nxt = None
+    queued = ledger.one("SELECT MIN(not_before) FROM runs WHERE job = ? AND state = 'queued' AND task = ''", (job,))
+    if queued and queued[0] is not None:
+        nxt = queued[0] if nxt is None else min(nxt, queued[0])
+    runs = [row_dict(r) for r in ledger.query(
+        "SELECT r.id, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code, r.signal, r.reason,"
+        " o.status, o.verdict_reason, o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
+        " WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
+        (job, limit))]
+    for r in runs:
+        if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
+            r["duration_s"] = max(0.0, r["ended_at"] - r["started_at"])
+    return {"job": row, "next_run": nxt, "runs": runs}
 
 
 def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:

@@ -1,0 +1,269 @@
+"""Escalation detail: what the escalation is and why, each occurrence (run, when, why), who
+acknowledged, snoozed or resolved it and when, and the notifications sent with their
+delivery state. ``enter`` on an occurrence opens that run; ``a`` / ``s`` / ``R`` act on this
+escalation. Live like the other screens (a poll of ``PRAGMA data_version``); every ledger
+string goes through ``console.safe_text``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console import keys
+from console.context import ConsoleApp
+from console.labels import label
+from console.safe_text import clean, one_line
+from console.screens.detail import DetailScreen
+from console.screens.dialogs import SnoozeScreen
+from console.screens.operator_actions import refuse_read_only
+from console.screens.polling import PollingScreen
+from console.widgets.cells import age, clock, exit_text
+from console.widgets.header_bar import HeaderBar
+from core.ledger import escalations
+from core.ledger import reads as queries
+
+
+def _utc(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _actor(actor: str | None) -> str:
+    return (actor or "-").removeprefix("operator:")
+
+
+def occurrences_of(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """The occurrence rows to list: the audit trail's, or (for an escalation written before
+    its events were kept) one built from the row itself (its latest run and reason)."""
+    occ = d["occurrences"]
+    esc = d["escalation"]
+    if not occ and esc.get("latest_run_id") is not None:
+        occ = [{"at": esc["last_seen"], "run_id": esc["latest_run_id"], "reason": esc.get("reason"),
+                "run_state": None, "exit_code": None, "signal": None, "attempt": None}]
+    return occ
+
+
+def render_summary(d: dict[str, Any], now: float) -> Group:
+    """The screen's head: severity, job, kind, state, count, owner; then the why and first and
+    last seen (local clock and age), each wrapping under its own column."""
+    esc = d["escalation"]
+    head = Text()
+    sev = label("severity", esc["severity"])
+    st = label("escalation_state", esc["state"])
+    head.append(sev.text, style=sev.style)
+    head.append("  ")
+    head.append(clean(esc["job"], keep_newlines=False), style="bold")
+    head.append("  " + clean(esc["kind"], keep_newlines=False) + "  ")
+    head.append(st.text, style=st.style)
+    head.append(f"  ×{esc['count']}  owner {one_line(esc.get('owner') or '-', 24)}  #{esc['id']}")
+    seen = (f"first {age(now - esc['first_seen'])} ago ({clock(esc['first_seen'], now)}), "
+            f"last {age(now - esc['last_seen'])} ago ({clock(esc['last_seen'], now)})")
+    if esc["state"] == "snoozed" and esc.get("snoozed_until"):
+        seen += f", snoozed for {age(esc['snoozed_until'] - now)} more"
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(style="bold", width=7, no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row("why", Text(clean(esc.get("reason") or "(no reason recorded)")))
+    grid.add_row("seen", Text(seen))
+    return Group(head, grid)
+
+
+def render_acts(d: dict[str, Any], now: float) -> Text:
+    """Who acknowledged, snoozed, resolved or reopened it and when; then the notifications
+    and their delivery state."""
+    out = Text(end="")
+    out.append("── Who acted ", style="bold")
+    out.append("─" * 40 + "\n", style="dim")
+    acts = d["acts"]
+    esc = d["escalation"]
+    if not acts:
+        # Rows from before the audit trail kept these: the row's own fields still tell.
+        for verb, who, at in (("acknowledged", esc.get("acked_by"), esc.get("acked_at")),
+                              ("snoozed", esc.get("snoozed_by"), None),
+                              ("resolved", esc.get("resolved_by"), esc.get("resolved_at"))):
+            if who:
+                acts.append({"kind": f"escalation_{verb}", "actor": who, "at": at, "until": None})
+    if not acts:
+        out.append("nobody yet\n", style="dim")
+    for a in acts:
+        verb = a["kind"].removeprefix("escalation_")
+        out.append(f"{clock(a['at'], now) if a.get('at') else '-':<9} ")
+        out.append(f"{verb:<13}", style="bold")
+        out.append(clean(f"by {_actor(a.get('actor'))}", keep_newlines=False))
+        if a.get("until"):
+            out.append(f" until {clock(a['until'], now)}")
+        out.append("\n")
+    out.append("\n── Notifications ", style="bold")
+    out.append("─" * 36 + "\n", style="dim")
+    notes = d["notifications"]
+    if not notes:
+        out.append("none sent (no sink configured, or routing sent it nowhere)\n", style="dim")
+    for n in notes:
+        lab = label("delivery_state", n["state"])
+        out.append(f"{clock(n['created_at'], now):<9} ")
+        out.append(clean(f"{n['event']} → {n['sink']}", keep_newlines=False) + "  ")
+        out.append(lab.text + " ", style=lab.style)
+        if n["state"] == "sent" and n.get("sent_at"):
+            out.append(f" at {clock(n['sent_at'], now)}")
+        elif n["state"] != "sent":
+            out.append(f" after {n['attempts']} attempt{'s' if n['attempts'] != 1 else ''}")
+            if n.get("last_error"):
+                out.append(": " + one_line(n["last_error"], 60))
+        out.append("\n")
+    return out
+
+
+class EscalationScreen(PollingScreen, Screen):
+    """Detail of one escalation; ``escape`` returns to the list, ``enter`` opens the run of
+    the selected occurrence."""
+
+    SCOPE = "escalation"
+    BINDINGS = keys.bindings(SCOPE)
+    DEFAULT_CSS = """
+    EscalationScreen #body { height: 1fr; padding: 0 1; }
+    EscalationScreen #occ-title { margin: 1 0 0 0; }
+    EscalationScreen #occurrences { height: auto; max-height: 12; margin: 0 0 1 0; }
+    """
+
+    def __init__(self, esc_id: int) -> None:
+        super().__init__()
+        self.esc_id = esc_id
+        self.detail: dict[str, Any] | None = None
+        self.polls = 0
+        self._data_version: int | None = None
+
+    @property
+    def wk(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar()
+        with VerticalScroll(id="body"):
+            yield Static(Text(f"loading escalation {self.esc_id}…"), id="summary")
+            yield Static(Text("── Occurrences ", style="bold"), id="occ-title")
+            yield DataTable(id="occurrences", cursor_type="row", zebra_stripes=False)
+            yield Static(Text(""), id="acts")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        table = self.query_one("#occurrences", DataTable)
+        table.add_columns("When", "Run", "#", "State", "Exit", "Why")
+        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
+        self._render_header(getattr(main, "summary", None))
+        table.focus()
+        await self.load()
+        self.set_timer(self.wk.config.refresh, self._tick)
+
+    def _render_header(self, summary: queries.Summary | None) -> None:
+        cfg = self.wk.config
+        self.query_one(HeaderBar).show(summary, stale_since=None, paused=False, follow=False,
+                                       read_only=cfg.read_only, operator=cfg.operator)
+
+    async def poll(self) -> None:
+        await self.load()
+
+    async def load(self, *, force: bool = False, **_: Any) -> None:
+        """Re-read the escalation when the ledger changed (``force``: regardless)."""
+        seen = None if force or self.detail is None else self._data_version
+
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool]:
+            dv = ledger.data_version()
+            if dv == seen:
+                return dv, None, False
+            return dv, queries.escalation_detail(ledger, self.esc_id), True
+
+        try:
+            dv, detail, read = await self.wk.reader.call(fetch)
+        except Exception as exc:
+            if self.detail is None:
+                self.query_one("#summary", Static).update(Text(clean(f"could not read escalation {self.esc_id}: {exc}")))
+            return
+        self._data_version = dv
+        self.polls += 1
+        if read:
+            self.detail = detail
+            self._show()
+
+    def _show(self) -> None:
+        now = self.wk.now()
+        if self.detail is None:
+            self.query_one("#summary", Static).update(Text(f"no escalation {self.esc_id}"))
+            return
+        self.query_one("#summary", Static).update(render_summary(self.detail, now))
+        occ = occurrences_of(self.detail)
+        self.query_one("#occ-title", Static).update(
+            Text.assemble(("── Occurrences ", "bold"), (f"({len(occ)}; enter opens the run) ", "dim"),
+                          ("─" * 30, "dim")))
+        table = self.query_one("#occurrences", DataTable)
+        row = table.cursor_row
+        table.clear()
+        # The Why column takes what the others leave, so the table never scrolls sideways.
+        room = max(16, (self.query_one("#body").content_region.width or self.app.size.width) - 46)
+        for o in occ:
+            st = label("run_state", o.get("run_state")) if o.get("run_state") else None
+            table.add_row(Text(clock(o["at"], now)), Text(str(o["run_id"] or "-")), Text(str(o.get("attempt") or "-")),
+                          Text(st.text, style=st.style) if st else Text("-"),
+                          Text(exit_text(o.get("exit_code"), o.get("signal"))),
+                          Text(one_line(o.get("reason") or "", room)),
+                          key=f"{o['at']}:{o['run_id']}")
+        if occ:
+            table.move_cursor(row=min(row, len(occ) - 1))
+        self.query_one("#acts", Static).update(render_acts(self.detail, now))
+
+    @on(DataTable.RowSelected, "#occurrences")
+    def _open_run(self, event: DataTable.RowSelected) -> None:
+        if self.detail is None:
+            return
+        occ = occurrences_of(self.detail)
+        if 0 <= event.cursor_row < len(occ) and occ[event.cursor_row].get("run_id"):
+            self.app.push_screen(DetailScreen(int(occ[event.cursor_row]["run_id"])))
+        else:
+            self.notify("no run recorded for this occurrence", severity="warning", markup=False)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_cursor(self, step: int) -> None:
+        """j / k: move the list's cursor (the arrows do it through the table itself)."""
+        table = self.query_one("#occurrences", DataTable)
+        table.move_cursor(row=max(0, table.cursor_row + step))
+
+    # -- actions on this escalation ----------------------------------------------------------
+    async def _act(self, verb: str, call) -> None:
+        if refuse_read_only(self):
+            return
+        op, now, esc_id = self.wk.config.operator, self.wk.now(), self.esc_id
+        try:
+            result = await self.wk.actor.call(lambda ledger: call(ledger, esc_id, op, now))
+        except Exception as exc:
+            self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            return
+        self.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
+        await self.load(force=True)
+
+    async def action_acknowledge(self) -> None:
+        await self._act("acknowledge", lambda led, i, op, now: escalations.acknowledge(led, i, op, now=now))
+
+    async def action_resolve(self) -> None:
+        await self._act("resolve", lambda led, i, op, now: escalations.resolve(led, i, op, now=now))
+
+    def action_snooze(self) -> None:
+        if refuse_read_only(self) or self.detail is None:
+            return
+        esc = self.detail["escalation"]
+        what = f"{one_line(esc['job'], 30)} · {one_line(esc['kind'], 24)} (#{esc['id']})"
+
+        async def chosen(seconds: float | None) -> None:
+            if seconds is not None:
+                until = self.wk.now() + seconds
+                await self._act("snooze", lambda led, i, op, now: escalations.snooze(led, i, op, until, now=now))
+
+        self.app.push_screen(SnoozeScreen(what), chosen)
