@@ -113,3 +113,11 @@ def test_a_real_runner_signals_ready_and_feeds_the_watchdog(tmp_path):
             proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         sock.close()
+
+
+def test_the_sweep_reads_the_spec_folders_settings_file(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "watchkeeper.toml").write_text("heartbeat = 2\n")
+    assert _install(tmp_path).exit_code == 0
+    sweep_unit = (tmp_path / "units" / "watchkeeper-sweep.service").read_text()
+    assert f"--config {tmp_path / 'jobs' / 'watchkeeper.toml'}" in sweep_unit  # its sinks, its lease

@@ -19,7 +19,7 @@ import click
 
 from console.cli.common import EXIT_FINDINGS, fail
 from console.cli.runs import open_settings
-from core.spec.settings import Settings
+from core.spec.settings import CONFIG_NAME, Settings
 
 SWEEP_EVERY_S = 60
 
@@ -151,6 +151,9 @@ def install_cmd(spec_dir: str, user: bool, name: str, ledger_path: str | None, c
     folder = Path(spec_dir).resolve()
     settings = open_settings(str(folder), config_path, ledger=ledger_path)
     config = Path(config_path).resolve() if config_path else None
+    if config is None and (folder / CONFIG_NAME).exists():
+        # The sweep has no spec folder: it needs the file named to find the sinks it delivers to.
+        config = folder / CONFIG_NAME
     exe = _watchkeeper()
     target = _unit_dir(user, unit_dir)
     try:
