@@ -25,3 +25,20 @@ def test_sql_set_renders_a_sorted_literal_and_refuses_quotes():
     assert sql_set(lifecycle.FAILED_STATES) == "('failed', 'orphaned', 'timed_out')"
     with pytest.raises(ValueError):
         sql_set(["it's"])
+
+
+def test_no_hand_written_state_lists_or_run_inserts_outside_their_homes():
+    """State lists in SQL come from the enums (``sql_set``), and a run row is only ever made
+    by ``core.ledger.runs.create``."""
+    import pathlib
+    import re
+
+    core = pathlib.Path(__file__).resolve().parent.parent / "core"
+    lists, inserts = [], []
+    for path in core.rglob("*.py"):
+        text = path.read_text()
+        if path.name != "connection.py":  # migrations are history: never edited
+            lists += [f"{path.name}: {m.group(0)}" for m in re.finditer(r"IN \('[a-z_]+'", text)]
+        if path.name != "runs.py":
+            inserts += [path.name for _ in re.finditer(r"INSERT (?:OR \w+ )?INTO runs\b", text)]
+    assert lists == [] and inserts == []

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
-import uuid
 from typing import Any
 
-from core.ledger import breaker, jobs, outcomes
+from core.ledger import breaker, jobs, outcomes, runs
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import LIVE
 from core.spec import schedule
 from core.spec.model import JobSpec
-from core.vocabulary import sql_set
+from core.vocabulary import Trigger, sql_set
 
 _LIVE_SQL = sql_set(LIVE)
 
@@ -29,7 +28,8 @@ def last_scheduled_slots(conn: sqlite3.Connection) -> dict[str, float]:
     from ``runs``: the scheduler's memory of which slots were already queued. One query
     for all jobs (index ``runs_job``), so startup costs one statement, not one per job."""
     rows = conn.execute(
-        "SELECT job, MAX(not_before) FROM runs WHERE trigger IN ('schedule','misfire') AND attempt = 1"
+        f"SELECT job, MAX(not_before) FROM runs WHERE trigger IN {sql_set({Trigger.SCHEDULE, Trigger.MISFIRE})}"
+        " AND attempt = 1"
         " AND task = '' GROUP BY job").fetchall()
     return {r[0]: r[1] for r in rows if r[1] is not None}
 
@@ -72,16 +72,8 @@ def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: f
             add_event(conn, actor=actor, kind="skipped_overlap", job=spec.name,
                       reason="previous run still queued at concurrency limit", detail={"slot": slot})
             return None
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO runs (job, lineage, attempt, state, slot, task, trigger, spec_hash, not_before,"
-        " created_at, updated_at) VALUES (?,?,1,'queued',?,'',?,?,?,?,?)",
-        (spec.name, uuid.uuid4().hex, slot, trigger, spec.spec_hash(), not_before, now, now))
-    if cur.rowcount != 1:
-        return None
-    run_id = int(cur.lastrowid or 0)
-    add_event(conn, actor=actor, kind="run_queued", run_id=run_id, job=spec.name, attempt=1,
-              to_state="queued", reason=trigger, detail={"slot": slot})
-    return run_id
+    return runs.create(conn, job=spec.name, slot=slot, trigger=trigger, actor=actor, not_before=not_before,
+                       spec_hash=spec.spec_hash(), now=now, detail={"slot": slot}, if_absent=True)
 
 
 def due_queued(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
