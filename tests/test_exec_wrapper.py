@@ -132,3 +132,20 @@ def test_a_failure_arrives_by_email_with_its_error_line(tmp_path):
         assert "watchkeeper show 1 --ledger" in text
     finally:
         smtp.stop()
+
+
+def test_a_job_a_spec_file_owns_is_run_but_never_rewritten(tmp_path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "report.toml").write_text('name = "report"\ncommand = "echo from-the-file"\nowner = "ana"\n')
+    db = str(tmp_path / "wk.db")
+    assert wk("exec", "--job", "report", "--ledger", db, "--jobs", str(jobs), cwd=tmp_path).returncode == 0
+    with Ledger(db) as led:
+        before = dict(led.one("SELECT spec, spec_hash, source, owner FROM jobs WHERE name = 'report'"))
+    assert before["source"] == str((jobs / "report.toml").resolve()) and before["owner"] == "ana"
+    res = wk("exec", "--job", "report", "--ledger", db, "--", "sh", "-c", "echo from-cron", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with Ledger(db) as led:
+        assert dict(led.one("SELECT spec, spec_hash, source, owner FROM jobs WHERE name = 'report'")) == before
+        heads = [r[0].strip() for r in led.query("SELECT stdout_head FROM job_outcomes ORDER BY run_id")]
+        assert heads == ["from-the-file", "from-cron"]

@@ -6,21 +6,26 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, fail, shown
+from console.cli.common import EXIT_CONFIG, fail, open_ledger_at, shown
 from console.cli.runs import config_option, ledger_option, open_settings
-from core.spec.model import JobSpec, LoadedJob, load_dir
+from core.ledger.jobs import job_row
+from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
+from core.spec.settings import Settings
 
 
 def register(cli: click.Group) -> None:
     cli.add_command(exec_cmd)
 
 
-def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None) -> tuple[LoadedJob, str | None]:
-    """The job to run and the ``jobs.source`` to record: from the spec folder (its command
-    replaced by ``argv`` when one is given), else a job with defaults running in this folder."""
+def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
+         settings: Settings) -> tuple[LoadedJob, tuple[JobSpec, str | None] | None]:
+    """The job to run (its command replaced by ``argv`` when one is given) and the ``jobs``
+    row to record: from the spec folder; else the ledger's job when a spec file owns it (left
+    as it is); else a job with defaults, run in this folder, that ``exec`` owns."""
     if jobs_dir is not None:
         loaded = load_dir(jobs_dir)
         lj = loaded.jobs.get(name)
@@ -28,20 +33,36 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None) -> tuple[Loaded
             errors = [str(e) for e in loaded.errors if e.job in (None, name)]
             fail(f"{jobs_dir}: no valid job named {name!r}" + (f" ({shown(errors[0])})" if errors else ""),
                  EXIT_CONFIG)
-        spec = lj.spec
-        if argv:
-            spec = spec.model_copy(update={"command": list(argv)})
-        if spec.command is None:
-            fail(f"job {name!r} has no command; give one after --", EXIT_CONFIG)
-        return LoadedJob(spec, lj.source, lj.line), str(Path(lj.source).resolve())
-    if not argv:
-        fail("give the command after --, e.g. watchkeeper exec --job backup -- /usr/local/bin/backup.sh", EXIT_CONFIG)
+        record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
+        base, source, line = lj.spec, lj.source, lj.line
+    else:
+        row = _stored(settings, name)
+        if row is not None and row.get("source"):
+            record, base, source, line = None, spec_from_json(row["spec"]), row["source"], row["source_line"]
+        else:
+            if not argv:
+                fail("give the command after --, e.g. watchkeeper exec --job backup -- /usr/local/bin/backup.sh",
+                     EXIT_CONFIG)
+            try:
+                base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
+            except ValueError as exc:
+                fail(f"job {name!r}: {shown(str(exc))}", EXIT_CONFIG)
+            # Relative paths in the command resolve against the folder exec was started in.
+            record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
+    spec = base.model_copy(update={"command": list(argv)}) if argv else base
+    if spec.command is None:
+        fail(f"job {name!r} has no command; give one after --", EXIT_CONFIG)
+    return LoadedJob(spec, source, line), record
+
+
+def _stored(settings: Settings, name: str) -> dict[str, Any] | None:
+    if not Path(settings.ledger).exists():
+        return None
+    led = open_ledger_at(settings.ledger)
     try:
-        spec = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
-    except ValueError as exc:
-        fail(f"job {name!r}: {exc}", EXIT_CONFIG)
-    # Relative paths in the command resolve against the folder exec was started in.
-    return LoadedJob(spec, str(Path(os.getcwd()) / "(exec)"), None), None
+        return job_row(led.conn, name)
+    finally:
+        led.close()
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -69,8 +90,8 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
     from core.runner.execwrap import ExecWrapper  # the runner's executor: imported only to run
 
     settings = open_settings(jobs_dir, config_path, ledger=ledger_path)
-    job, source = _job(job_name, argv, jobs_dir)
-    result = asyncio.run(ExecWrapper(job, settings, stored_source=source).run())
+    job, record = _job(job_name, argv, jobs_dir, settings)
+    result = asyncio.run(ExecWrapper(job, settings, record=record).run())
     if result.exit_status != 0 and not quiet:
         why = result.reason or result.state
         tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip()][-1:]

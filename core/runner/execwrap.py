@@ -31,7 +31,7 @@ from core.ledger.connection import Ledger
 from core.processes import signal_group
 from core.runner.executor import Context, Executor
 from core.runner.watchdog import Watchdog
-from core.spec.model import LoadedJob
+from core.spec.model import JobSpec, LoadedJob
 from core.spec.settings import Settings
 from core.supervisor import notify
 
@@ -73,15 +73,18 @@ class ExecWrapper:
     queues, against the ledger in ``settings``.
 
     Args:
-        job: the job with its spec and where it came from (``source`` decides relative ``cwd``).
+        job: the job as run: its spec (with the command to run) and where it came from
+            (``source`` decides a relative ``cwd``).
         settings: ledger path, lease and heartbeat seconds, sinks, artifacts folder.
-        stored_source: ``jobs.source`` to record (None for a job ``exec`` created itself).
+        record: the ``jobs`` row to write first, as ``(spec, source)`` (source None for a job
+            ``exec`` owns itself); None leaves the row alone (a job a spec file owns).
     """
 
-    def __init__(self, job: LoadedJob, settings: Settings, *, stored_source: str | None) -> None:
+    def __init__(self, job: LoadedJob, settings: Settings, *,
+                 record: tuple[JobSpec, str | None] | None) -> None:
         self.job = job
         self.settings = settings
-        self.stored_source = stored_source
+        self.record = record
         self.id = f"exec:{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"exec:{os.getpid()}"
         self._local = threading.local()
@@ -114,8 +117,9 @@ class ExecWrapper:
                 loop.add_signal_handler(sig, self._forward, sig, ledger, current)
         try:
             spec = self.job.spec
-            ledger.write(lambda c: adoption.upsert_job(c, spec, source=self.stored_source, line=self.job.line,
-                                                       actor=self.actor))
+            if self.record is not None:
+                ledger.write(partial(adoption.upsert_job, spec=self.record[0], source=self.record[1],
+                                     line=self.job.line, actor=self.actor))
             run = ledger.write(lambda c: adoption.start_run(c, spec, actor=self.actor, lease_s=settings.lease))
             attempts = 0
             while True:
