@@ -15,10 +15,12 @@ from typing import Any
 
 import psutil
 
+from core import liveness
 from core.ledger import events, jobs, runs, terminal
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import LIVE, NON_TERMINAL, TERMINAL, State
 from core.liveness import process_alive
+from core.processes import signal_name
 from core.text import iso
 from core.vocabulary import ActionResult, Trigger
 
@@ -89,50 +91,32 @@ def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None
 
 
 def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
-    """SIGTERM the run's process group (or just the process), SIGKILL after ``grace_s``.
-
-    Never signals our own process group: a run started without its own group would
-    otherwise take the console down with it.
-    """
-    own = os.getpgid(0)
+    """Stop the run's process group with the one "stop with grace" routine
+    (``core.liveness.kill_group``: SIGTERM, SIGKILL after ``grace_s``), or just its process
+    (``kill_processes``) when it shares our own group: a run started without its own group
+    would otherwise take the console down with it. Neither waits on a process (psutil's
+    wait() would reap a child the runner in this same process must reap itself). Returns
+    a note for the operator."""
     try:
         group = pgid or os.getpgid(proc.pid)
     except ProcessLookupError:
         return "process already gone"
-    use_group = group != own
-
-    def send(sig: int) -> None:
-        try:
-            if use_group:
-                os.killpg(group, sig)
-            else:
-                proc.send_signal(sig)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
-
-    send(signal.SIGTERM)
-    if _gone_within(proc, grace_s):
-        return "terminated (SIGTERM)"
-    send(signal.SIGKILL)
-    if _gone_within(proc, grace_s):
-        return "killed (SIGKILL after grace)"
-    return "SIGKILL sent, process still present"
-
-
-def _gone_within(proc: psutil.Process, seconds: float) -> bool:
-    """Poll until the process is gone or a zombie. Never waits on it: psutil's wait() reaps
-    a child of ours, and in ``watchkeeper up`` the runner in this same process must reap
-    it itself to record the real exit status."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
+    try:
+        if group != os.getpgid(0):
+            sig = liveness.kill_group(group, grace=grace_s)
+        else:
+            sig = liveness.kill_processes([proc], grace=grace_s)
+    except PermissionError as exc:
+        return f"cannot signal its process group: {exc.strerror or exc}"
+    if sig is None:
+        return "process already gone"
+    try:
+        still = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        still = False
+    if still:
+        return f"{signal_name(sig)} sent, process still present"
+    return "terminated (SIGTERM)" if sig == signal.SIGTERM else "killed (SIGKILL after grace)"
 
 
 def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABANDON_GRACE_S) -> ActionResult:

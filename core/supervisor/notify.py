@@ -18,7 +18,6 @@ urllib; ``AppriseSink`` sends ``title`` and ``body`` as plain text to one Appris
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -32,6 +31,7 @@ from typing import Any
 from core.ledger import outbox
 from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
+from core.processes import signal_group
 from core.spec.settings import AppriseSink, CommandSink, WebhookSink
 
 MAX_ATTEMPTS = 8
@@ -60,10 +60,7 @@ def send_command(sink: CommandSink, body: str, timeout: float) -> None:
     try:
         _, err = proc.communicate(body.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(proc.pid, signal.SIGKILL)  # its own session: the whole group goes
         proc.communicate()
         raise RuntimeError(f"timed out after {timeout:g}s") from None
     if proc.returncode != 0:

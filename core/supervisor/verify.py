@@ -34,6 +34,7 @@ from typing import Any
 
 import regex
 
+from core.processes import signal_group
 from core.spec.model import JobSpec
 
 #: Seconds of slack on the mtime check: coarse filesystem timestamps (1 s on some) and a
@@ -158,10 +159,7 @@ def run_verify_command(argv: list[str], cwd: Path, timeout: float, env: dict[str
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(proc.pid, signal.SIGKILL)  # its own session: the whole group goes
         proc.communicate()
         return False, f"timed out after {timeout:g}s"
     text = out.decode("utf-8", "replace").strip()[-VERIFY_OUTPUT_KEEP:]
