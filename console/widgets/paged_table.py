@@ -62,7 +62,8 @@ class PagedTable(ScrollView, can_focus=True):
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
     #: ``core.ledger.reads`` page reader: fn(ledger, *, now, offset, limit, flt) -> Page
     FETCH: ClassVar[Callable[..., Page]]
-    #: The one line shown when the view has no rows (and no filter is set).
+    #: The one line shown when the view has no rows (and no filter is set); it fits 80
+    #: columns (a test checks).
     EMPTY: ClassVar[str] = "Nothing here yet."
 
     BINDINGS = keys.bindings("table")
@@ -173,7 +174,7 @@ class PagedTable(ScrollView, can_focus=True):
     def empty_text(self) -> str:
         """The line a view without rows shows (sanitised: it may quote the filter)."""
         if self.flt is not None and not self.flt.empty:
-            return f"No rows match the filter {one_line(self.flt.raw, 40)!r} — esc clears it."
+            return f"No rows match the filter {one_line(self.flt.raw, 30)!r} — esc clears it."
         return self.EMPTY
 
     # -- geometry ------------------------------------------------------------------------

@@ -116,7 +116,7 @@ class OrphansTable(PagedTable):
 
     VIEW = "orphans"
     TITLE = "Live & orphans"
-    EMPTY = "No orphaned or at-risk runs, and none running — the sweep checks live runs every few seconds."
+    EMPTY = "No orphaned or at-risk runs, none running — the sweep checks every few s."
     COLUMNS = (
         Column("job", "Job", 10, 2),
         Column("attempt", "#", 2),
