@@ -32,15 +32,19 @@ from core.ledger import fanout, lifecycle, outcomes, retries
 from core.ledger.connection import Ledger, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.spec.model import JobSpec
-from core.vocabulary import RunState
+from core.vocabulary import OutcomeStatus, RunState
 
 log = logging.getLogger(__name__)
 
 
-def default_status(state: RunState | str) -> str:
+def default_status(state: RunState | str) -> OutcomeStatus:
     """``job_outcomes.status`` for a run that ends in ``state`` without a handoff saying
-    otherwise: ``success`` for succeeded, else the state's own word (failed, timed_out, ...)."""
-    return "success" if state == RunState.SUCCEEDED else str(RunState(state).value)
+    otherwise: ``success`` for succeeded, else the state's own word (failed, timed_out, ...).
+
+    Raises:
+        ValueError: ``state`` is not a terminal state.
+    """
+    return OutcomeStatus.SUCCESS if state == RunState.SUCCEEDED else OutcomeStatus(str(RunState(state).value))
 
 
 def finish(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: RunState | str,
@@ -78,7 +82,7 @@ def finish(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: RunS
         return False
     rec = dict(outcome or {})
     rec["state"] = to.value
-    rec.setdefault("status", default_status(to))
+    rec.setdefault("status", default_status(to).value)
     rec.setdefault("reason", reason)
     outcomes.record(conn, run_id, **rec)
     fanout.settle_children(conn, run_id, actor=actor, now=at)
