@@ -6,6 +6,10 @@ move to ``verifying`` (or ``timed_out``) with the outcome, and hands the run to 
 supervisor (verify + judge) in a worker thread. What happens after any run ends — the
 supervisor's judgement, the job's breaker, the ``on_finished`` line — is ``after_end``,
 shared with the fan-out parent and the sweep loop.
+
+Nothing here blocks the event loop: every write goes to the runner's writer thread
+(``core.ledger.writer``, awaited), process-table scans and handoff parsing run in worker
+threads, and the supervisor (verify commands, the Claude judge) runs in the settle pool.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as PoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from core.ledger import breaker, lifecycle, outcomes, queue, retries
+from core.ledger import breaker, lifecycle, outcomes, queue, terminal
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
+from core.ledger.writer import Writer
 from core.mission import worker as mission_worker
 from core.processes import create_time, find_escaped, kill_escaped, signal_group, signal_name, stop_child
 from core.runner import spawn
@@ -40,6 +45,7 @@ from core.spec.settings import Settings
 from core.supervisor import supervisor
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
 
@@ -63,13 +69,16 @@ class Finished:
 class Context:
     """What every part of one runner shares (built by ``Runner.run``).
 
-    ``ledger`` is the event loop's connection; ``thread_ledger()`` gives the calling worker
-    thread its own; ``jobs()`` the current specs; ``wake()`` nudges the dispatcher.
+    ``writer`` takes every write; ``ledger`` is the event loop's read connection (its own
+    ``write`` goes through ``writer`` too, blocking: startup only); ``thread_ledger()``
+    gives the calling worker thread its own; ``jobs()`` the current specs; ``wake()`` nudges
+    the dispatcher.
     """
 
     settings: Settings
     runner_id: str
     actor: str
+    writer: Writer
     ledger: Ledger
     thread_ledger: Callable[[], Ledger]
     watchdog: Watchdog
@@ -176,20 +185,19 @@ class Executor:
         try:
             proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=self.env_for(spec, run, handoff_path))
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
+            await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
-        won = lifecycle.transition(
-            ctx.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor,
-            fields={"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
-                    "started_at": started, "lease_until": started + ctx.settings.lease,
-                    "artifacts_dir": str(art)},
-            detail={"pid": proc.pid, "argv": argv[:20]})
+        fields = {"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
+                  "started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
+        won = await self.write(lambda conn: lifecycle.apply(
+            conn, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor, fields=fields,
+            detail={"pid": proc.pid, "argv": argv[:20]}))
         if not won:
             # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
             signal_group(proc.pid, signal.SIGKILL)
             await proc.wait()
             proc.close()
-            self.late_result(run, proc.returncode, "spawned")
+            await self.late_result(run, proc.returncode, "spawned")
             return
         out = Capture(art / "stdout.log", ctx.settings.output_cap)
         err = Capture(art / "stderr.log", ctx.settings.output_cap)
@@ -242,7 +250,7 @@ class Executor:
         rc = proc.returncode
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None
-        hread = read_handoff(handoff_path, ctx.settings.handoff_max)
+        hread = await asyncio.to_thread(read_handoff, handoff_path, ctx.settings.handoff_max)
         findings = list(hread.findings)
         for c, name in ((out, "stdout"), (err, "stderr")):
             if c.write_error:
@@ -258,77 +266,104 @@ class Executor:
             **out.summary("stdout"), **err.summary("stderr"),
             "handoff_raw": hread.raw, "handoff": hread.data, "handoff_findings": findings,
         }
-        fields = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
+        ends = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
         if timed_out:
             reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
-
-            def then_timeout(conn: sqlite3.Connection) -> None:
-                outcomes.record(conn, run_id, state=State.TIMED_OUT.value, status="timed_out",
-                                reason="budget_exceeded" if wall_budget else "timeout", **cols)
-                retries.follow_up(conn, run_id, State.TIMED_OUT.value, actor=ctx.actor, spec=spec)
-            won = lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.TIMED_OUT,
-                                       actor=ctx.actor, reason=reason, fields=fields, then=then_timeout)
+            outcome = {**cols, "status": "timed_out", "reason": "budget_exceeded" if wall_budget else "timeout"}
+            won = await self.write(lambda conn: terminal.finish(
+                conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason=reason,
+                fields=ends, outcome=outcome, spec=spec))
             if won:
-                self.after_end(run_id)
+                await self.after_end(run_id)
             else:
-                self.late_result(run, rc, "timed_out", cols)
+                await self.late_result(run, rc, "timed_out", cols)
             return
 
-        def then_verify(conn: sqlite3.Connection) -> None:
+        def to_verifying(conn: sqlite3.Connection) -> bool:
+            if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
+                                   fields=ends):
+                return False
             outcomes.record(conn, run_id, state=State.VERIFYING.value,
                             status="success" if exit_code == 0 else "failed", **cols)
-        won = lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.VERIFYING,
-                                   actor=ctx.actor, fields=fields, then=then_verify)
-        if not won:
-            self.late_result(run, rc, "running", cols)
+            return True
+        if not await self.write(to_verifying):
+            await self.late_result(run, rc, "running", cols)
             return
         await self.settle(run_id)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(conn)`` in the writer thread's next group commit; awaited, never blocking."""
+        return await self.ctx.writer.run(fn)
+
+    async def in_pool(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the settle pool (the supervisor's threads)."""
+        return await asyncio.get_running_loop().run_in_executor(self.ctx.settle_pool, fn, *args)
 
     async def settle(self, run_id: int) -> None:
         """Hand a ``verifying`` run to the supervisor (verify commands, judgement) in a worker
         thread, then record its end."""
-        await asyncio.get_running_loop().run_in_executor(self.ctx.settle_pool, self._settle, run_id)
-        self.finished(run_id)
+        self.announce(await self.in_pool(self._settle_and_finish, run_id))
+
+    def _settle_and_finish(self, run_id: int) -> Finished | None:
+        self._settle(run_id)
+        return self._finished_sync(run_id)
 
     async def terminate(self, proc: spawn.Child, grace: float) -> None:
         """Stop ``proc``'s whole process group with ``grace`` (``core.processes.stop_child``)."""
         await stop_child(proc.pid, proc.wait, grace)
 
-    def spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
+    async def spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
         ctx = self.ctx
         run_id = run["id"]
         reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
-
-        def then(conn: sqlite3.Connection) -> None:
-            outcomes.record(conn, run_id, state=State.FAILED.value, status="failed", reason=reason,
-                            stderr_head=message, handoff_findings=[])
-            retries.follow_up(conn, run_id, State.FAILED.value, actor=ctx.actor)
-        won = lifecycle.transition(ctx.ledger, run_id, run["attempt"], State.SPAWNED, State.FAILED,
-                                   actor=ctx.actor, reason=reason, fields={"artifacts_dir": art},
-                                   detail={"error": message[:2000]}, then=then)
+        won = await self.write(lambda conn: terminal.finish(
+            conn, run_id, run["attempt"], State.SPAWNED, State.FAILED, actor=ctx.actor, reason=reason,
+            fields={"artifacts_dir": art}, detail={"error": message[:2000]},
+            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []}))
         if won:
-            self.after_end(run_id)
+            await self.after_end(run_id)
 
-    def late_result(self, run: dict[str, Any], rc: int | None, expected: str,
-                    evidence: dict[str, Any] | None = None) -> None:
+    async def late_result(self, run: dict[str, Any], rc: int | None, expected: str,
+                          evidence: dict[str, Any] | None = None) -> None:
         """The process ended after someone else settled its run: record, never flip.
         ``evidence``: the capture's outcome columns (its output counts and slices)."""
         ctx = self.ctx
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None
-        ctx.ledger.write(lambda conn: queue.record_late_result(conn, run, actor=ctx.actor, exit_code=exit_code,
+        await self.write(lambda conn: queue.record_late_result(conn, run, actor=ctx.actor, exit_code=exit_code,
                                                                signal=sig, expected=expected, evidence=evidence))
+        await self.in_pool(self._note_late_result, run["id"])
+
+    def _note_late_result(self, run_id: int) -> None:
         try:
-            supervisor.note_late_result(ctx.ledger, run["id"], settings=ctx.settings)
+            supervisor.note_late_result(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings)
         except Exception:
-            log.exception("note_late_result failed for run %s", run["id"])
+            log.exception("note_late_result failed for run %s", run_id)
 
     # -- after a run ended ---------------------------------------------------------------
-    def after_end(self, run_id: int) -> None:
+    async def after_end(self, run_id: int) -> None:
         """A run reached a terminal state through this runner (or its sweep): the
-        supervisor judges it, then its breaker and ``on_finished``."""
+        supervisor judges it (in the settle pool: the Claude judge may be consulted), then
+        its breaker and ``on_finished``."""
+        self.announce(await self.in_pool(self._judge_and_finish, run_id))
+
+    def _judge_and_finish(self, run_id: int) -> Finished | None:
         self.judge(run_id)
-        self.finished(run_id)
+        return self._finished_sync(run_id)
+
+    def announce(self, fin: Finished | None) -> None:
+        """On the loop thread: wake the missions, then ``on_finished``."""
+        ctx = self.ctx
+        if fin is None:
+            return
+        if ctx.on_end is not None:
+            ctx.on_end()  # a mission worker may have settled: no polling wait
+        if ctx.on_finished is None:
+            return
+        try:
+            ctx.on_finished(fin)
+        except Exception:
+            log.exception("on_finished callback failed")
 
     def _settle(self, run_id: int) -> None:
         try:
@@ -343,40 +378,29 @@ class Executor:
         row = queue.run_row(led.conn, run_id)
         if row is None or row["state"] != State.VERIFYING:
             return
-        ok = row["exit_code"] == 0
-        to = State.SUCCEEDED if ok else State.FAILED
-
-        def then(conn: sqlite3.Connection) -> None:
-            outcomes.record(conn, run_id, state=to.value, reason="supervisor_error")
-            if not ok:
-                retries.follow_up(conn, run_id, to.value, actor=self.ctx.actor)
-        lifecycle.transition(led, run_id, row["attempt"], State.VERIFYING, to, actor=self.ctx.actor,
-                             reason="supervisor_error", then=then)
+        to = State.SUCCEEDED if row["exit_code"] == 0 else State.FAILED
+        terminal.finish_run(led, run_id, row["attempt"], State.VERIFYING, to, actor=self.ctx.actor,
+                            reason="supervisor_error")
 
     def judge(self, run_id: int) -> None:
+        """The supervisor's judgement of a terminal run (call from a worker thread)."""
         try:
-            supervisor.judge_run(self.ctx.ledger, run_id, settings=self.ctx.settings)
+            supervisor.judge_run(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings)
         except Exception:
             log.exception("judging run %s failed", run_id)
 
-    def finished(self, run_id: int) -> None:
-        ctx = self.ctx
-        row = queue.finished_row(ctx.ledger.conn, run_id)
+    def _finished_sync(self, run_id: int) -> Finished | None:
+        """In a worker thread: the run's breaker, and its line for ``on_finished``."""
+        led = self.ctx.thread_ledger()
+        row = queue.finished_row(led.conn, run_id)
         if row is None:
-            return
-        if ctx.on_end is not None:
-            ctx.on_end()  # a mission worker may have settled: no polling wait
-        self.record_breaker(run_id, row)
-        if ctx.on_finished is None:
-            return
-        try:
-            name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
-            ctx.on_finished(Finished(row["id"], name, row["attempt"], row["state"], row["duration_s"],
-                                     row["exit_code"], row["signal"], row["reason"], row["ended_at"] or time.time()))
-        except Exception:
-            log.exception("on_finished callback failed")
+            return None
+        self.record_breaker(led, run_id, row)
+        name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
+        return Finished(row["id"], name, row["attempt"], row["state"], row["duration_s"], row["exit_code"],
+                        row["signal"], row["reason"], row["ended_at"] or time.time())
 
-    def record_breaker(self, run_id: int, row: Mapping[str, Any]) -> None:
+    def record_breaker(self, led: Ledger, run_id: int, row: Mapping[str, Any]) -> None:
         """Move the job's breaker after run ``run_id`` ended (``row``: its ``runs`` row)."""
         ctx = self.ctx
         if row["task"] or row["state"] not in lifecycle.TERMINAL:
@@ -384,10 +408,10 @@ class Executor:
         lj = ctx.jobs().get(row["job"])
         if lj is None:
             return
-        if row["state"] == State.SUCCEEDED and breaker.state_of(ctx.ledger.conn, row["job"])[0] == breaker.CLOSED:
+        if row["state"] == State.SUCCEEDED and breaker.state_of(led.conn, row["job"])[0] == breaker.CLOSED:
             return  # a success on a closed breaker changes nothing: skip the write transaction
         try:
-            changed = ctx.ledger.write(lambda conn: breaker.record(
+            changed = led.write(lambda conn: breaker.record(
                 conn, lj.spec, run_id, row["state"], actor=ctx.actor, owner=lj.spec.owner,
                 sinks=ctx.settings.notify))
         except Exception:

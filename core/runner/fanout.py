@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any
 
-from core.ledger import fanout, lifecycle, outcomes, queue, retries
+from core.ledger import fanout, lifecycle, outcomes, queue, terminal
 from core.ledger.lifecycle import State
 from core.processes import signal_group
 from core.runner import spawn
@@ -44,12 +44,12 @@ class FanoutParent:
         with contextlib.suppress(OSError):
             art.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.time()
-        if not lifecycle.transition(ctx.ledger, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor,
-                                    fields={"started_at": started, "lease_until": started + ctx.settings.lease,
-                                            "artifacts_dir": str(art)},
-                                    detail={"fanout": [t.name for t in spec.tasks]}):
+        fields = {"started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
+        if not await self.ex.write(lambda conn: lifecycle.apply(
+                conn, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor, fields=fields,
+                detail={"fanout": [t.name for t in spec.tasks]})):
             return
-        ctx.ledger.write(lambda conn: fanout.create_children(conn, run, spec, actor=ctx.actor))
+        await self.ex.write(lambda conn: fanout.create_children(conn, run, spec, actor=ctx.actor))
         ctx.wake()
         deadline = started + spec.timeout
         while True:
@@ -59,7 +59,7 @@ class FanoutParent:
             if queue.run_state(ctx.ledger.conn, run_id) != State.RUNNING:
                 return  # abandoned or orphaned meanwhile: its children settle on their own
             if time.time() > deadline:
-                self._timed_out(run, spec, results)
+                await self._timed_out(run, spec, results)
                 return
             await asyncio.sleep(POLL_S)
         out = Capture(art / "stdout.log", ctx.settings.output_cap)
@@ -86,29 +86,29 @@ class FanoutParent:
             "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
         }
 
-        def then_verify(conn: sqlite3.Connection) -> None:
+        def to_verifying(conn: sqlite3.Connection) -> bool:
+            if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
+                                   fields={"exit_code": exit_code, "ended_at": ended},
+                                   detail={"succeeded": handoff["result"].get("succeeded"),
+                                           "missing": handoff["result"].get("missing")}):
+                return False
             outcomes.record(conn, run_id, state=State.VERIFYING.value, status=handoff["status"], **cols)
-        if not lifecycle.transition(ctx.ledger, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
-                                    fields={"exit_code": exit_code, "ended_at": ended}, then=then_verify,
-                                    detail={"succeeded": handoff["result"].get("succeeded"),
-                                            "missing": handoff["result"].get("missing")}):
-            self.ex.late_result(run, exit_code, "running")
+            return True
+        if not await self.ex.write(to_verifying):
+            await self.ex.late_result(run, exit_code, "running")
             return
         await self.ex.settle(run_id)
 
-    def _timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
+    async def _timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
         ctx = self.ctx
         pending = [r["task"] for r in results if not r.get("settled")]
-
-        def then(conn: sqlite3.Connection) -> None:
-            outcomes.record(conn, run["id"], state=State.TIMED_OUT.value, status="timed_out", reason="timeout",
-                            handoff={"status": "failed", "error": "timeout", "result": {"unsettled": pending}},
-                            handoff_findings=[])
-            retries.follow_up(conn, run["id"], State.TIMED_OUT.value, actor=ctx.actor, spec=spec)
-        if lifecycle.transition(ctx.ledger, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT,
-                                actor=ctx.actor, reason=f"fan-out not settled within {spec.timeout:g}s",
-                                detail={"unsettled": pending}, then=then):
-            self.ex.after_end(run["id"])
+        outcome = {"status": "timed_out", "reason": "timeout", "handoff_findings": [],
+                   "handoff": {"status": "failed", "error": "timeout", "result": {"unsettled": pending}}}
+        if await self.ex.write(lambda conn: terminal.finish(
+                conn, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT, actor=ctx.actor,
+                reason=f"fan-out not settled within {spec.timeout:g}s", detail={"unsettled": pending},
+                outcome=outcome, spec=spec)):
+            await self.ex.after_end(run["id"])
 
     async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,
                           out: Capture, err: Capture, timeout: float) -> int:

@@ -7,6 +7,12 @@ Nothing here polls per job: the scheduler loop sleeps until the next due slot (o
 change), the dispatch loop until the next queued run is due, a run is queued by this
 runner, or another process commits to the ledger (``PRAGMA data_version``, checked every
 ``DISPATCH_POLL_S``). Every run state change goes through ``core.ledger.lifecycle``.
+
+Nothing blocks the event loop: every ledger write of the runner goes through ONE writer
+thread (``core.ledger.writer``) that commits in groups; the scheduler's and dispatcher's
+ticks, the sweep, the supervisor (verify commands, the Claude judge) and the missions run in
+worker threads, each with its own read connection. The watchdog thread stays as the safety
+net for deadlines. Every thread and connection is closed at shutdown.
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ from core import __version__
 from core.ledger import runners as runner_rows
 from core.ledger.connection import Ledger, add_event
 from core.ledger.jobs import job_sources, sync_jobs
+from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
 from core.processes import create_time
 from core.runner.daily_prune import DailyPrune
-from core.runner.dispatcher import Dispatcher
+from core.runner.dispatcher import Claimed, Dispatcher
 from core.runner.executor import Context, Executor, Finished
 from core.runner.fanout import FanoutParent
 from core.runner.reaper import Reaper
@@ -60,26 +67,6 @@ IDLE_WAKE_S = 30.0
 #: Seconds between mission passes when nothing wakes the loop (a worker run finishing wakes
 #: it at once); picks up what a person did from the CLI or console (approve, answer, abort).
 MISSION_IDLE_S = 1.0
-
-
-class _SerialLedger(Ledger):
-    """A ``Ledger`` whose writes queue on a lock shared by all of one runner's connections.
-
-    The runner writes from its loop thread and from supervisor worker threads. Left to
-    SQLite, those connections contend in ``BEGIN IMMEDIATE`` and the losers sleep in the
-    busy handler (up to 100 ms a try) while the lock sits free, which capped throughput at a
-    few hundred transitions per second. Taking turns on a ``threading`` lock first keeps the
-    write lock busy; contention with other processes still goes through SQLite (busy
-    timeout, ``Ledger.write`` retries), unchanged.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], lock: threading.RLock) -> None:
-        super().__init__(path)
-        self._write_lock = lock
-
-    def write(self, fn: Callable[[sqlite3.Connection], Any], *, max_wait_s: float | None = None) -> Any:
-        with self._write_lock:
-            return super().write(fn, max_wait_s=max_wait_s)
 
 
 class Runner:
@@ -125,7 +112,7 @@ class Runner:
         self._thread_local = threading.local()
         self._thread_ledgers: list[Ledger] = []
         self._bg: set[asyncio.Task[Any]] = set()
-        self._write_lock = threading.RLock()  # shared by this runner's ledger connections
+        self.writer: Writer | None = None  # created in run(): the one writer thread
         self._settle_pool: ThreadPoolExecutor | None = None
         self.ledger: Ledger | None = None
         self.watchdog: Watchdog | None = None  # created in run(): one deadline thread per runner
@@ -180,7 +167,8 @@ class Runner:
             self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:  # runs are still executed and recorded; capture degrades
             log.error("artifacts folder %s unusable: %s", self.settings.artifacts_dir, exc)
-        self.ledger = _SerialLedger(self.settings.ledger, self._write_lock)
+        self.writer = Writer(self.settings.ledger)
+        self.ledger = WriterLedger(self.writer)  # the loop's reads; its writes are startup only
         if self._subreaper:
             self.reaper.start()
         self._compose()
@@ -189,7 +177,7 @@ class Runner:
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         registered_at = time.time()
         self._register()
-        self._reconcile()
+        await self._reconcile()
         self._load_specs(load_dir(self.spec_dir, prefer=job_sources(self.ledger)))
         self._record_past_gap(registered_at)
         self.started.set()
@@ -219,14 +207,16 @@ class Runner:
 
     def _compose(self) -> None:
         assert self.ledger is not None and self.watchdog is not None and self._settle_pool is not None
-        led = self.ledger
+        assert self.writer is not None
+        writer = self.writer
 
         def read(fn: Callable[[sqlite3.Connection], Any]) -> Any:
-            return fn(led.conn)
-        self.scheduler = Scheduler(write=led.write, read=read, actor=self.actor, on_queued=lambda _id: self._nudge())
-        self.dispatcher = Dispatcher(write=led.write, read=read, runner_id=self.id, actor=self.actor,
+            return fn(self._thread_ledger().conn)  # ticks run in worker threads
+        self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
+                                   on_queued=lambda _id: self._nudge_threadsafe())
+        self.dispatcher = Dispatcher(write=writer.write, read=read, runner_id=self.id, actor=self.actor,
                                      lease_s=self.settings.lease)
-        ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, ledger=led,
+        ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
                       on_end=self._mission_wake.set, reaper=self.reaper)
@@ -236,6 +226,12 @@ class Runner:
     def _nudge(self) -> None:
         if self._wake is not None:
             self._wake.set()
+
+    def _nudge_threadsafe(self) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # loop closed: nothing to wake
+                loop.call_soon_threadsafe(self._nudge)
 
     # -- startup ------------------------------------------------------------------------
     def _register(self) -> None:
@@ -254,14 +250,15 @@ class Runner:
         except Exception:
             log.exception("recording the runner gap before this start failed; `watchkeeper status` still shows it")
 
-    def _reconcile(self) -> None:
+    async def _reconcile(self) -> None:
         try:
-            settled = sweep.reconcile_startup(self.ledger, self.settings, runner_id=self.id)
+            settled = await asyncio.to_thread(
+                lambda: sweep.reconcile_startup(self._thread_ledger(), self.settings, runner_id=self.id))
         except Exception:
             log.exception("startup reconciliation failed; the periodic sweep will retry")
             return
         for run_id in settled or []:
-            self.executor.judge(run_id)
+            await self.executor.in_pool(self.executor.judge, run_id)
 
     def _load_specs(self, result: LoadResult) -> None:
         """Apply a fresh load: valid jobs replace old specs; jobs in a bad file keep theirs.
@@ -301,7 +298,7 @@ class Runner:
         while True:
             self._kick.clear()
             try:
-                wake = self.scheduler.tick(time.time())
+                wake = await asyncio.to_thread(self.scheduler.tick, time.time())
             except Exception:
                 log.exception("scheduler tick failed; retrying")
                 wake = time.time() + 1.0
@@ -314,9 +311,10 @@ class Runner:
             self._wake.clear()
             next_due: float | None = None
             try:
-                for claimed in self.dispatcher.tick(time.time(), self.settings.concurrency - len(self.live)):
+                room = self.settings.concurrency - len(self.live)
+                claims, next_due = await asyncio.to_thread(self._dispatch_tick, room)
+                for claimed in claims:
                     self._start(claimed.run, claimed.job)
-                next_due = self.dispatcher.next_due()
             except Exception:
                 log.exception("dispatch failed; retrying")
             # Sleep until the next queued run is due, this runner queues or ends a run, or
@@ -337,6 +335,10 @@ class Runner:
                     seen = now_seen
                     break
 
+    def _dispatch_tick(self, room: int) -> tuple[list[Claimed], float | None]:
+        """In a worker thread: claim what is due, and when the next queued run is due."""
+        return self.dispatcher.tick(time.time(), room), self.dispatcher.next_due()
+
     def _start(self, run: dict[str, Any], lj: LoadedJob) -> None:
         if lj.spec.kind == "fanout" and not run["task"]:
             body = self.fanout.execute(run, lj)
@@ -356,7 +358,7 @@ class Runner:
     def _thread_ledger(self) -> Ledger:
         led = getattr(self._thread_local, "ledger", None)
         if led is None:
-            led = _SerialLedger(self.settings.ledger, self._write_lock)
+            led = WriterLedger(self.writer)
             self._thread_local.ledger = led
             self._thread_ledgers.append(led)
         return led
@@ -381,7 +383,7 @@ class Runner:
         while True:
             status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
             try:
-                self.heartbeat()
+                await self.heartbeat()
             except sqlite3.Error as exc:  # disk full, locked: one line a beat, not a traceback
                 log.warning("heartbeat failed (%s); retrying next beat", exc)
                 status = f"heartbeat write failing: {exc}"
@@ -409,13 +411,13 @@ class Runner:
         except Exception:
             log.exception("supervisor.periodic failed")
 
-    def heartbeat(self) -> None:
+    async def heartbeat(self) -> None:
         """Renew this runner's heartbeat (``runners.heartbeat_at``) and the lease
         (``runs.lease_until``, Unix seconds) of every run it still watches — not of runs in
         ``lost``, nor of any run of this runner whose task is gone — in one statement for
         all of them (``core.ledger.runners.renew``)."""
         watched = list(self.live)
-        self.ledger.write(lambda conn: runner_rows.renew(conn, self.id, watched, lease_s=self.settings.lease))
+        await self.writer.run(lambda conn: runner_rows.renew(conn, self.id, watched, lease_s=self.settings.lease))
 
     async def _sweep_loop(self) -> None:
         sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
@@ -434,7 +436,7 @@ class Runner:
                 except Exception:
                     log.exception("settling lost runs failed; retrying next pass")
             for run_id in report.orphaned:
-                self.executor.after_end(run_id)  # judged, breaker, and its line like any other finish
+                await self.executor.after_end(run_id)  # judged, breaker, and its line like any other finish
             if self.reaper.subreaper:
                 try:
                     await asyncio.to_thread(self.reaper.reap_strays)
@@ -471,10 +473,16 @@ class Runner:
         for t in list(self._bg):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, timeout=5)
-        self.left_behind = self.ledger.write(lambda conn: runner_rows.record_stopped(
+        self.left_behind = await self.writer.run(lambda conn: runner_rows.record_stopped(
             conn, self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail))
-        self._settle_pool.shutdown(wait=False)
+        # Settles still verifying get a moment to record; then the writer commits what is
+        # queued and stops (a later write fails loudly with WriterClosed, never silently).
+        self._settle_pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(self._settle_pool.shutdown, True),
+                                   timeout=self.settings.shutdown_grace + 5)
         self.watchdog.stop()
+        self.writer.close()
         self.ledger.close()
         for led in self._thread_ledgers:
             with contextlib.suppress(sqlite3.Error):
