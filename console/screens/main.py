@@ -234,7 +234,7 @@ class MainScreen(PollingScreen, Screen):
         now = self.wk.now()
         changes = self._changes
         try:
-            n = await self.wk.counter.call(lambda ledger: queries.count_rows(ledger, table.VIEW, now=now, flt=flt))
+            n = await self.wk.counter.call(lambda ledger: table.count(ledger, now=now, flt=flt))
         except Exception:  # the poll shows the ledger trouble; the count is tried again
             self.set_timer(RECOUNT_AFTER_S, lambda: self._maybe_count(table, force=True, changed=True))
             return
@@ -421,10 +421,11 @@ class MainScreen(PollingScreen, Screen):
         self._render_bars()
 
     def _selected_job(self) -> str | None:
-        """The job the cursor is on: the jobs view's row, or the job an outcomes filter names."""
+        """The job the cursor is on: the jobs view's row, or the job an outcomes filter names
+        (None on a spec file that never loaded: it has no history)."""
         row = self.table.current()
         if self.view == "jobs":
-            return str(row["name"]) if row else None
+            return str(row["name"]) if row and not row.get("invalid") else None
         if row is not None and row.get("job"):
             return str(row["job"])
         return None
@@ -442,13 +443,15 @@ class MainScreen(PollingScreen, Screen):
 
     def action_pause_job(self) -> None:
         row = self.table.current()
-        if self.view != "jobs" or row is None or refuse_read_only(self) or self._refuse_changed_row():
+        if self.view != "jobs" or row is None or row.get("invalid") or refuse_read_only(self) \
+                or self._refuse_changed_row():
             return
         confirm_job_action(self, "pause", str(row["name"]), self._after_run_action, paused=bool(row.get("paused")))
 
     def action_trigger(self) -> None:
         row = self.table.current()
-        if self.view != "jobs" or row is None or refuse_read_only(self) or self._refuse_changed_row():
+        if self.view != "jobs" or row is None or row.get("invalid") or refuse_read_only(self) \
+                or self._refuse_changed_row():
             return
         confirm_job_action(self, "trigger", str(row["name"]), self._after_run_action)
 
@@ -456,7 +459,7 @@ class MainScreen(PollingScreen, Screen):
         """The palette's per-job entries for the jobs loaded in the jobs view (names sanitised)."""
         out: list[tuple[str, Any]] = []
         jobs = self.query_one("#jobs", PagedTable)
-        for row in jobs.rows_data[:200]:
+        for row in [r for r in jobs.rows_data if not r.get("invalid")][:200]:
             name, raw = one_line(row["name"], 60), str(row["name"])
             out.append((f"Outcomes of job {name}", partial(self.show_job_outcomes, raw)))
             out.append((f"History of job {name}", partial(self.open_history, raw)))
@@ -472,6 +475,9 @@ class MainScreen(PollingScreen, Screen):
         if row is None:
             return
         if table.VIEW == "jobs":
+            if row.get("invalid"):
+                self.notify(clean(f"{row['text']}"), severity="warning", markup=False, timeout=8)
+                return
             await self.show_job_outcomes(str(row["name"]))
             return
         if table.VIEW == "escalations":

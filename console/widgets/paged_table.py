@@ -34,7 +34,7 @@ from textual.strip import Strip
 
 from console import evidence, keys
 from console.safe_text import one_line
-from core.ledger.reads import Filter, Page
+from core.ledger.reads import Filter, Page, count_rows
 
 #: Rows read beyond the visible ones, above and below.
 MARGIN = 40
@@ -257,6 +257,11 @@ class PagedTable(ScrollView, can_focus=True):
     # -- data in -------------------------------------------------------------------------
     def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page:
         return type(self).FETCH(ledger, now=now, offset=offset, limit=limit, flt=flt)
+
+    def count(self, ledger: Any, *, now: float, flt: Filter | None) -> int:
+        """How many rows the view lists under ``flt`` (the scrollbar's size; run on the count
+        thread, never on every poll)."""
+        return count_rows(ledger, self.VIEW, now=now, flt=flt)
 
     def show(self, page: Page, now: float, *, start: int = 0, limit: int | None = None,
              follow: bool = False) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -153,6 +154,29 @@ class OrphansTable(PagedTable):
         return out
 
 
+#: Spec files listed at most in the Jobs view (they are read whole on every poll of the view).
+INVALID_SHOWN = 200
+
+
+def _invalid_rows(ledger: Any, flt: queries.Filter | None) -> list[dict[str, Any]]:
+    """Spec files whose job never loaded (``core.ledger.reads.invalid_specs``), as Jobs rows
+    (``invalid=True``), under the same filter as the jobs: ``job:`` and free text match the
+    job name, file and message; a ``state:``/``kind:`` filter leaves them out."""
+    rows = queries.invalid_specs(ledger, never_loaded=True, limit=INVALID_SHOWN)
+    if flt is not None and (flt.state or flt.kind):
+        return []
+    out = []
+    for r in rows:
+        name = r["job"] or Path(r["source"]).name
+        hay = f"{name} {r['source']} {r['text']}".lower()
+        if flt is not None and flt.job and flt.job.lower() not in name.lower():
+            continue
+        if flt is not None and flt.text and flt.text.lower() not in hay:
+            continue
+        out.append({**r, "name": name, "invalid": True})
+    return out
+
+
 class JobsTable(PagedTable):
     """Jobs by name: schedule, next run, last outcome, success rate, breaker."""
 
@@ -170,13 +194,33 @@ class JobsTable(PagedTable):
     )
     FETCH = staticmethod(queries.jobs_page)
 
+    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: queries.Filter | None) -> queries.Page:
+        """Spec files that never loaded first (so a job whose file does not parse is not
+        invisible), then the jobs by name."""
+        bad = _invalid_rows(ledger, flt)
+        head = bad[offset:offset + limit]
+        rest = limit - len(head)
+        if rest <= 0:
+            return queries.Page(head, None)
+        page = queries.jobs_page(ledger, now=now, offset=max(0, offset - len(bad)), limit=rest, flt=flt)
+        return queries.Page(head + page.rows, page.cursor)
+
+    def count(self, ledger: Any, *, now: float, flt: queries.Filter | None) -> int:
+        return len(_invalid_rows(ledger, flt)) + super().count(ledger, now=now, flt=flt)
+
     def key_of(self, row: dict[str, Any]) -> str:
+        if row.get("invalid"):
+            return "invalid:" + str(row["key"])
         return "job:" + str(row["name"])
 
     def run_id_of(self, row: dict[str, Any]) -> int | None:
         return None
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
+        if row.get("invalid"):
+            where = f"{Path(row['source']).name}:{row['line']}" if row.get("line") else Path(row["source"]).name
+            return [Text("! ", style="bold red") + cell(row["name"]), cell("spec invalid", "bold red"),
+                    cell("-"), cell(where), cell("-"), cell("-"), cell("-")]
         nxt = row["next_run"]
         next_txt = "-" if nxt is None else ("due" if nxt <= self.now else age(nxt - self.now, 1))
         rate = row["success_rate"]
@@ -194,6 +238,10 @@ class JobsTable(PagedTable):
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
+        if row.get("invalid"):
+            out.append("spec error, never loaded: ", style="bold red")
+            out.append(clean(str(row["text"]), keep_newlines=False))
+            return out
         out.append(clean(row["name"], keep_newlines=False), style="bold")
         if row.get("last_error"):
             out.append("  spec error (last good spec still runs): ", style="bold red")
@@ -209,6 +257,8 @@ class JobsTable(PagedTable):
         return out
 
     def meta(self, row: dict[str, Any]) -> str:
+        if row.get("invalid"):
+            return f"fix {one_line(row['source'], 60)}; the runner loads it when it parses"
         return "enter: its outcomes · h: history · P: pause/resume · t: run now"
 
 
