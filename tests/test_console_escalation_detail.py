@@ -136,3 +136,22 @@ def test_escalation_detail_snapshot(snap_compare, tmp_path, size):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=ready)
+
+
+async def test_escalation_detail_says_stale_when_the_ledger_cannot_be_read_and_recovers(story, monkeypatch):
+    import sqlite3
+
+    path, ids = story
+    app = make_app(path)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_story(pilot, ids["esc"])
+        real = app.reader.call
+
+        async def locked(fn):
+            raise sqlite3.OperationalError("database is locked")
+
+        monkeypatch.setattr(app.reader, "call", locked)
+        await until(pilot, lambda: screen.stale_since is not None)
+        assert "STALE since" in screen_text(app) and app.is_running
+        monkeypatch.setattr(app.reader, "call", real)
+        await until(pilot, lambda: screen.stale_since is None)

@@ -25,7 +25,7 @@ from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import SnoozeScreen
 from console.screens.operator_actions import refuse_read_only
-from console.screens.polling import PollingScreen
+from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
 from core.ledger import escalations
@@ -82,7 +82,7 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
     out = Text(end="")
     out.append("── Who acted ", style="bold")
     out.append("─" * 40 + "\n", style="dim")
-    acts = d["acts"]
+    acts = list(d["acts"])
     esc = d["escalation"]
     if not acts:
         # Rows from before the audit trail kept these: the row's own fields still tell.
@@ -121,7 +121,7 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
     return out
 
 
-class EscalationScreen(PollingScreen, Screen):
+class EscalationScreen(PollingScreen, LiveHeader, Screen):
     """Detail of one escalation; ``escape`` returns to the list, ``enter`` opens the run of
     the selected occurrence."""
 
@@ -157,15 +157,11 @@ class EscalationScreen(PollingScreen, Screen):
         table = self.query_one("#occurrences", DataTable)
         table.add_columns("When", "Run", "#", "State", "Exit", "Why")
         main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        self._render_header(getattr(main, "summary", None))
+        self.summary = getattr(main, "summary", None)
+        self.header_show()
         table.focus()
         await self.load()
         self.set_timer(self.wk.config.refresh, self._tick)
-
-    def _render_header(self, summary: queries.Summary | None) -> None:
-        cfg = self.wk.config
-        self.query_one(HeaderBar).show(summary, stale_since=None, paused=False, follow=False,
-                                       read_only=cfg.read_only, operator=cfg.operator)
 
     async def poll(self) -> None:
         await self.load()
@@ -173,21 +169,24 @@ class EscalationScreen(PollingScreen, Screen):
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the escalation when the ledger changed (``force``: regardless)."""
         seen = None if force or self.detail is None else self._data_version
+        now = self.wk.now()
 
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool]:
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool, Any]:
             dv = ledger.data_version()
             if dv == seen:
-                return dv, None, False
-            return dv, queries.escalation_detail(ledger, self.esc_id), True
+                return dv, None, False, self.header_read(ledger, now, False)
+            return dv, queries.escalation_detail(ledger, self.esc_id), True, self.header_read(ledger, now, True)
 
         try:
-            dv, detail, read = await self.wk.reader.call(fetch)
+            dv, detail, read, header = await self.wk.reader.call(fetch)
         except Exception as exc:
+            self.header_stale(now)
             if self.detail is None:
                 self.query_one("#summary", Static).update(Text(clean(f"could not read escalation {self.esc_id}: {exc}")))
             return
         self._data_version = dv
         self.polls += 1
+        self.header_show(header)
         if read:
             self.detail = detail
             self._show()

@@ -22,7 +22,7 @@ from console.context import ConsoleApp
 from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
 from console.screens.operator_actions import confirm_job_action, job_controls_available, refuse_read_only
-from console.screens.polling import PollingScreen
+from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, duration, exit_text, run_state
 from console.widgets.header_bar import HeaderBar
 from console.widgets.sparkline import run_bars
@@ -90,7 +90,7 @@ def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
     return out
 
 
-class JobHistoryScreen(PollingScreen, Screen):
+class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
     """History of one job; ``escape`` returns."""
 
     SCOPE = "history"
@@ -121,9 +121,8 @@ class JobHistoryScreen(PollingScreen, Screen):
     async def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("Ended", "Run", "#", "State", "Took", "Exit", "Why")
         main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        cfg = self.wk.config
-        self.query_one(HeaderBar).show(getattr(main, "summary", None), stale_since=None, paused=False, follow=False,
-                                       read_only=cfg.read_only, operator=cfg.operator)
+        self.summary = getattr(main, "summary", None)
+        self.header_show()
         self.query_one("#runs", DataTable).focus()
         await self.load()
         self.set_timer(self.wk.config.refresh, self._tick)
@@ -136,20 +135,22 @@ class JobHistoryScreen(PollingScreen, Screen):
         seen = None if force or self.history is None else self._data_version
         now = self.wk.now()
 
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool]:
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool, Any]:
             dv = ledger.data_version()
             if dv == seen:
-                return dv, None, False
-            return dv, queries.job_history(ledger, self.job, now=now), True
+                return dv, None, False, self.header_read(ledger, now, False)
+            return dv, queries.job_history(ledger, self.job, now=now), True, self.header_read(ledger, now, True)
 
         try:
-            dv, history, read = await self.wk.reader.call(fetch)
+            dv, history, read, header = await self.wk.reader.call(fetch)
         except Exception as exc:
+            self.header_stale(now)
             if self.history is None:
                 self.query_one("#summary", Static).update(Text(clean(f"could not read {self.job}: {exc}")))
             return
         self._data_version = dv
         self.polls += 1
+        self.header_show(header)
         if read:
             self.history = history
             self._show()

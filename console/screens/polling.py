@@ -1,6 +1,13 @@
-"""The self-rescheduling ledger poll shared by the screens that show live data."""
+"""The self-rescheduling ledger poll shared by the screens that show live data, and the
+header those screens keep live with it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from console.widgets.header_bar import HeaderBar
+from core.ledger import reads as queries
 
 #: Seconds between forced refreshes when nothing was committed (the runner status moves;
 #: ages tick on their own, every second, without a read).
@@ -30,3 +37,40 @@ class PollingScreen:
         finally:
             if self.is_attached:  # type: ignore[attr-defined]
                 self.set_timer(self.wk.config.refresh, self._tick)  # type: ignore[attr-defined]
+
+
+class LiveHeader:
+    """Mixin for a detail screen with a ``HeaderBar``: the header figures are read with the
+    screen's own data (``header_read`` in the read thread) and shown with ``header_show``; a
+    failed read shows ``STALE since`` (``header_stale``). A runner killed with SIGKILL writes
+    nothing, so its status is read on every poll, not only when the ledger changed."""
+
+    summary: queries.Summary | None = None
+    stale_since: float | None = None
+
+    @staticmethod
+    def header_read(ledger: Any, now: float, changed: bool) -> tuple[queries.Summary | None, tuple[bool, str]]:
+        """(summary when ``changed`` else None, runner status) — call in the read thread."""
+        if changed:
+            summary = queries.summary(ledger, now)
+            return summary, (summary.runner_up, summary.runner_text)
+        return None, queries.runner_status(ledger, now)
+
+    def header_show(self, got: tuple[queries.Summary | None, tuple[bool, str]] | None = None) -> None:
+        """Take what ``header_read`` returned (if anything) and draw the header."""
+        if got is not None:
+            self.stale_since = None
+            summary, runner = got
+            if summary is not None:
+                self.summary = summary
+            elif self.summary is not None:
+                self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
+        cfg = self.wk.config  # type: ignore[attr-defined]
+        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False,  # type: ignore[attr-defined]
+                                       follow=False, read_only=cfg.read_only, operator=cfg.operator)
+
+    def header_stale(self, now: float) -> None:
+        """The read failed: say since when the data is stale (the next poll tries again)."""
+        if self.stale_since is None:
+            self.stale_since = now
+        self.header_show()
