@@ -8,13 +8,23 @@ name (a colour word that ``PagedTable`` maps to a theme variable).
 Every glyph here exists in DejaVu Sans Mono (``tests/test_console_labels.py`` checks the
 font when it is installed): ``⧗`` for example does not, so a timeout shows ``◷``.
 
-The keys are the stored values as plain strings, so the table works whether a caller holds
-a ``StrEnum`` member or the text read back from SQLite.
+The keys are ``core.vocabulary`` members; a ``StrEnum`` member hashes as its value, so the
+text read back from SQLite finds its label too.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from core.vocabulary import (
+    BreakerState,
+    EscalationKind,
+    EscalationState,
+    NotificationState,
+    OutcomeStatus,
+    RunState,
+    Severity,
+)
 
 
 class Label(NamedTuple):
@@ -26,62 +36,75 @@ class Label(NamedTuple):
 
 
 #: The one table: set name → stored value → Label. Set names follow ``core.vocabulary``.
-LABELS: dict[str, dict[str, Label]] = {
+LABELS: dict[str, dict[str, Label]] = {  # keys: StrEnum members (str subclasses)
     # runs.state
     "run_state": {
-        "queued": Label("… queued", "dim"),
-        "spawned": Label("▹ spawned", "cyan"),
-        "running": Label("▸ running", "cyan"),
-        "verifying": Label("? verify", "cyan"),
-        "succeeded": Label("✓ ok", "green"),
-        "failed": Label("✗ failed", "bold red"),
-        "blocked": Label("■ blocked", "yellow"),
-        "timed_out": Label("◷ timeout", "bold red"),
-        "orphaned": Label("† orphan", "bold magenta"),
-        "abandoned": Label("⊘ abandon", "dim"),
+        RunState.QUEUED: Label("… queued", "dim"),
+        RunState.SPAWNED: Label("▹ spawned", "cyan"),
+        RunState.RUNNING: Label("▸ running", "cyan"),
+        RunState.VERIFYING: Label("? verify", "cyan"),
+        RunState.SUCCEEDED: Label("✓ ok", "green"),
+        RunState.FAILED: Label("✗ failed", "bold red"),
+        RunState.BLOCKED: Label("■ blocked", "yellow"),
+        RunState.TIMED_OUT: Label("◷ timeout", "bold red"),
+        RunState.ORPHANED: Label("† orphan", "bold magenta"),
+        RunState.ABANDONED: Label("⊘ abandon", "dim"),
     },
     # job_outcomes.status (the handoff's claim, or the exit code's for a plain shell job)
     "outcome_status": {
-        "success": Label("✓ success", "green"),
-        "failed": Label("✗ failed", "bold red"),
-        "partial": Label("◐ partial", "yellow"),
+        OutcomeStatus.SUCCESS: Label("✓ success", "green"),
+        OutcomeStatus.FAILED: Label("✗ failed", "bold red"),
+        OutcomeStatus.PARTIAL: Label("◐ partial", "yellow"),
+        OutcomeStatus.BLOCKED: Label("■ blocked", "yellow"),
+        OutcomeStatus.TIMED_OUT: Label("◷ timeout", "bold red"),
+        OutcomeStatus.ORPHANED: Label("† orphan", "bold magenta"),
+        OutcomeStatus.ABANDONED: Label("⊘ abandon", "dim"),
     },
     # escalations.state
     "escalation_state": {
-        "open": Label("● open", "bold"),
-        "acknowledged": Label("✓ acked", "dim"),
-        "snoozed": Label("z snoozed", "dim"),
-        "resolved": Label("○ resolved", "dim"),
+        EscalationState.OPEN: Label("● open", "bold"),
+        EscalationState.ACKNOWLEDGED: Label("✓ acked", "dim"),
+        EscalationState.SNOOZED: Label("z snoozed", "dim"),
+        EscalationState.RESOLVED: Label("○ resolved", "dim"),
     },
     # escalations.severity
     "severity": {
-        "critical": Label("▲ CRIT", "bold red"),
-        "warning": Label("◆ WARN", "yellow"),
-        "info": Label("· info", ""),
+        Severity.CRITICAL: Label("▲ CRIT", "bold red"),
+        Severity.WARNING: Label("◆ WARN", "yellow"),
+        Severity.INFO: Label("· info", ""),
     },
     # jobs.breaker_state
     "breaker": {
-        "closed": Label("closed", "dim"),
-        "open": Label("⚡ OPEN", "bold red"),
-        "half_open": Label("½ half", "yellow"),
+        BreakerState.CLOSED: Label("closed", "dim"),
+        BreakerState.OPEN: Label("⚡ OPEN", "bold red"),
+        BreakerState.HALF_OPEN: Label("½ half", "yellow"),
     },
     # escalations.kind: short words so an 80-column table need not cut them (the preview
     # and the detail screens give the full kind)
     "escalation_kind": {
-        "retries_exhausted": Label("exhausted"),
-        "verification_failed": Label("verify_fail"),
-        "output_mismatch": Label("mismatch"),
-        "low_confidence": Label("low_conf"),
-        "recovered_on_retry": Label("recovered"),
-        "first_success": Label("first_ok"),
-        "circuit_open": Label("breaker"),
-        "spec_invalid": Label("bad_spec"),
+        EscalationKind.RETRIES_EXHAUSTED: Label("exhausted"),
+        EscalationKind.VERIFICATION_FAILED: Label("verify_fail"),
+        EscalationKind.OUTPUT_MISMATCH: Label("mismatch"),
+        EscalationKind.LOW_CONFIDENCE: Label("low_conf"),
+        EscalationKind.RECOVERED_ON_RETRY: Label("recovered"),
+        EscalationKind.FIRST_SUCCESS: Label("first_ok"),
+        EscalationKind.CIRCUIT_OPEN: Label("breaker"),
+        EscalationKind.SPEC_INVALID: Label("bad_spec"),
+        EscalationKind.ESCAPED_PROCESSES: Label("escaped"),
+        EscalationKind.NEW_OUTPUT_SHAPE: Label("new_shape"),
+        EscalationKind.PARTIAL_CONTENT: Label("partial_txt"),
+        EscalationKind.FORBIDDEN_OUTPUT: Label("forbidden"),
+        EscalationKind.MISSION_WORKER_FAILED: Label("worker_fail"),
+        EscalationKind.MISSION_COORDINATOR_FAILED: Label("coord_fail"),
+        EscalationKind.MISSION_BUDGET_EXHAUSTED: Label("budget_out"),
+        EscalationKind.MISSION_QUESTION: Label("question"),
+        EscalationKind.MISSION_REPORT: Label("report"),
     },
     # notifications.state (the outbox)
     "delivery_state": {
-        "pending": Label("… pending", "dim"),
-        "sent": Label("✓ sent", "green"),
-        "failed": Label("✗ failed", "bold red"),
+        NotificationState.PENDING: Label("… pending", "dim"),
+        NotificationState.SENT: Label("✓ sent", "green"),
+        NotificationState.FAILED: Label("✗ failed", "bold red"),
     },
     # a job's pause flag (jobs.paused), shown in the Jobs view and the job history
     "job_control": {

@@ -9,18 +9,32 @@ import subprocess
 import pytest
 
 from console import labels
-from core.ledger.lifecycle import State
+from core.vocabulary import (
+    BreakerState,
+    EscalationKind,
+    EscalationState,
+    NotificationState,
+    OutcomeStatus,
+    RunState,
+    Severity,
+)
 
 
-def test_every_run_state_has_a_label():
-    assert set(labels.LABELS["run_state"]) == {str(s) for s in State}
+@pytest.mark.parametrize(("kind", "enum"), [
+    ("run_state", RunState), ("outcome_status", OutcomeStatus), ("escalation_state", EscalationState),
+    ("severity", Severity), ("breaker", BreakerState), ("delivery_state", NotificationState)])
+def test_every_value_of_a_closed_set_has_a_label(kind, enum):
+    assert set(labels.LABELS[kind]) == set(enum)
 
 
-def test_severities_and_escalation_states_are_labelled():
-    from core.vocabulary import Severity
+def test_short_kind_words_are_kinds_and_unique():
+    assert set(labels.LABELS["escalation_kind"]) <= set(EscalationKind)
+    words = [lab.text for lab in labels.LABELS["escalation_kind"].values()]
+    assert len(words) == len(set(words)) and all(len(w) <= 11 for w in words)
 
-    assert set(labels.LABELS["severity"]) == {str(s) for s in Severity}
-    assert set(labels.LABELS["escalation_state"]) == {"open", "acknowledged", "snoozed", "resolved"}
+
+def test_a_stored_value_finds_its_label():
+    assert labels.word("run_state", "timed_out") == labels.word("run_state", RunState.TIMED_OUT) == "◷ timeout"
 
 
 def test_partial_is_shown_as_partial_not_ok():

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from console.labels import label
 from console.safe_text import one_line
+from core.text import duration as text_duration
 
 
 def cell(value: object, style: str = "", width: int | None = None) -> Text:
@@ -51,16 +52,9 @@ def kind_label(kind: str | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """Seconds → "0.4s", "12s", "3m05s", "2h10m"; "-" for None."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    """How long something ran, in the one style the CLI uses too (``core.text.duration``:
+    "0.40s", "12.5s", "3m05s", "2h10m"; "-" for None)."""
+    return text_duration(seconds)
 
 
 def clock(ts: float | None, now: float | None = None) -> str:
