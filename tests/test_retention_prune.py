@@ -185,3 +185,18 @@ def test_the_runners_daily_prune_runs_once_per_interval(tmp_path, art):
         assert daily.tick(now + DAY).runs == 5            # a day later: due again
         off = DailyPrune(Settings(ledger=tmp_path / "wk.db"), lambda: led, actor="runner:test")
         assert off.tick(now + 10 * DAY) is None           # no retention setting: never prunes
+
+
+def test_a_worker_run_of_an_open_mission_stays(ledger, art):
+    now = time.time()
+    ids = add_runs(ledger, art, "worker", 3, ended_at=now - 40 * DAY)
+
+    def mission(c, state, run_id):
+        cur = c.execute("INSERT INTO missions (name, goal, coordinator, workers, state, budget, created_at, updated_at)"
+                        " VALUES ('m', 'g', 'scripted', '[]', ?, '{}', ?, ?)", (state, now, now))
+        c.execute("INSERT INTO mission_workers (mission_id, seq, worker, task, state, lineage, run_id, created_at,"
+                  " updated_at) VALUES (?, 1, 'worker', 't', 'delivered', 'l', ?, ?, ?)", (cur.lastrowid, run_id, now, now))
+    ledger.write(lambda c: (mission(c, "working", ids[0]), mission(c, "closed", ids[1])))
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+    assert rep.runs == 2
+    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0]]

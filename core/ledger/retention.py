@@ -7,15 +7,16 @@ state) older than ``max_age`` seconds, and — while the ledger plus artifacts e
 (``escalations.latest_run_id``) together with their ``notifications``. Each run's artifact
 folder is removed after its rows are gone.
 
-What stays, whatever its age: a run an active (not resolved) escalation cites; a run that
-has not ended, or whose sub-tasks have not; the newest ``keep_per_job`` ended top-level runs
+What stays, whatever its age: a run an active (not resolved) escalation cites; a worker run
+of a mission still open; a run that has not ended, or whose sub-tasks have not; the newest ``keep_per_job`` ended top-level runs
 of each job (the history ``core.supervisor.baseline`` learns a normal success from).
 
 How: the candidates are found by a read-only walk up ``runs.id`` (``created_at`` grows with
 the id, so the walk stops at the first run created after the age cutoff); each batch is one
 short ``BEGIN IMMEDIATE`` transaction that re-checks every condition, deletes, and appends a
 ``runs_pruned`` audit event. The batch size adapts so each transaction stays near
-``TARGET_TX_S`` (a runner sharing the ledger never waits longer than one batch). Freed pages
+``TARGET_TX_S``, and the lock is then left free at least as long as it was held, so a runner
+sharing the ledger never waits longer than about one batch. Freed pages
 go back to the file system with ``PRAGMA incremental_vacuum`` in small steps (ledgers created
 by this version have ``auto_vacuum = INCREMENTAL``; an older one needs ``vacuum_full`` once).
 """
@@ -37,15 +38,18 @@ from typing import Any
 
 from core.ledger.connection import Ledger, add_event
 from core.ledger.lifecycle import TERMINAL
-from core.vocabulary import sql_set
+from core.vocabulary import MISSION_ENDED, sql_set
 
 log = logging.getLogger(__name__)
 
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 TERMINAL_SQL = sql_set(TERMINAL_VALUES)
+MISSION_ENDED_SQL = sql_set(MISSION_ENDED)
 #: Aim for write transactions of about this many seconds (the issue's bound is ~50 ms).
 TARGET_TX_S = 0.02
 MIN_BATCH = 10
+#: Least pause between two batches, seconds (see ``_batches``).
+YIELD_MIN_S = 0.005
 #: Rows read per step of the candidate walk (a read: it never blocks a writer in WAL mode).
 WALK_PAGE = 2000
 #: Most pages freed per ``incremental_vacuum`` step (4 KiB pages: 2 MiB); adapted down from there.
@@ -169,6 +173,8 @@ def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_r
         # "+r.state": the id list must drive the lookup; an index on state would scan every ended run.
         f"SELECT r.id FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)) AND +r.state IN {TERMINAL_SQL}"
         " AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.latest_run_id = r.id AND e.state != 'resolved')"
+        " AND NOT EXISTS (SELECT 1 FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
+        f" WHERE w.run_id = r.id AND m.state NOT IN {MISSION_ENDED_SQL})"
         f" AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id AND c.state NOT IN {TERMINAL_SQL})",
         (arr,)).fetchall()]
     if not ok:
@@ -220,9 +226,11 @@ def _remove_artifacts(run_id: int, recorded: str | None, root: Path | None, repo
         report.artifact_errors.append(f"{folder}: {exc.strerror or exc}")
 
 
-def _vacuum_step(ledger: Ledger, pages: int) -> None:
-    # executescript steps the pragma to completion; a plain execute frees a single page.
-    ledger.conn.executescript(f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({int(pages)}); COMMIT;")
+def _vacuum_step(conn: sqlite3.Connection, pages: int) -> None:
+    # The pragma frees one page per step, and the sqlite3 module steps a statement without
+    # result columns only once: so one call per page, all inside the caller's transaction.
+    for _ in range(pages):
+        conn.execute("PRAGMA incremental_vacuum(1)")
 
 
 def incremental_vacuum(ledger: Ledger, *, max_steps: int = 100_000,
@@ -240,7 +248,7 @@ def incremental_vacuum(ledger: Ledger, *, max_steps: int = 100_000,
         if free <= 0:
             break
         t0 = time.perf_counter()
-        ledger._retry(partial(_vacuum_step, ledger, min(free, pages)))
+        ledger.write(partial(_vacuum_step, pages=min(free, pages)))
         took = time.perf_counter() - t0
         after = int(ledger.scalar("PRAGMA freelist_count"))
         if after >= free:
@@ -252,6 +260,7 @@ def incremental_vacuum(ledger: Ledger, *, max_steps: int = 100_000,
         elif took < TARGET_TX_S / 2:
             pages = min(VACUUM_STEP_PAGES, int(pages * 1.25) + 1)
         freed += free - after
+        time.sleep(max(YIELD_MIN_S, took))  # as between delete batches: let waiting writers in
     # A checkpoint copies the WAL into the file; TRUNCATE then shrinks the WAL to zero.
     ledger._retry(lambda: ledger.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
     return freed
@@ -287,7 +296,9 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
     conn = ledger.conn
     limits = _kept_ids(conn, keep_per_job)
     cited = {int(r[0]) for r in conn.execute(
-        "SELECT latest_run_id FROM escalations WHERE state != 'resolved' AND latest_run_id IS NOT NULL").fetchall()}
+        "SELECT latest_run_id FROM escalations WHERE state != 'resolved' AND latest_run_id IS NOT NULL"
+        " UNION SELECT w.run_id FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
+        f" WHERE w.run_id IS NOT NULL AND m.state NOT IN {MISSION_ENDED_SQL}").fetchall()}
     size_runs = 0
     if max_size is not None and report.size_before > max_size:
         n = conn.execute("SELECT COUNT(*) FROM runs WHERE parent_run_id IS NULL").fetchone()[0] or 1
@@ -365,6 +376,9 @@ def _batches(ledger: Ledger, candidates: list[tuple[int, str | None]], artifacts
             size = min(batch, max(size + 1, int(size * 1.25)))
         if not dry_run:
             ledger.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            # Leave the lock free as long as we held it: a writer waiting in SQLite's busy
+            # handler (sleeping, not queued) would otherwise lose every race to our next batch.
+            time.sleep(max(YIELD_MIN_S, took))
         if on_batch is not None:
             on_batch(report)
     if times:
