@@ -133,6 +133,7 @@ def run(quick: bool) -> list[Figure]:
             left = led.one("SELECT COUNT(*) FROM runs WHERE job != 'tick'")[0]
         size_after = os.path.getsize(db) + (os.path.getsize(f"{db}-wal") if os.path.exists(f"{db}-wal") else 0)
     where = f"{total:,}-run ledger generated in {gen_s:.0f} s"
+    longest = max(rep.max_tx_s, rep.max_vacuum_step_s)
     mb = 1024 * 1024
     return [
         Figure(f"retention: runs left after prune of {total:,}", left, "runs", None, "", None,
@@ -141,10 +142,10 @@ def run(quick: bool) -> list[Figure]:
         Figure("retention: ledger size after prune", size_after / mb, "MB", size_before / mb, "before prune",
                size_before / size_after if size_after else None, "", None,
                f"{rep.vacuumed_pages:,} pages given back by incremental vacuum"),
-        Figure("retention: longest prune write", rep.max_tx_s * 1000, "ms", None, "", None, f"≤ {GOAL_TX_MS:g} ms",
-               rep.max_tx_s * 1000 <= GOAL_TX_MS,
-               f"p99 {rep.p99_tx_s * 1000:.0f} ms over {rep.batches:,} batches; longest vacuum step"
-               f" {rep.max_vacuum_step_s * 1000:.0f} ms; 2 shared cores: one slow write is often the machine"),
+        Figure("retention: longest prune write (delete batch or vacuum step)", longest * 1000, "ms", None, "", None,
+               f"≤ {GOAL_TX_MS:g} ms", longest * 1000 <= GOAL_TX_MS,
+               f"delete batches: p99 {rep.p99_tx_s * 1000:.0f} ms, max {rep.max_tx_s * 1000:.0f} ms over"
+               f" {rep.batches:,}; longest vacuum step {rep.max_vacuum_step_s * 1000:.0f} ms"),
         Figure("retention: runner lag p95 while pruning", _p(during, 0.95), "s", _p(base, 0.95),
                "same runner, no prune", (_p(base, 0.95) / _p(during, 0.95)) if during and _p(during, 0.95) else None,
                f"≤ {GOAL_LAG_P95_S:g} s", bool(during) and _p(during, 0.95) <= GOAL_LAG_P95_S,

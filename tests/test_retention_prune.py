@@ -200,3 +200,20 @@ def test_a_worker_run_of_an_open_mission_stays(ledger, art):
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
     assert rep.runs == 2
     assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0]]
+
+
+def test_prune_through_the_runners_writer_thread(tmp_path, art):
+    from core.ledger.writer import Writer, WriterLedger
+    now = time.time()
+    with Ledger(tmp_path / "wk.db") as led:
+        for _ in range(3):
+            add_runs(led, art, "job", 300, ended_at=now - 40 * DAY, folder_bytes=None)
+    writer = Writer(tmp_path / "wk.db")
+    try:
+        led = WriterLedger(writer)
+        rep = retention.prune(led, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+        assert rep.runs == 900 and rep.vacuumed_pages > 0
+        assert led.one("SELECT COUNT(*) FROM runs")[0] == 0
+        led.close()
+    finally:
+        writer.close()

@@ -28,6 +28,7 @@ from typing import Any
 
 from core.ledger import adoption
 from core.ledger.connection import Ledger
+from core.ledger.writer import Writer, WriterLedger
 from core.processes import signal_group
 from core.runner.executor import Context, Executor
 from core.runner.watchdog import Watchdog
@@ -88,13 +89,17 @@ class ExecWrapper:
         self.id = f"exec:{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"exec:{os.getpid()}"
         self._local = threading.local()
+        self._thread_ledgers: list[Ledger] = []
+        self._writer: Writer | None = None
         self._signalled: int | None = None
 
     def _thread_ledger(self) -> Ledger:
         led = getattr(self._local, "ledger", None)
         if led is None:
-            led = Ledger(self.settings.ledger)
+            assert self._writer is not None
+            led = WriterLedger(self._writer)
             self._local.ledger = led
+            self._thread_ledgers.append(led)
         return led
 
     async def run(self, *, install_signal_handlers: bool = True) -> ExecResult:
@@ -103,10 +108,11 @@ class ExecWrapper:
         settings = self.settings
         with contextlib.suppress(OSError):
             settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        ledger = Ledger(settings.ledger)
+        self._writer = writer = Writer(settings.ledger)  # every write, as in the runner: one thread
+        ledger = WriterLedger(writer)
         watchdog = Watchdog()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exec-settle")
-        ctx = Context(settings=settings, runner_id=self.id, actor=self.actor, ledger=ledger,
+        ctx = Context(settings=settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=ledger,
                       thread_ledger=self._thread_ledger, watchdog=watchdog, settle_pool=pool,
                       jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None)
         executor = Executor(ctx)
@@ -154,10 +160,10 @@ class ExecWrapper:
                         loop.remove_signal_handler(sig)
             watchdog.stop()
             pool.shutdown(wait=True)
-            ledger.close()
-            led = getattr(self._local, "ledger", None)
-            if led is not None:
+            for led in self._thread_ledgers:
                 led.close()
+            ledger.close()
+            writer.close()
 
     async def _renew(self, ledger: Ledger, run_id: int) -> None:
         while True:
