@@ -30,6 +30,16 @@ def _throughput(quick: bool) -> list[Figure]:
     return throughput.run(quick)
 
 
+def _idle(quick: bool) -> list[Figure]:
+    from bench import runner_bench
+    return runner_bench.idle(quick)
+
+
+def _scale(quick: bool) -> list[Figure]:
+    from bench import runner_bench
+    return runner_bench.scale(quick)
+
+
 def _ledger(quick: bool) -> list[Figure]:
     from bench import ledger_bench
     return ledger_bench.run(quick)
@@ -113,6 +123,8 @@ def _retention(quick: bool) -> list[Figure]:
 
 BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "throughput": _throughput,
+    "idle": _idle,
+    "scale": _scale,
     "ledger": _ledger,
     "detection": _detection,
     "fanout": _fanout,
