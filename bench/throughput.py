@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,12 @@ from bench.common import Figure, table
 
 TRUE = "/bin/true"
 TERMINAL_SQL = "('succeeded','failed','blocked','timed_out','orphaned','abandoned')"
+
+
+def _cpu_s() -> float:
+    """This process's CPU time so far (user + system, seconds; children not included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def bench_raw(n: int, concurrency: int) -> float:
@@ -141,8 +148,13 @@ def run(quick: bool = False, runs: int | None = None, concurrency: int = 16) -> 
     with tempfile.TemporaryDirectory(prefix="wk-bench-tp-") as d:
         tmp = Path(d)
         bench_raw(min(n, 50), concurrency)  # warm-up: page cache, fork path
+        c0 = _cpu_s()
         raw_s = bench_raw(n, concurrency)
+        c1 = _cpu_s()
+        import core.runner.runner  # noqa: F401 - imported before the clock starts, as in a running runner
         wk_s, summary = bench_watchkeeper(n, concurrency, tmp)
+        c2 = _cpu_s()
+        raw_ms, wk_ms = (c1 - c0) / n * 1000, (c2 - c1) / n * 1000
         (tmp / "huey").mkdir()
         try:
             huey_s: float | None = bench_huey(n, concurrency, tmp / "huey")
@@ -156,6 +168,12 @@ def run(quick: bool = False, runs: int | None = None, concurrency: int = 16) -> 
             + ("" if full else " — INCOMPLETE"))
     figs = [Figure("runner throughput vs raw spawn", wk, "runs/s", raw, "raw asyncio spawn", wk / raw,
                    "≥ 0.8x raw", full and wk / raw >= 0.8, note)]
+    # The GIL serialises the runner's Python work, so runs/s is bounded by 1 / (CPU per run):
+    # the floor, and where it goes, is in README "Runner internals and costs".
+    figs.append(Figure("runner CPU per run (this process)", wk_ms, "ms", raw_ms, "raw asyncio spawn",
+                       raw_ms / wk_ms if wk_ms else None, "", None,
+                       f"user+system CPU of the benchmark process per run; ceiling ≈ {1000 / wk_ms:.0f} runs/s"
+                       " on one core of Python"))
     if huey_s is not None:
         hu = n / huey_s
         figs.append(Figure("runner throughput vs Huey", wk, "runs/s", hu, "SqliteHuey threads", wk / hu,

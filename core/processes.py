@@ -116,3 +116,50 @@ async def stop_child(pgid: int, wait: Callable[[], Awaitable[Any]], grace: float
     signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(wait()), timeout=5)
+
+
+def descendants(pid: int | None = None) -> list[psutil.Process]:
+    """Every live descendant of ``pid`` (default: this process), children first.
+
+    On Linux it follows ``/proc/<pid>/task/<tid>/children`` down the tree, so it reads only
+    the tree's own entries, not every process's (a run ending costs the same however many
+    processes the machine has); elsewhere, or without that file, ``psutil``'s
+    ``children(recursive=True)``. Processes that vanish meanwhile are left out."""
+    root = os.getpid() if pid is None else pid
+    try:
+        tids = os.listdir(f"/proc/{root}/task")
+        if not tids or not os.path.exists(f"/proc/{root}/task/{tids[0]}/children"):
+            raise FileNotFoundError
+    except OSError:
+        try:
+            return psutil.Process(root).children(recursive=True)
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    seen = {root}
+    stack = [root]
+    while stack:
+        parent = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # exited meanwhile
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    kids = fh.read().split()
+            except OSError:
+                continue
+            for k in kids:
+                child = int(k)
+                if child not in seen:
+                    seen.add(child)
+                    found.append(child)
+                    stack.append(child)
+    out = []
+    for child in found:
+        try:
+            out.append(psutil.Process(child))
+        except psutil.Error:
+            continue
+    return out

@@ -33,7 +33,7 @@ import sys
 import psutil
 
 from core.liveness import kill_processes
-from core.processes import describe, run_processes
+from core.processes import descendants, describe, run_processes
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,7 @@ class Reaper:
         group (the run's own group, which its group kill ends)."""
         if not self.subreaper:
             return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
-        try:
-            tree = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
+        tree = descendants()  # this runner's tree only: /proc/<pid>/task/*/children, no full scan
         want = str(run_id)
         out = []
         for p in tree:
