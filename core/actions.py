@@ -15,12 +15,11 @@ from typing import Any
 
 import psutil
 
-from core import liveness
 from core.ledger import events, jobs, runs, terminal
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import LIVE, NON_TERMINAL, TERMINAL, State
 from core.liveness import process_alive
-from core.processes import signal_name
+from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso
 from core.vocabulary import ActionResult, Trigger
 
@@ -92,8 +91,8 @@ def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None
 
 def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
     """Stop the run's process group with the one "stop with grace" routine
-    (``core.liveness.kill_group``: SIGTERM, SIGKILL after ``grace_s``), or just its process
-    (``kill_processes``) when it shares our own group: a run started without its own group
+    (``core.processes.stop_group``: SIGTERM, SIGKILL after ``grace_s``), or just its process
+    (``stop_processes``) when it shares our own group: a run started without its own group
     would otherwise take the console down with it. Neither waits on a process (psutil's
     wait() would reap a child the runner in this same process must reap itself). Returns
     a note for the operator."""
@@ -103,9 +102,9 @@ def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
         return "process already gone"
     try:
         if group != os.getpgid(0):
-            sig = liveness.kill_group(group, grace=grace_s)
+            sig = stop_group(group, grace=grace_s)
         else:
-            sig = liveness.kill_processes([proc], grace=grace_s)
+            sig = stop_processes([proc], grace=grace_s)
     except PermissionError as exc:
         return f"cannot signal its process group: {exc.strerror or exc}"
     if sig is None:

@@ -21,7 +21,6 @@ settle its runs without waiting for the lease.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 from collections.abc import Mapping
@@ -91,50 +90,6 @@ def runner_liveness(row: Mapping[str, Any], *, now: float | None = None,
     return RunnerLiveness.ALIVE if fresh else RunnerLiveness.GONE
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    """Non-zombie processes whose process group is ``pgid`` (scans the process table)."""
-    out = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return out
-
-
-def kill_group(pgid: int, *, grace: float, poll: float = 0.05) -> int | None:
-    """Stop every process of group ``pgid``: SIGTERM, wait up to ``grace`` seconds for the
-    group to empty, then SIGKILL whatever is left and wait up to 2 s more.
-
-    Returns the last signal sent (``signal.SIGTERM`` or ``signal.SIGKILL``), or None when
-    the group was already empty. Raises ``PermissionError`` if the group is not ours to kill.
-    """
-    def send(sig: int) -> bool:
-        try:
-            os.killpg(pgid, sig)
-            return True
-        except ProcessLookupError:
-            return False
-
-    if not group_members(pgid):
-        return None
-    if not send(signal.SIGTERM):
-        return None
-    last: int = signal.SIGTERM
-    deadline = time.monotonic() + max(0.0, grace)
-    while time.monotonic() < deadline:
-        if not group_members(pgid):
-            return last
-        time.sleep(poll)
-    if group_members(pgid) and send(signal.SIGKILL):
-        last = signal.SIGKILL
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and group_members(pgid):
-            time.sleep(poll)
-    return last
-
-
 def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
     """Live processes left in a run's process group after its leader died: their process
     group is ``pgid`` AND their environment carries ``WATCHKEEPER_RUN_ID=<run_id>``
@@ -152,43 +107,3 @@ def run_group_leftovers(pgid: int | None, run_id: int) -> list[psutil.Process]:
     except OSError:
         return []
     return run_processes(run_id, pgid=pgid)
-
-
-def kill_processes(procs: list[psutil.Process], *, grace: float, poll: float = 0.05) -> int | None:
-    """SIGTERM each of ``procs``, wait up to ``grace`` seconds, SIGKILL what is left and wait
-    up to 2 s more. Signals go through psutil, which refuses a process whose pid was reused
-    since it was found (create time differs).
-
-    Returns the last signal sent, or None when none of them was still alive.
-    """
-    def alive(p: psutil.Process) -> bool:
-        try:
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
-    def send(sig: int) -> bool:
-        sent = False
-        for p in procs:
-            if alive(p):
-                try:
-                    p.send_signal(sig)
-                    sent = True
-                except psutil.Error:
-                    continue
-        return sent
-
-    if not send(signal.SIGTERM):
-        return None
-    last: int = signal.SIGTERM
-    deadline = time.monotonic() + max(0.0, grace)
-    while time.monotonic() < deadline:
-        if not any(alive(p) for p in procs):
-            return last
-        time.sleep(poll)
-    if send(signal.SIGKILL):
-        last = signal.SIGKILL
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(alive(p) for p in procs):
-            time.sleep(poll)
-    return last

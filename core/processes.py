@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -105,17 +106,96 @@ def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None
     return found
 
 
+# -- stopping with grace: SIGTERM, wait up to ``grace`` seconds, SIGKILL what is left ---------
+#: Seconds waited after the SIGKILL for the processes to be gone.
+KILL_WAIT_S = 2.0
+#: Seconds between two looks while waiting (synchronous variants).
+POLL_S = 0.05
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Non-zombie processes whose process group is ``pgid`` (scans the process table)."""
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def _with_grace(send: Callable[[int], bool], alive: Callable[[], bool], grace: float,
+                poll: float) -> int | None:
+    """The one policy: SIGTERM (``send``), wait up to ``grace`` seconds while ``alive()``,
+    SIGKILL if still alive, wait up to ``KILL_WAIT_S`` more. Returns the last signal sent,
+    None when nothing was alive to receive the first."""
+    if not alive() or not send(signal.SIGTERM):
+        return None
+    last: int = signal.SIGTERM
+    deadline = time.monotonic() + max(0.0, grace)
+    while time.monotonic() < deadline:
+        if not alive():
+            return last
+        time.sleep(poll)
+    if alive() and send(signal.SIGKILL):
+        last = signal.SIGKILL
+        deadline = time.monotonic() + KILL_WAIT_S
+        while time.monotonic() < deadline and alive():
+            time.sleep(poll)
+    return last
+
+
+def stop_group(pgid: int, *, grace: float, poll: float = POLL_S) -> int | None:
+    """Stop every process of group ``pgid`` with grace (``_with_grace``); for a group we did
+    not start (the sweep, an operator's abandon). Blocking: call it off the event loop.
+
+    Returns the last signal sent (``signal.SIGTERM`` or ``signal.SIGKILL``), or None when
+    the group was already empty. Raises ``PermissionError`` if the group is not ours to kill.
+    """
+    def send(sig: int) -> bool:
+        try:
+            os.killpg(pgid, sig)
+            return True
+        except ProcessLookupError:
+            return False
+    return _with_grace(send, lambda: bool(group_members(pgid)), grace, poll)
+
+
+def stop_processes(procs: list[psutil.Process], *, grace: float, poll: float = POLL_S) -> int | None:
+    """Stop each of ``procs`` with grace (``_with_grace``). Signals go through psutil, which
+    refuses a process whose pid was reused since it was found (create time differs).
+    Blocking. Returns the last signal sent, or None when none of them was still alive."""
+    def one_alive(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def send(sig: int) -> bool:
+        sent = False
+        for p in procs:
+            if one_alive(p):
+                try:
+                    p.send_signal(sig)
+                    sent = True
+                except psutil.Error:
+                    continue
+        return sent
+    return _with_grace(send, lambda: any(one_alive(p) for p in procs), grace, poll)
+
+
 async def stop_child(pgid: int, wait: Callable[[], Awaitable[Any]], grace: float) -> None:
-    """Stop a child we started and can ``wait`` for (its process group is ``pgid``): SIGTERM
-    the whole group, wait up to ``grace`` seconds for the leader to exit, then SIGKILL the
-    group anyway (members may ignore SIGTERM after the leader is gone) and wait up to 5 s
-    more. Never raises for a group that is already gone."""
+    """The same policy for a child we started and can ``wait`` for on the event loop (its
+    process group is ``pgid``): SIGTERM the group, await the leader up to ``grace`` seconds,
+    then SIGKILL the group anyway (members may ignore SIGTERM after the leader is gone) and
+    await up to ``KILL_WAIT_S`` more. Never raises for a group that is already gone."""
     signal_group(pgid, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(wait()), timeout=grace)
     signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(wait()), timeout=5)
+        await asyncio.wait_for(asyncio.shield(wait()), timeout=KILL_WAIT_S)
 
 
 def descendants(pid: int | None = None) -> list[psutil.Process]:

@@ -32,8 +32,7 @@ import sys
 
 import psutil
 
-from core.liveness import kill_processes
-from core.processes import descendants, describe, run_processes
+from core.processes import descendants, describe, run_processes, stop_processes
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +119,7 @@ class Reaper:
         if not procs:
             return [], None
         found = [describe(p) for p in procs]
-        sig = kill_processes(procs, grace=min(max(0.0, grace), 5.0))
+        sig = stop_processes(procs, grace=min(max(0.0, grace), 5.0))
         for p in procs:
             self._reap(p.pid)
         log.warning("run %s left %d process(es) outside its process group; ended: %s", run_id, len(found),

@@ -57,7 +57,7 @@ from core.ledger import fanout, jobs, runners, runs, terminal
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.lifecycle import LIVE, State
 from core.liveness import RunnerLiveness
-from core.processes import describe, signal_name
+from core.processes import describe, signal_name, stop_group, stop_processes
 from core.supervisor import supervisor
 from core.vocabulary import OrphanReason, SweepAction
 
@@ -297,7 +297,7 @@ class Sweeper:
         if assessment.action == SweepAction.KILL:
             try:
                 pgid = os.getpgid(run["pid"])
-                sig = liveness.kill_group(pgid, grace=min(self._job_grace(ledger, run["job"]),
+                sig = stop_group(pgid, grace=min(self._job_grace(ledger, run["job"]),
                                                           self.kill_grace_cap))
             except ProcessLookupError:
                 sig = None  # died on its own between the probe and the kill
@@ -339,7 +339,7 @@ class Sweeper:
         if not procs:
             return []
         found = [describe(p) for p in procs]
-        sig = liveness.kill_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
+        sig = stop_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
         detail.update(pgid=run["pgid"], leftovers=found, leftover_signal=sig)
         if sig is None:
             return []  # all ended on their own between the scan and the kill
