@@ -145,7 +145,8 @@ def run(quick: bool) -> list[Figure]:
         Figure("retention: longest prune write (delete batch or vacuum step)", longest * 1000, "ms", None, "", None,
                f"≤ {GOAL_TX_MS:g} ms", longest * 1000 <= GOAL_TX_MS,
                f"delete batches: p99 {rep.p99_tx_s * 1000:.0f} ms, max {rep.max_tx_s * 1000:.0f} ms over"
-               f" {rep.batches:,}; longest vacuum step {rep.max_vacuum_step_s * 1000:.0f} ms"),
+               f" {rep.batches:,}; longest vacuum step {rep.max_vacuum_step_s * 1000:.0f} ms (wall time: on a"
+               f" shared machine the longest is a batch that lost its core, see p99)"),
         Figure("retention: runner lag p95 while pruning", _p(during, 0.95), "s", _p(base, 0.95),
                "same runner, no prune", (_p(base, 0.95) / _p(during, 0.95)) if during and _p(during, 0.95) else None,
                f"≤ {GOAL_LAG_P95_S:g} s", bool(during) and _p(during, 0.95) <= GOAL_LAG_P95_S,
