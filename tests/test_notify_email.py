@@ -136,3 +136,13 @@ def test_a_bad_apprise_url_is_a_settings_error_naming_the_field(tmp_path):
     (tmp_path / "watchkeeper.toml").write_text('[[notify]]\ntype = "apprise"\nname = "x"\nurl = "nosuch://here"\n')
     with pytest.raises(SettingsError, match=r"notify\.0\.apprise\.url.*not a usable Apprise URL"):
         load_settings(tmp_path)
+
+
+def test_control_and_bidi_characters_from_job_output_arrive_escaped(ledger, tmp_path, smtp):
+    settings = _mail(ledger, tmp_path, smtp)
+    add_job(ledger, tmp_path)
+    _fail(ledger, settings, stderr="\x1b]0;PWNED\x07Error: \u202edisk full\n")
+    notify.deliver_due(ledger, settings.notify)
+    text = smtp.box.text()
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert "\\x1b]0;PWNED\\x07Error: \\u202edisk full" in text

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.ledger.connection import inserted_id
+from core.text import invisible, safe_text
 from core.vocabulary import NotificationEvent
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
@@ -87,6 +88,11 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
         body.append(f"Run: {run_id}")
     if show:
         body.append(f"Open it: {show}")
+    # Read by people in mail and chat: control, bidi and invisible characters from job output
+    # or names are shown escaped (\x1b, \u202e), never passed on to act.
+    title = safe_text(title, also=invisible)
+    text = safe_text(text, also=invisible)
+    body = [safe_text(line, also=invisible) for line in body]
     return {
         "text": text[:2000], "title": title[:250], "body": "\n".join(body)[:8000], "event": event,
         "escalation_id": esc["id"], "job": esc["job"], "kind": esc["kind"], "severity": esc.get("severity"),
