@@ -30,7 +30,13 @@ def register(cli: click.Group) -> None:
 
 @click.group("service")
 def service_group() -> None:
-    """Install or remove the systemd units that run Watchkeeper as a service."""
+    """Install or remove the systemd units that run Watchkeeper as a service.
+
+    \b
+    Example:
+      watchkeeper service install --user --now ~/jobs   # runner unit + sweep timer, started
+      watchkeeper service uninstall --user              # remove both (the ledger stays)
+    """
 
 
 def _unit_dir(user: bool, unit_dir: str | None) -> Path:
