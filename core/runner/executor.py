@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.ledger import breaker, lifecycle, outcomes, queue, terminal
-from core.ledger.connection import Ledger
+from core.ledger.connection import Conn, Ledger
 from core.ledger.lifecycle import State
 from core.ledger.writer import Writer
 from core.mission import worker as mission_worker
@@ -279,7 +278,7 @@ class Executor:
                 await self.late_result(run, rc, "timed_out", cols)
             return
 
-        def to_verifying(conn: sqlite3.Connection) -> bool:
+        def to_verifying(conn: Conn) -> bool:
             if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
                                    fields=ends):
                 return False
@@ -291,7 +290,7 @@ class Executor:
             return
         await self.settle(run_id)
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[Conn], T]) -> T:
         """``fn(conn)`` in the writer thread's next group commit; awaited, never blocking."""
         return await self.ctx.writer.run(fn)
 

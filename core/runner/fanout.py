@@ -11,12 +11,12 @@ import asyncio
 import contextlib
 import json
 import signal
-import sqlite3
 import subprocess
 import time
 from typing import Any
 
 from core.ledger import fanout, lifecycle, outcomes, queue, terminal
+from core.ledger.connection import Conn
 from core.ledger.lifecycle import State
 from core.processes import signal_group
 from core.runner import spawn
@@ -86,7 +86,7 @@ class FanoutParent:
             "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
         }
 
-        def to_verifying(conn: sqlite3.Connection) -> bool:
+        def to_verifying(conn: Conn) -> bool:
             if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
                                    fields={"exit_code": exit_code, "ended_at": ended},
                                    detail={"succeeded": handoff["result"].get("succeeded"),

@@ -23,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -34,7 +33,7 @@ from typing import Any
 
 from core import __version__
 from core.ledger import runners as runner_rows
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.jobs import job_sources, sync_jobs
 from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
@@ -88,6 +87,21 @@ class Runner:
     for the next runner to settle as interrupted.
     """
 
+    # Made by run(): the loop's events, the threads, the connections and the parts live only
+    # while it runs.
+    _stop: asyncio.Event
+    _wake: asyncio.Event  # the dispatcher: a run was queued or ended
+    _kick: asyncio.Event  # the scheduler: specs changed
+    _mission_wake: asyncio.Event
+    _settle_pool: ThreadPoolExecutor
+    writer: Writer  # the one writer thread
+    ledger: Ledger  # the loop's read connection
+    watchdog: Watchdog  # one deadline thread per runner
+    scheduler: Scheduler
+    dispatcher: Dispatcher
+    executor: Executor
+    fanout: FanoutParent
+
     def __init__(self, spec_dir: str | os.PathLike[str], settings: Settings, *,
                  install_signal_handlers: bool = True,
                  on_finished: Callable[[Finished], None] | None = None,
@@ -104,22 +118,10 @@ class Runner:
         # with disk full, say): no longer watched, so their leases are not renewed and the
         # sweep loop settles them (``runner_error``) until a write succeeds.
         self.lost: set[int] = set()
-        self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None  # the dispatcher: a run was queued or ended
-        self._kick: asyncio.Event | None = None  # the scheduler: specs changed
-        self._mission_wake: asyncio.Event | None = None
         self._thread_local = threading.local()
         self._thread_ledgers: list[Ledger] = []
         self._bg: set[asyncio.Task[Any]] = set()
-        self.writer: Writer | None = None  # created in run(): the one writer thread
-        self._settle_pool: ThreadPoolExecutor | None = None
-        self.ledger: Ledger | None = None
-        self.watchdog: Watchdog | None = None  # created in run(): one deadline thread per runner
-        self.scheduler: Scheduler | None = None
-        self.dispatcher: Dispatcher | None = None
-        self.executor: Executor | None = None
-        self.fanout: FanoutParent | None = None
         self.reaper = Reaper(self.id)
         self._subreaper = subreaper
         self.stop_reason = "stop requested"
@@ -132,7 +134,7 @@ class Runner:
     def request_stop(self, reason: str | None = None) -> None:
         """Ask the runner to stop (thread-safe, idempotent). ``reason`` is recorded as the
         runner's ``stop_reason`` (e.g. "console quit")."""
-        loop, stop = self._loop, self._stop
+        loop, stop = self._loop, getattr(self, "_stop", None)
         if loop is None or stop is None:
             return
         if reason and not stop.is_set():
@@ -143,7 +145,7 @@ class Runner:
     def _on_signal(self, sig: signal.Signals) -> None:
         """SIGINT/SIGTERM: a clean stop, attributed. Under systemd (``INVOCATION_ID`` set) a
         SIGTERM is the unit being stopped or restarted."""
-        if self._stop is None or self._stop.is_set():
+        if self._stop.is_set():
             return
         systemd = bool(os.environ.get("INVOCATION_ID"))
         self.stop_reason = sig.name + (" (systemd stop)" if systemd and sig == signal.SIGTERM else "")
@@ -206,11 +208,9 @@ class Runner:
                         self._loop.remove_signal_handler(sig)
 
     def _compose(self) -> None:
-        assert self.ledger is not None and self.watchdog is not None and self._settle_pool is not None
-        assert self.writer is not None
         writer = self.writer
 
-        def read(fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        def read(fn: Callable[[Conn], Any]) -> Any:
             return fn(self._thread_ledger().conn)  # ticks run in worker threads
         self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
                                    on_queued=lambda _id: self._nudge_threadsafe())
@@ -224,8 +224,9 @@ class Runner:
         self.fanout = FanoutParent(self.executor)
 
     def _nudge(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+        wake = getattr(self, "_wake", None)
+        if wake is not None:
+            wake.set()
 
     def _nudge_threadsafe(self) -> None:
         loop = self._loop
@@ -289,8 +290,9 @@ class Runner:
         self.jobs = new
         self.scheduler.set_jobs(new)
         self.dispatcher.jobs = new
-        if self._kick is not None:
-            self._kick.set()
+        kick = getattr(self, "_kick", None)
+        if kick is not None:
+            kick.set()
         self._nudge()
 
     # -- scheduling and dispatch --------------------------------------------------------
@@ -328,7 +330,7 @@ class Runner:
                                            timeout=max(0.0, min(DISPATCH_POLL_S, limit - time.time())))
                 try:
                     now_seen = self.ledger.data_version()
-                except sqlite3.Error as exc:
+                except StorageError as exc:
                     log.warning("ledger data_version failed (%s); dispatching anyway", exc)
                     break
                 if now_seen != seen:
@@ -346,7 +348,8 @@ class Runner:
             body = self.executor.execute(run, lj)
         task = asyncio.create_task(body, name=f"run-{run['id']}")
         self.live[run["id"]] = task
-        task.add_done_callback(lambda _t, rid=run["id"]: self._run_done(rid))
+        run_id: int = run["id"]
+        task.add_done_callback(lambda _t: self._run_done(run_id))
 
     def _run_done(self, run_id: int) -> None:
         task = self.live.pop(run_id, None)
@@ -384,7 +387,7 @@ class Runner:
             status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
             try:
                 await self.heartbeat()
-            except sqlite3.Error as exc:  # disk full, locked: one line a beat, not a traceback
+            except StorageError as exc:  # disk full, locked: one line a beat, not a traceback
                 log.warning("heartbeat failed (%s); retrying next beat", exc)
                 status = f"heartbeat write failing: {exc}"
             except Exception:
@@ -485,6 +488,6 @@ class Runner:
         self.writer.close()
         self.ledger.close()
         for led in self._thread_ledgers:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(StorageError):
                 led.close()
         self._thread_ledgers.clear()
