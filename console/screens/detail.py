@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from dataclasses import replace
 from typing import Any, cast
@@ -39,12 +40,22 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
-def _kv(out: Text, key: str, value: object, *, styled: tuple[str, str] | None = None) -> None:
-    out.append(f"{key:<12}", style="bold")
+#: Cells the detail page's field names take; long values wrap under their own column.
+KEY_W = 12
+def _hanging(text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` cells, continuation lines indented under the value column."""
+    room = max(20, width - KEY_W)
+    lines = textwrap.wrap(text, room, break_long_words=True, break_on_hyphens=False) or [""]
+    return ("\n" + " " * KEY_W).join(lines)
+
+
+def _kv(out: Text, key: str, value: object, *, styled: tuple[str, str] | None = None, style: str = "",
+        width: int = 78) -> None:
+    out.append(f"{key:<{KEY_W}}", style="bold")
     if styled is not None:
         out.append(styled[0], style=styled[1])
     else:
-        out.append(clean(value if value is not None else "-", keep_newlines=False))
+        out.append(_hanging(clean(value if value is not None else "-", keep_newlines=False), width), style=style)
     out.append("\n")
 
 
@@ -79,15 +90,13 @@ def render_why(out: Text, d: dict[str, Any], width: int) -> None:
     output lines (unless the sentence already quotes them)."""
     run, outcome = d["run"], d["outcome"] or {}
     reason = outcome.get("verdict_reason") or run.get("reason")
-    out.append(f"{'why':<12}", style="bold")
-    out.append((clean(reason) if reason else "-") + "\n")
+    _kv(out, "why", reason, width=width)
     stderr, stdout = d["stderr"], d["stdout"]
     lines = evidence.telling_lines(stderr["tail"] or stderr["head"], stdout["tail"] or stdout["head"],
                                    width=max(20, width - 14))
     lines = evidence.not_in(reason, lines)
     for i, ln in enumerate(lines):
-        out.append(f"{'output' if i == 0 else '':<12}", style="bold")
-        out.append(ln + "\n", style="italic")
+        _kv(out, "output" if i == 0 else "", ln, style="italic", width=width)
 
 
 def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any], raw_json: bool) -> None:
@@ -111,7 +120,7 @@ def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any],
         out.append(found + ("  (soft)" if soft and not ok else "") + "\n", style="" if ok else "bold")
 
 
-def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool) -> None:
+def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: int = 78) -> None:
     _section(out, "Handoff")
     handoff, findings = outcome.get("handoff"), outcome.get("handoff_findings")
     if raw_json:
@@ -128,7 +137,7 @@ def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool) -> None:
             lab = label("outcome_status", value)
             _kv(out, key, None, styled=(lab.text, lab.style))
         else:
-            _kv(out, key, value)
+            _kv(out, key, value, width=width)
     if handoff is None and outcome.get("handoff_raw"):
         _kv(out, "stored", "(not valid: J shows the raw text)")
     for f in findings or []:
@@ -166,16 +175,16 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
                          keep_newlines=False) + "\n")
 
     render_verification(out, run, outcome, raw_json)
-    render_handoff(out, outcome, raw_json)
+    render_handoff(out, outcome, raw_json, width)
 
     _section(out, "Run")
-    _kv(out, "trigger", run["trigger"])
+    _kv(out, "trigger", run["trigger"], width=width)
     _kv(out, "created", clock(run["created_at"], now))
     _kv(out, "started", clock(run["started_at"], now))
     _kv(out, "ended", clock(run["ended_at"], now))
     _kv(out, "pid", f"{run['pid'] or '-'} (runner {run['runner_id'] or '-'})")
-    _kv(out, "reason", run["reason"])
-    _kv(out, "artifacts", run["artifacts_dir"])
+    _kv(out, "reason", run["reason"], width=width)
+    _kv(out, "artifacts", run["artifacts_dir"], width=width)
     _kv(out, "judged", f"{outcome.get('judged_by') or '-'} · verdict {outcome.get('verdict_kind') or '-'}"
         f" · {'silent' if outcome.get('silent') == 1 else 'spoke up' if outcome.get('silent') == 0 else '-'}")
 

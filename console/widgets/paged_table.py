@@ -153,9 +153,8 @@ class PagedTable(ScrollView, can_focus=True):
         if self.run_id_of(row) is None:
             return Text(f"└ {meta}", style="dim", no_wrap=True, overflow="ellipsis", end="") if meta else None
         out = Text(no_wrap=True, overflow="ellipsis", end="")
+        # Shown even when the reason quotes them: the first line is cut at the screen's edge.
         lines = evidence.telling_lines((ev or {}).get("stderr_end"), (ev or {}).get("stdout_end"), n=2, width=100)
-        reason = row.get("reason") or ""
-        lines = evidence.not_in(reason, lines)
         out.append("└ ", style="dim")
         if lines:
             out.append(" / ".join(lines), style="italic")
@@ -492,22 +491,33 @@ class PagedTable(ScrollView, can_focus=True):
         return self._natural
 
     def _column_widths(self, width: int) -> tuple[int, ...]:
-        """Widths at ``width`` cells: every column its minimum; then what is left goes to the
-        columns whose content is wider than that (in proportion to what they lack, flexible
-        columns only); any remainder to flexible columns by ``flex``."""
+        """Widths at ``width`` cells, sized to the loaded rows' content: a column narrower
+        than its minimum shrinks to its widest cell (never below its label); the room left
+        then fills the columns whose cells are wider than their width, the smallest need
+        first (so a job name is whole before a long reason takes the rest); anything still
+        left goes to the flexible columns by ``flex``."""
         cols = (Column("sel", " ", 1),) + self._columns(width)
         avail = max(0, width - 2 * len(cols))
-        widths = [c.width for c in cols]
+        natural = self._natural_widths() if self.rows_data else {}
+        widths = []
+        for c in cols:
+            n = natural.get(c.key)
+            widths.append(max(len(c.label), min(c.width, n)) if n is not None else c.width)
         spare = max(0, avail - sum(widths))
-        natural = self._natural_widths()
-        lack = [max(0, natural.get(c.key, 0) - c.width) if c.flex else 0 for c in cols]
-        if spare and sum(lack):
-            if sum(lack) <= spare:
-                give = lack
-            else:
-                give = [spare * n // sum(lack) for n in lack]
-            widths = [w + g for w, g in zip(widths, give, strict=True)]
-            spare -= sum(give)
+        lack = {i: natural[c.key] - widths[i] for i, c in enumerate(cols)
+                if c.flex and natural.get(c.key, 0) > widths[i]}
+        # Water-filling: every lacking column gets an equal share, capped at what it lacks.
+        while spare and lack:
+            share = max(1, spare // len(lack))
+            for i in sorted(lack, key=lack.get):
+                give = min(lack[i], share, spare)
+                widths[i] += give
+                spare -= give
+                lack[i] -= give
+                if not lack[i]:
+                    del lack[i]
+                if not spare:
+                    break
         flex = sum(c.flex for c in cols) or 1
         extra = [spare * c.flex // flex for c in cols]
         return tuple(w + e for w, e in zip(widths, extra, strict=True))

@@ -24,6 +24,14 @@ from console.widgets.sparkline import run_bars
 from core.ledger import reads as queries
 
 
+def _short_owner(owner: str | None) -> str:
+    """An owner as the table shows it: the name part of an e-mail address (the preview line
+    and the escalation detail give it whole)."""
+    if not owner:
+        return "-"
+    return owner.split("@", 1)[0] if "@" in owner[1:] else owner
+
+
 class EscalationsTable(PagedTable):
     """Open escalations first, then by severity; acknowledged/snoozed/resolved below.
 
@@ -54,7 +62,7 @@ class EscalationsTable(PagedTable):
             label = cell(f"z {age(row['snoozed_until'] - self.now, 1)}", "dim")
         return [word("severity", row["severity"]), cell(row["job"]), cell(kind_label(row["kind"])),
                 cell(row["count"]), cell(age(self.now - (row["first_seen"] or row["last_seen"]))),
-                cell(age(self.now - row["last_seen"])), cell(row["owner"] or "-"), label,
+                cell(age(self.now - row["last_seen"])), cell(_short_owner(row["owner"])), label,
                 cell(row.get("reason") or "")]
 
     def run_id_of(self, row: dict[str, Any]) -> int | None:
