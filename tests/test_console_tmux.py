@@ -52,8 +52,12 @@ def test_console_in_tmux_at_80x24_ticks_its_ages(tmp_path: Path):
     subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "wk", "-x", "80", "-y", "24", cmd], check=True,
                    env={**os.environ, "TERM": "xterm-256color"})
     try:
-        first = _wait(sock, lambda s: "tick-job" in s and "exited 1" in s)
-        lines = first.splitlines()
+        def drawn(screen: str) -> bool:  # rows, preview and footer all painted
+            lines = screen.rstrip("\n").splitlines()
+            return "tick-job" in screen and "exited 1" in screen and bool(lines) and "Help" in lines[-1]
+
+        first = _wait(sock, drawn)
+        lines = first.rstrip("\n").splitlines()
         assert len(lines) <= 24 and all(len(ln) <= 80 for ln in lines)
         assert "Escalations" in lines[1] and "Help" in lines[-1]  # view bar on top, footer at the bottom
         row = next(ln for ln in lines if "tick-job" in ln)
