@@ -73,8 +73,19 @@ async def open_history(pilot, job: str = "etl-berlin") -> JobHistoryScreen:
 def test_next_run_is_given_in_the_jobs_zone_and_in_utc():
     nxt = cf.NOW + 15 * 3600  # 2026-01-02 03:00 UTC = 04:00 CET
     assert next_run_text(nxt, "Europe/Berlin", cf.NOW) == "Fri 02 Jan 04:00 CET (03:00 UTC), in 15h"
-    assert next_run_text(nxt, None, cf.NOW) == "Fri 02 Jan 03:00 UTC, in 15h"
+    assert next_run_text(nxt, None, cf.NOW) == "Fri 02 Jan 03:00 UTC, in 15h"  # TZ=UTC here
+    assert next_run_text(nxt, "UTC", cf.NOW) == "Fri 02 Jan 03:00 UTC, in 15h"
     assert next_run_text(None, None, cf.NOW) == "none scheduled"
+
+
+def test_a_job_without_a_timezone_shows_the_machines_zone_and_utc(monkeypatch):
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert next_run_text(cf.NOW + 15 * 3600, None, cf.NOW) == "Thu 01 Jan 22:00 EST (03:00 UTC), in 15h"
+    finally:
+        monkeypatch.setenv("TZ", "UTC")
+        time.tzset()
 
 
 async def test_history_shows_rate_learned_range_next_run_and_chart(db):

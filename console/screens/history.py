@@ -7,7 +7,7 @@ runs it now (each asks first and is attributed), ``o`` shows its outcomes in the
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -30,20 +30,23 @@ from core.ledger import reads as queries
 from core.supervisor import baseline
 
 
-def _in_zone(ts: float, zone: str | None) -> str:
-    tz = ZoneInfo(zone) if zone else UTC
-    return datetime.fromtimestamp(ts, tz).strftime("%a %d %b %H:%M %Z")
+def _in_zone(ts: float, zone: str | None) -> datetime:
+    """``ts`` in the job's zone; a job without one runs in the machine's zone (``$TZ``, else
+    the system's), which is the console's local zone on the runner's host."""
+    return datetime.fromtimestamp(ts, ZoneInfo(zone)) if zone else datetime.fromtimestamp(ts).astimezone()
 
 
 def next_run_text(nxt: float | None, zone: str | None, now: float) -> str:
-    """"Wed 02 Dec 03:00 CET (02:00 UTC), in 15h" — the job's own zone first, then UTC."""
+    """"Fri 02 Jan 04:00 CET (03:00 UTC), in 15h" — the job's own zone first, then UTC
+    (UTC alone when the job's zone is UTC)."""
     if nxt is None:
         return "none scheduled"
-    utc = datetime.fromtimestamp(nxt, UTC).strftime("%H:%M UTC")
     when = "due now" if nxt <= now else f"in {age(nxt - now)}"
-    if zone and zone != "UTC":
-        return f"{_in_zone(nxt, zone)} ({utc}), {when}"
-    return f"{_in_zone(nxt, None)}, {when}"
+    local = _in_zone(nxt, zone)
+    if local.utcoffset() == timedelta(0):
+        return f"{local.strftime('%a %d %b %H:%M')} UTC, {when}"
+    utc = datetime.fromtimestamp(nxt, UTC).strftime("%H:%M UTC")
+    return f"{local.strftime('%a %d %b %H:%M %Z')} ({utc}), {when}"
 
 
 def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
