@@ -146,3 +146,14 @@ def test_dispatcher_leaves_runs_of_unknown_jobs_queued(led, tmp_path):
     d.jobs = {}
     assert d.tick(T0 + 1, room=4) == []
     assert queue.run_state(led.conn, 1) == "queued"
+
+
+def test_scheduler_takes_new_specs_at_the_next_tick(led, tmp_path):
+    s, _spy, queued = _scheduler(led, _jobs(tmp_path, 'name = "a"\ncommand = "true"\nevery = "1h"\n'))
+    assert s.tick(T0 + 5) == T0 + 5 + MAX_SLEEP_S  # nothing due within the bound
+    jobs = _jobs(tmp_path, '[[job]]\nname = "a"\ncommand = "true"\nevery = "1h"\n\n'
+                           '[[job]]\nname = "b"\ncommand = "true"\nevery = "10s"\n')
+    s.set_jobs(jobs)  # a reload, as the runner's loop does while ticks run in a worker thread
+    assert s.tick(T0 + 6) == T0 + 10
+    s.tick(T0 + 10)
+    assert [queue.run_row(led.conn, i)["job"] for i in queued] == ["b"]

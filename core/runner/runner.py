@@ -93,6 +93,7 @@ class Runner:
     _wake: asyncio.Event  # the dispatcher: a run was queued or ended
     _kick: asyncio.Event  # the scheduler: specs changed
     _mission_wake: asyncio.Event
+    _reload_lock: asyncio.Lock  # reloads are applied one at a time, in order
     _settle_pool: ThreadPoolExecutor
     writer: Writer  # the one writer thread
     ledger: Ledger  # the loop's read connection
@@ -162,6 +163,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
         self._mission_wake = asyncio.Event()
+        self._reload_lock = asyncio.Lock()
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
@@ -262,7 +264,31 @@ class Runner:
             await self.executor.in_pool(self.executor.judge, run_id)
 
     def _load_specs(self, result: LoadResult) -> None:
-        """Apply a fresh load: valid jobs replace old specs; jobs in a bad file keep theirs.
+        """Apply a fresh load at startup (on the loop, before anything runs)."""
+        new = self._sync_specs(result, self.ledger)
+        if new is not None:
+            self._apply_jobs(new)
+
+    def _on_reload(self, result: LoadResult) -> None:
+        """The spec watcher's callback (on the loop): the ledger part runs in a worker thread,
+        one reload at a time and in order; the new specs are applied back on the loop."""
+        task = asyncio.create_task(self._reload(result), name="reload-apply")
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def _reload(self, result: LoadResult) -> None:
+        async with self._reload_lock:
+            try:
+                new = await asyncio.to_thread(lambda: self._sync_specs(result, self._thread_ledger()))
+            except Exception:
+                log.exception("applying the reloaded specs failed; the previous specs stay")
+                return
+            if new is not None:
+                self._apply_jobs(new)
+
+    def _sync_specs(self, result: LoadResult, led: Ledger) -> dict[str, LoadedJob] | None:
+        """Record a fresh load in the ledger; returns the jobs to run from now on (None: keep
+        the current ones). Valid jobs replace old specs; jobs in a bad file keep theirs.
 
         While the spec folder itself is missing (deleted, or mid-swap by a checkout) every
         job keeps its last good spec and nothing is disabled; the error is recorded.
@@ -275,18 +301,21 @@ class Runner:
         for err in result.errors:
             log.warning("spec error: %s", err)
         if self.jobs and result.folder_missing:
-            self.ledger.write(lambda conn: [add_event(
+            led.write(lambda conn: [add_event(
                 conn, actor=self.actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
                 for err in result.errors])
-            return
+            return None
         # An invalid file opens (or a fixed one resolves) its spec_invalid escalation here;
         # a job that never loaded has no owner of its own: the runner's owner hears of it.
-        sync_jobs(self.ledger, result, actor=self.actor, sinks=self.settings.notify,
-                  owner=self.settings.runner_owner)
+        sync_jobs(led, result, actor=self.actor, sinks=self.settings.notify, owner=self.settings.runner_owner)
         new = dict(result.jobs)
         for name, old in self.jobs.items():
             if name not in new and old.source in result.bad_files:
                 new[name] = old
+        return new
+
+    def _apply_jobs(self, new: dict[str, LoadedJob]) -> None:
+        """On the loop: the parts run ``new`` from now on; the scheduler and dispatcher wake."""
         self.jobs = new
         self.scheduler.set_jobs(new)
         self.dispatcher.jobs = new
@@ -458,7 +487,7 @@ class Runner:
 
     async def _reload_loop(self) -> None:
         try:
-            await watch_specs(self.spec_dir, self._load_specs, self._stop)
+            await watch_specs(self.spec_dir, self._on_reload, self._stop)
         except Exception:
             log.exception("spec watcher stopped; specs will not hot-reload")
 

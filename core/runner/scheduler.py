@@ -59,13 +59,16 @@ class Scheduler:
         self._last_slot: dict[str, float] | None = None  # newest queued (or skipped) slot per job
         self._heap: list[tuple[float, str]] = []
         self._due_at: dict[str, float] = {}  # the live heap entry per job (older ones are stale)
-        self._dirty = True
+        # set_jobs may run on the loop while a tick runs in a worker thread: a generation
+        # count (not a flag a finishing rebuild could clear) makes the next tick rebuild.
+        self._generation = 0
+        self._built = -1
         self._expected: float | None = None  # when the previous tick asked to be woken
 
     def set_jobs(self, jobs: Mapping[str, LoadedJob]) -> None:
         """New specs (startup or reload): every job's due time is recomputed at the next tick."""
         self.jobs = jobs
-        self._dirty = True
+        self._generation += 1
 
     def tick(self, now: float) -> float:
         """Queue every slot due at ``now`` (Unix seconds); returns when to tick next (Unix
@@ -76,7 +79,7 @@ class Scheduler:
         tolerance = 2.0 if self._expected is None else max(2.0, now - self._expected + 1.0)
         if self._last_slot is None:
             self._last_slot = self._read(queue.last_scheduled_slots)
-        if self._dirty:
+        if self._built != self._generation:
             self._rebuild(now, tolerance)
         while self._heap and self._heap[0][0] <= now:
             at, name = heapq.heappop(self._heap)
@@ -109,13 +112,14 @@ class Scheduler:
         heapq.heappush(self._heap, (at, name))
 
     def _rebuild(self, now: float, tolerance: float) -> None:
+        generation, jobs = self._generation, self.jobs
         self._heap.clear()
         self._due_at.clear()
-        for name, lj in self.jobs.items():
+        for name, lj in jobs.items():
             at = self._first_due(lj.spec, now, tolerance)
             if at is not None:
                 self._push(name, at)
-        self._dirty = False
+        self._built = generation
 
     def _first_due(self, spec: JobSpec, now: float, tolerance: float) -> float | None:
         if spec.once:
