@@ -6,6 +6,8 @@ from pathlib import Path
 
 from console import keys
 from console.screens.detail import DetailScreen
+from console.screens.escalation import EscalationScreen
+from console.screens.history import JobHistoryScreen
 from console.screens.main import MainScreen
 from console.widgets.paged_table import PagedTable
 
@@ -21,7 +23,8 @@ def test_readme_key_table_is_the_registry():
 
 
 def test_screens_bind_exactly_the_registry():
-    for cls, scope in ((MainScreen, "main"), (DetailScreen, "detail"), (PagedTable, "table")):
+    for cls, scope in ((MainScreen, "main"), (DetailScreen, "detail"), (PagedTable, "table"),
+                       (EscalationScreen, "escalation"), (JobHistoryScreen, "history")):
         bound = {(b.key, b.action) for b in cls.BINDINGS}
         assert bound == {(b.key, b.action) for b in keys.bindings(scope)}
 

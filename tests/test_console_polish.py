@@ -206,3 +206,18 @@ async def test_palette_screenshot_saves_to_the_folder_given_and_says_where(db, t
         saved = list(shots.glob("*.svg"))
         assert len(saved) == 1
         assert any(str(saved[0]) in str(n.message) for n in app._notifications)
+
+
+def test_help_screen_snapshot_at_80x24(snap_compare, db):
+    """The help screen at 80 columns: sections, keys, and descriptions wrapping under their
+    own column (looked at: no line starts under the keys)."""
+    app = WatchkeeperApp(ConsoleConfig(ledger=db, operator="ana", clock=lambda: cf.NOW, refresh=3600))
+
+    async def ready(pilot):
+        deadline = time.monotonic() + 10
+        while pilot.app.screen.polls == 0 and time.monotonic() < deadline:
+            await pilot.pause(0.02)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=ready)
