@@ -249,7 +249,10 @@ class Executor:
         rc = proc.returncode
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None
-        hread = await asyncio.to_thread(read_handoff, handoff_path, ctx.settings.handoff_max)
+        if os.path.lexists(handoff_path):  # parsing (up to handoff_max bytes of JSON) happens off the loop
+            hread = await asyncio.to_thread(read_handoff, handoff_path, ctx.settings.handoff_max)
+        else:  # a plain shell job wrote none: nothing to parse, no thread hop
+            hread = read_handoff(handoff_path, ctx.settings.handoff_max)
         findings = list(hread.findings)
         for c, name in ((out, "stdout"), (err, "stderr")):
             if c.write_error:
