@@ -32,7 +32,7 @@ import sys
 
 import psutil
 
-from core.processes import descendants, describe, run_processes, stop_processes
+from core.processes import describe, run_processes, stop_processes
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,13 @@ class Reaper:
         group (the run's own group, which its group kill ends)."""
         if not self.subreaper:
             return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
-        tree = descendants()  # this runner's tree only: /proc/<pid>/task/*/children, no full scan
+        try:
+            # psutil builds the tree from every process's parent pid. /proc/<pid>/task/*/children
+            # would read only our own tree, but the kernel documents it as unreliable while
+            # children are being born or re-parented — exactly when a run's strays are.
+            tree = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         want = str(run_id)
         out = []
         for p in tree:
