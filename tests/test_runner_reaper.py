@@ -71,3 +71,31 @@ def test_adopted_orphans_that_exit_are_reaped_not_left_as_zombies():
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout.strip().splitlines()[-1])
     assert r["first"] == 0 and r["second"] == 1 and r["zombies_left"] == []
+
+
+def test_runs_ending_together_share_one_look_taken_after_they_asked():
+    import asyncio
+
+    from core.runner.reaper import Reaper
+    from core.runner.strays import TreeScans
+
+    class Counting(Reaper):
+        def __init__(self) -> None:
+            super().__init__("runner-under-test")
+            self.calls = 0
+
+        def tree_by_run(self):
+            self.calls += 1
+            return {"7": [], "calls": self.calls}
+
+    async def main() -> tuple[list, int]:
+        scans = TreeScans(Counting())
+        first = asyncio.ensure_future(scans.after_now())
+        await asyncio.sleep(0)  # the first look is under way
+        rest = [asyncio.ensure_future(scans.after_now()) for _ in range(5)]
+        got = await asyncio.gather(first, *rest)
+        return [g["calls"] for g in got], scans.looks
+
+    calls, looks = asyncio.run(main())
+    # The five that asked while the first look ran share the second one, never the first.
+    assert calls == [1, 2, 2, 2, 2, 2] and looks == 2

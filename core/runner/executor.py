@@ -37,6 +37,7 @@ from core.runner import spawn
 from core.runner.capture import Capture
 from core.runner.handoff import read_handoff
 from core.runner.reaper import Reaper
+from core.runner.strays import TreeScans
 from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
@@ -87,6 +88,7 @@ class Context:
     on_finished: Callable[[Finished], None] | None = None
     on_end: Callable[[], None] | None = None  # any run of this runner ended (wakes the missions)
     reaper: Reaper | None = None  # the child subreaper: ends what a run left outside its group
+    tree_scans: TreeScans | None = None  # one look at the process tree for runs ending together
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -228,8 +230,12 @@ class Executor:
         if reaper is not None:
             # As subreaper the runner adopted whatever the run started that left its process
             # group (setsid, double fork): ended now, whatever the outcome, success included.
-            escaped, last = await asyncio.to_thread(reaper.end_run, run_id, grace=spec.grace,
-                                                    exclude_pgid=proc.pid)
+            tree = await self._tree_after_exit()
+            if tree is not None and not tree.get(str(run_id)):
+                escaped, last = [], None  # nothing of this run is left: no thread hop
+            else:
+                escaped, last = await asyncio.to_thread(reaper.end_run, run_id, grace=spec.grace,
+                                                        exclude_pgid=proc.pid, tree=tree)
             escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
         # Drain what is left; a grandchild holding the pipe must not block us.
         done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
@@ -292,6 +298,19 @@ class Executor:
             await self.late_result(run, rc, "running", cols)
             return
         await self.settle(run_id)
+
+    async def _tree_after_exit(self) -> dict[str, list[Any]] | None:
+        """The runner's process tree by run, looked at after this run's leader exited and
+        shared with the runs ending at the same time; None: look per run (no shared scans,
+        or the shared look failed)."""
+        scans = self.ctx.tree_scans
+        if scans is None:
+            return None
+        try:
+            return await scans.after_now()
+        except Exception:
+            log.exception("the shared look at the process tree failed; looking for this run alone")
+            return None
 
     async def write(self, fn: Callable[[Conn], T]) -> T:
         """``fn(conn)`` in the writer thread's next group commit; awaited, never blocking."""

@@ -58,16 +58,6 @@ def become_subreaper() -> bool:
     return True
 
 
-def _marked(proc: psutil.Process, run_id: str, runner_id: str) -> bool:
-    try:
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        env = proc.environ()
-    except (psutil.Error, OSError):
-        return False
-    return env.get("WATCHKEEPER_RUN_ID") == run_id and env.get("WATCHKEEPER_RUNNER_ID") == runner_id
-
-
 class Reaper:
     """Finds and ends what a run left behind. One per runner; call ``start`` once in the
     runner's process (it sets the subreaper flag for the whole process).
@@ -86,25 +76,45 @@ class Reaper:
         self.subreaper = become_subreaper()
         return self.subreaper
 
-    def leftovers(self, run_id: int, *, exclude_pgid: int | None = None) -> list[psutil.Process]:
+    def tree_by_run(self) -> dict[str, list[psutil.Process]]:
+        """One look at this runner's descendants, grouped by the ``WATCHKEEPER_RUN_ID`` of
+        those that carry this runner's ``WATCHKEEPER_RUNNER_ID`` (zombies left out). Several
+        runs that end together share one (``core.runner.strays.TreeScans``): the look costs
+        a read of every process's parent pid, whatever the number of runs it serves.
+
+        Raises ``psutil.Error`` when the tree cannot be read."""
+        # psutil builds the tree from every process's parent pid. /proc/<pid>/task/*/children
+        # would read only our own tree, but the kernel documents it as unreliable while
+        # children are being born or re-parented — exactly when a run's strays are.
+        out: dict[str, list[psutil.Process]] = {}
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                env = p.environ()
+            except (psutil.Error, OSError):
+                continue
+            run = env.get("WATCHKEEPER_RUN_ID")
+            if run is not None and env.get("WATCHKEEPER_RUNNER_ID") == self.runner_id:
+                out.setdefault(run, []).append(p)
+        return out
+
+    def leftovers(self, run_id: int, *, exclude_pgid: int | None = None,
+                  tree: dict[str, list[psutil.Process]] | None = None) -> list[psutil.Process]:
         """Live processes started for run ``run_id`` by this runner that are still around:
-        the runner's descendants with the run's environment markers (as subreaper), else a
+        the runner's descendants with the run's environment markers (as subreaper; ``tree``:
+        a ``tree_by_run`` taken after the run's leader exited, else one is taken now), else a
         scan of every process for them. ``exclude_pgid``: leave out members of that process
         group (the run's own group, which its group kill ends)."""
         if not self.subreaper:
             return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
-        try:
-            # psutil builds the tree from every process's parent pid. /proc/<pid>/task/*/children
-            # would read only our own tree, but the kernel documents it as unreliable while
-            # children are being born or re-parented — exactly when a run's strays are.
-            tree = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
-        want = str(run_id)
+        if tree is None:
+            try:
+                tree = self.tree_by_run()
+            except psutil.Error:
+                return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         out = []
-        for p in tree:
-            if not _marked(p, want, self.runner_id):
-                continue
+        for p in tree.get(str(run_id), []):
             if exclude_pgid is not None:
                 try:
                     if os.getpgid(p.pid) == exclude_pgid:
@@ -114,14 +124,14 @@ class Reaper:
             out.append(p)
         return out
 
-    def end_run(self, run_id: int, *, grace: float,
-                exclude_pgid: int | None = None) -> tuple[list[dict[str, object]], int | None]:
+    def end_run(self, run_id: int, *, grace: float, exclude_pgid: int | None = None,
+                tree: dict[str, list[psutil.Process]] | None = None) -> tuple[list[dict[str, object]], int | None]:
         """End what run ``run_id`` left behind outside its process group ``exclude_pgid``:
         SIGTERM, SIGKILL after ``grace`` seconds (at most 5), then reap those that are this
         process's children. Blocking (up to grace + 2 s when something resists): call it off
         the event loop. Returns ``([{pid, cmd}], last signal sent)`` — ``([], None)`` when the
         run left nothing."""
-        procs = self.leftovers(run_id, exclude_pgid=exclude_pgid)
+        procs = self.leftovers(run_id, exclude_pgid=exclude_pgid, tree=tree)
         if not procs:
             return [], None
         found = [describe(p) for p in procs]

@@ -45,6 +45,7 @@ from core.runner.fanout import FanoutParent
 from core.runner.reaper import Reaper
 from core.runner.reload import watch_specs
 from core.runner.scheduler import Scheduler
+from core.runner.strays import TreeScans
 from core.runner.systemd import ServiceNotifier
 from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, LoadResult, load_dir
@@ -221,7 +222,8 @@ class Runner:
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
-                      on_end=self._mission_wake.set, reaper=self.reaper)
+                      on_end=self._mission_wake.set, reaper=self.reaper,
+                      tree_scans=TreeScans(self.reaper))
         self.executor = Executor(ctx)
         self.fanout = FanoutParent(self.executor)
 
