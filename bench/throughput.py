@@ -140,6 +140,9 @@ def bench_watchkeeper(n: int, concurrency: int, tmp: Path) -> tuple[float, dict[
         led.close()
         runner.request_stop()
         th.join(60)
+    w = getattr(runner, "writer", None)
+    if w is not None and w.transactions:
+        summary["writes"], summary["transactions"] = w.writes, w.transactions
     return elapsed, summary
 
 
@@ -165,6 +168,8 @@ def run(quick: bool = False, runs: int | None = None, concurrency: int = 16) -> 
         and summary["transitions"] >= 4 * n
     note = (f"{n} runs, concurrency {concurrency}; ledger check: {summary['succeeded']} succeeded, "
             f"{summary['outcomes']} outcomes, {summary['judged']} judged, {summary['transitions']} transitions"
+            + (f"; group commit: {summary['writes']:,} writes in {summary['transactions']:,} transactions"
+               f" ({summary['writes'] / summary['transactions']:.1f} per transaction)" if "writes" in summary else "")
             + ("" if full else " — INCOMPLETE"))
     figs = [Figure("runner throughput vs raw spawn", wk, "runs/s", raw, "raw asyncio spawn", wk / raw,
                    "≥ 0.8x raw", full and wk / raw >= 0.8, note)]
