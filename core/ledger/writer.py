@@ -129,7 +129,13 @@ class Writer:
                 if item[1].set_running_or_notify_cancel():  # False: withdrawn by its caller
                     batch.append(item)
             if batch:
-                self._commit(batch)
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # never leave a caller waiting on a dead thread
+                    log.exception("ledger writer: a group of %d write(s) failed unexpectedly", len(batch))
+                    for _fn, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
 
     def _commit(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]]) -> None:
         conn = self.ledger.conn
