@@ -96,13 +96,51 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
     evidence = ", ".join(f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}"
                          for c in ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification"))
     rows = conn.execute(
-        f"SELECT {cols}, {evidence},"
-        " EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1) AS retried"
-        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
-        " WHERE o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
+        f"SELECT {cols}, {evidence}, {_RETRIED} AS retried"
+        f" FROM job_outcomes o JOIN runs r ON r.id = o.run_id WHERE {_HISTORY_WHERE}"
         " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, limit)).fetchall()
+    return _history_dicts(reversed(rows))
+
+
+#: A history row's lineage has a next attempt (``retried``).
+_RETRIED = "EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1)"
+#: Which outcomes are a job's history (parameters: job, before_run).
+_HISTORY_WHERE = "o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
+
+
+def job_history_keys(conn: sqlite3.Connection, job: str, before_run: int,
+                     limit: int) -> list[tuple[int, float, bool]]:
+    """The same outcomes as ``job_history`` (same rows, same order: oldest first), each as
+    ``(run_id, updated_at, retried)`` only: what a caller that keeps decoded rows needs to
+    tell which of them it already holds. ``updated_at`` (Unix seconds, ``job_outcomes``)
+    changes with every write to the row (``record``, ``set_verdict``)."""
+    rows = conn.execute(
+        f"SELECT o.run_id, o.updated_at, {_RETRIED} AS retried"
+        f" FROM job_outcomes o JOIN runs r ON r.id = o.run_id WHERE {_HISTORY_WHERE}"
+        " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, limit)).fetchall()
+    return [(int(r[0]), r[1], bool(r[2])) for r in reversed(rows)]
+
+
+def history_rows(conn: sqlite3.Connection, run_ids: list[int]) -> list[dict[str, Any]]:
+    """``job_history`` rows (same columns and decoding, plus ``updated_at``) of the outcomes
+    ``run_ids``, in ascending run id order; an id without an outcome is left out. ``retried``
+    is read as well (current at the time of this read)."""
+    if not run_ids:
+        return []
+    cols = ", ".join(f"o.{c}" for c in HISTORY_COLUMNS if c not in ("stdout_head", "stdout_tail", "stderr_tail",
+                                                                      "handoff", "verification"))
+    evidence = ", ".join(f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}"
+                         for c in ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification"))
+    rows = conn.execute(
+        f"SELECT {cols}, {evidence}, o.updated_at, {_RETRIED} AS retried FROM job_outcomes o"
+        " WHERE o.run_id IN (SELECT value FROM json_each(?)) ORDER BY o.run_id",
+        (json.dumps(run_ids),)).fetchall()
+    return _history_dicts(rows)
+
+
+def _history_dicts(rows: Any) -> list[dict[str, Any]]:
     out = []
-    for row in reversed(rows):
+    for row in rows:
         d = {k: row[k] for k in row.keys()}
         for k in ("handoff", "verification"):
             if isinstance(d.get(k), str):

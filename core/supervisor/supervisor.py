@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from core.ledger import escalations, events, jobs, outcomes, runners, runs, terminal
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
@@ -140,9 +143,61 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
 
 # -- judging ---------------------------------------------------------------------------------
 
-def _history(conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
-    return [outcome_facts({"job": job}, r, retry_queued=r["retried"])
-            for r in outcomes.job_history(conn, job, before_run, HISTORY_LIMIT)]
+#: Jobs whose history facts one connection keeps decoded (``_HistoryCache``).
+HISTORY_CACHE_JOBS = 64
+
+
+class _HistoryCache:
+    """Decoded history facts of one ``Ledger`` connection, per job, keyed by
+    ``(run_id, updated_at, retried)``.
+
+    Which outcomes make the history is still asked of the ledger every time
+    (``outcomes.job_history_keys``: the same rows as ``outcomes.job_history``), so the set,
+    its order and each lineage's ``retried`` are always current; only the decoding of rows
+    that have not been written since (``job_outcomes.updated_at`` moves with every write)
+    is skipped. The judge therefore sees exactly the facts a fresh read would give. A job's
+    entries are those of its latest window only; at most ``HISTORY_CACHE_JOBS`` jobs are
+    kept (least recently judged dropped). One cache per connection, and a connection is
+    used by one thread, so no lock.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: OrderedDict[str, dict[tuple[int, float, bool], OutcomeFacts]] = OrderedDict()
+
+    def history(self, conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
+        keys = outcomes.job_history_keys(conn, job, before_run, HISTORY_LIMIT)
+        held = self.jobs.pop(job, {})
+        missing = [k[0] for k in keys if k not in held]
+        if missing:
+            for r in outcomes.history_rows(conn, missing):
+                key = (int(r["run_id"]), r["updated_at"], r["retried"])
+                held[key] = outcome_facts({"job": job}, r, retry_queued=r["retried"])
+        # A row written between the two reads has a newer key than ``keys`` names: read
+        # alone, without caching, so it is decoded afresh next time.
+        out = [held.get(k) or _history_one(conn, job, k[0], before_run) for k in keys]
+        self.jobs[job] = {k: held[k] for k in keys if k in held}
+        while len(self.jobs) > HISTORY_CACHE_JOBS:
+            self.jobs.popitem(last=False)
+        return [f for f in out if f is not None]
+
+
+def _history_one(conn: Conn, job: str, run_id: int, before_run: int) -> OutcomeFacts | None:
+    rows = [r for r in outcomes.job_history(conn, job, run_id + 1, 1) if r["run_id"] == run_id]
+    return outcome_facts({"job": job}, rows[0], retry_queued=rows[0]["retried"]) if rows else None
+
+
+_history_caches: WeakKeyDictionary[Ledger, _HistoryCache] = WeakKeyDictionary()
+_history_caches_lock = threading.Lock()
+
+
+def _history(ledger: Ledger, job: str, before_run: int) -> list[OutcomeFacts]:
+    """The job's last ``HISTORY_LIMIT`` judged outcomes before ``before_run``, oldest first,
+    as facts (``outcomes.job_history``), decoded once per connection (``_HistoryCache``)."""
+    with _history_caches_lock:
+        cache = _history_caches.get(ledger)
+        if cache is None:
+            cache = _history_caches[ledger] = _HistoryCache()
+    return cache.history(ledger.conn, job, before_run)
 
 
 def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts], JobSpec | None,
@@ -163,7 +218,7 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
     facts = outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior))
     if run.get("trigger") == Trigger.MANUAL_RETRY:
         facts.escalated_as = outcomes.escalated_kind_before(conn, run["lineage"], run["attempt"])
-    return facts, _history(conn, run["job"], run_id), spec, run
+    return facts, _history(ledger, run["job"], run_id), spec, run
 
 
 def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[OutcomeFacts],

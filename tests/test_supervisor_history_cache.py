@@ -1,0 +1,75 @@
+"""The judge's history, decoded once per connection, is exactly what a fresh read gives:
+after new outcomes, a retry queued (``retried`` flips), an outcome rewritten, rows deleted,
+and a window longer than ``HISTORY_LIMIT``."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.ledger import outcomes
+from core.ledger.connection import Ledger
+from core.supervisor import supervisor
+from core.supervisor.facts import outcome_facts
+from tests.supervisor_kit import add_job, new_run, to_verifying
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger(tmp_path / "wk.db") as led:
+        yield led
+
+
+def fresh(ledger: Ledger, before: int, job: str = "job") -> list:
+    return [outcome_facts({"job": job}, r, retry_queued=r["retried"])
+            for r in outcomes.job_history(ledger.conn, job, before, supervisor.HISTORY_LIMIT)]
+
+
+def judged_run(ledger: Ledger, *, exit_code: int = 0, stdout: str = "rows=10\n") -> int:
+    rid = new_run(ledger)
+    to_verifying(ledger, rid, exit_code=exit_code, stdout=stdout, handoff={"status": "done"})
+    supervisor.settle(ledger, rid, settings=None)
+    return rid
+
+
+def same(ledger: Ledger, before: int) -> None:
+    assert supervisor._history(ledger, "job", before) == fresh(ledger, before)
+
+
+def test_cached_history_tracks_every_change(ledger, tmp_path):
+    add_job(ledger, tmp_path)
+    ids = [judged_run(ledger, stdout=f"rows={i}\n") for i in range(5)]
+    same(ledger, ids[-1] + 1)
+    same(ledger, ids[2])  # an earlier window from the same cache
+    failed = judged_run(ledger, exit_code=1)
+    same(ledger, failed + 1)
+    # A retry of the failed run is queued: its ``retried`` flips, nothing else about it changes.
+    lineage = ledger.one("SELECT lineage FROM runs WHERE id = ?", (failed,))["lineage"]
+    assert not fresh(ledger, failed + 1)[-1].retry_queued
+    new_run(ledger, attempt=2, lineage=lineage)
+    assert fresh(ledger, failed + 1)[-1].retry_queued
+    same(ledger, failed + 1)
+    # An outcome rewritten after it was judged (what ``record`` does) is decoded afresh.
+    ledger.write(lambda c: outcomes.record(c, ids[1], stdout_head="rows=999\n", stdout_tail="rows=999\n"))
+    same(ledger, failed + 1)
+    assert any("999" in (f.stdout or "") for f in supervisor._history(ledger, "job", failed + 1))
+    # Deleted outcomes leave the history.
+    ledger.write(lambda c: c.execute("DELETE FROM job_outcomes WHERE run_id = ?", (ids[0],)))
+    same(ledger, failed + 1)
+    assert ids[0] not in [f.run_id for f in supervisor._history(ledger, "job", failed + 1)]
+
+
+def test_window_longer_than_the_limit_slides(ledger, tmp_path, monkeypatch):
+    monkeypatch.setattr(supervisor, "HISTORY_LIMIT", 3)
+    add_job(ledger, tmp_path)
+    ids = [judged_run(ledger) for _ in range(6)]
+    for before in (ids[-1] + 1, ids[3], ids[-1] + 1):
+        same(ledger, before)
+        assert len(supervisor._history(ledger, "job", before)) == 3
+
+
+def test_each_connection_keeps_its_own(ledger, tmp_path):
+    add_job(ledger, tmp_path)
+    rid = judged_run(ledger)
+    with Ledger(tmp_path / "wk.db") as other:
+        assert supervisor._history(other, "job", rid + 1) == fresh(ledger, rid + 1)
+    same(ledger, rid + 1)
