@@ -420,7 +420,10 @@ class Ledger:
                 self.conn.execute("COMMIT")
                 return SCHEMA_VERSION
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): a second
+                # ROLLBACK would fail and hide the real error.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
         return self._retry(step)
 
@@ -442,7 +445,10 @@ class Ledger:
             try:
                 result = fn(self.conn)
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): a second
+                # ROLLBACK would fail and hide the real error.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
             return result

@@ -151,9 +151,11 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
         # "+r.job" keeps SQLite on runs_state (few rows in flight) rather than walking every
         # run of the job through runs_job_ended.
         conds = " AND ".join([f"r.state IN {sql_set(NON_TERMINAL)}", *(w.replace("r.job", "+r.job") for w in where)])
-        rows += ledger.rows(
+        # A verifying run has ended_at already: the first read may have it too.
+        seen = {r["id"] for r in rows}
+        rows += [r for r in ledger.rows(
             f"{base}{conds} ORDER BY COALESCE(r.started_at, r.created_at) DESC, r.id DESC LIMIT ?",
-            (*params, limit))
+            (*params, limit)) if r["id"] not in seen]
     rows.sort(key=lambda r: (run_time(r), r["id"]), reverse=True)
     return rows[:limit]
 

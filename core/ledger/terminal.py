@@ -91,6 +91,8 @@ def finish(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: RunS
         try:
             retries.follow_up(conn, run_id, to.value, actor=actor, spec=spec, handoff_error=handoff_error, now=at)
         except Exception as exc:
+            if not conn.in_transaction:
+                raise  # SQLite rolled the whole transaction back (disk full, I/O error): no savepoint left
             # A stored spec that no longer loads must not block the terminal move forever:
             # undo only the retry, and say so in the audit trail and the log.
             conn.execute("ROLLBACK TO retry_decision")

@@ -182,12 +182,17 @@ class Writer:
         try:
             value = fn(conn)
         except sqlite3.OperationalError as exc:
-            if is_locked_error(exc):
-                raise  # the whole group is retried
+            if is_locked_error(exc) or not conn.in_transaction:
+                # Locked: the whole group is retried. Not in a transaction: SQLite already
+                # rolled the whole group back (disk full, I/O error), so there is no savepoint
+                # to roll back to and every caller of the group must hear the real error.
+                raise
             conn.execute("ROLLBACK TO one_write")
             conn.execute("RELEASE one_write")
             return False, exc
         except Exception as exc:
+            if not conn.in_transaction:
+                raise
             conn.execute("ROLLBACK TO one_write")
             conn.execute("RELEASE one_write")
             return False, exc

@@ -277,6 +277,8 @@ class Executor:
         ends = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
         if timed_out:
             reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
+            if sig == signal.SIGKILL:  # the watchdog's SIGKILL came after the grace
+                reason += f"; SIGTERM ignored, killed {spec.grace:g}s later"
             outcome = {**cols, "status": "timed_out", "reason": "budget_exceeded" if wall_budget else "timeout"}
             won = await self.write(lambda conn: terminal.finish(
                 conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason=reason,

@@ -41,6 +41,7 @@ from core.processes import create_time
 from core.runner.daily_prune import DailyPrune
 from core.runner.dispatcher import Claimed, Dispatcher
 from core.runner.executor import Context, Executor, Finished
+from core.runner.failures import FailureLog
 from core.runner.fanout import FanoutParent
 from core.runner.reaper import Reaper
 from core.runner.reload import watch_specs
@@ -125,6 +126,7 @@ class Runner:
         self._thread_ledgers: list[Ledger] = []
         self._bg: set[asyncio.Task[Any]] = set()
         self.reaper = Reaper(self.id)
+        self.failures = FailureLog(log)  # the loops' failures: one line per kind, rate-limited
         self._subreaper = subreaper
         self.stop_reason = "stop requested"
         self._stop_detail: dict[str, Any] = {}
@@ -332,8 +334,9 @@ class Runner:
             self._kick.clear()
             try:
                 wake = await asyncio.to_thread(self.scheduler.tick, time.time())
-            except Exception:
-                log.exception("scheduler tick failed; retrying")
+                self.failures.ok("scheduler tick")
+            except Exception as exc:
+                self.failures.failed("scheduler tick", exc)
                 wake = time.time() + 1.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), timeout=max(0.0, wake - time.time()))
@@ -348,8 +351,9 @@ class Runner:
                 claims, next_due = await asyncio.to_thread(self._dispatch_tick, room)
                 for claimed in claims:
                     self._start(claimed.run, claimed.job)
-            except Exception:
-                log.exception("dispatch failed; retrying")
+                self.failures.ok("dispatch")
+            except Exception as exc:
+                self.failures.failed("dispatch", exc)
             # Sleep until the next queued run is due, this runner queues or ends a run, or
             # another process commits (checked every DISPATCH_POLL_S). A queued run that is
             # due but was not claimed waits for a limit to free up (a run ending wakes us).
@@ -406,8 +410,9 @@ class Runner:
             self._mission_wake.clear()
             try:
                 await asyncio.to_thread(lambda: engine.step(self._thread_ledger()))
-            except Exception:
-                log.exception("mission pass failed; retrying")
+                self.failures.ok("mission pass")
+            except Exception as exc:
+                self.failures.failed("mission pass", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._mission_wake.wait(), timeout=MISSION_IDLE_S)
 
@@ -442,8 +447,9 @@ class Runner:
     def _periodic(self) -> None:
         try:
             supervisor.periodic(self._thread_ledger(), self.settings)
-        except Exception:
-            log.exception("supervisor.periodic failed")
+            self.failures.ok("supervisor periodic pass")
+        except Exception as exc:
+            self.failures.failed("supervisor periodic pass", exc)
 
     async def heartbeat(self) -> None:
         """Renew this runner's heartbeat (``runners.heartbeat_at``) and the lease
@@ -459,8 +465,9 @@ class Runner:
             await asyncio.sleep(self.settings.sweep_interval)
             try:
                 report = await asyncio.to_thread(self._sweep_once, sweeper)
-            except Exception:
-                log.exception("sweep pass failed; retrying next pass")
+                self.failures.ok("sweep pass")
+            except Exception as exc:
+                self.failures.failed("sweep pass", exc)
                 continue
             if self.lost:
                 try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from core.ledger import jobs, queue
 from core.ledger.connection import add_event
+from core.runner.failures import FailureLog
 from core.spec import schedule
 from core.spec.loader import LoadedJob
 from core.spec.model import JobSpec
@@ -64,6 +65,7 @@ class Scheduler:
         self._generation = 0
         self._built = -1
         self._expected: float | None = None  # when the previous tick asked to be woken
+        self.failures = FailureLog(log)  # a full disk fails every job every tick: one line per kind
 
     def set_jobs(self, jobs: Mapping[str, LoadedJob]) -> None:
         """New specs (startup or reload): every job's due time is recomputed at the next tick."""
@@ -91,8 +93,9 @@ class Scheduler:
                 continue
             try:
                 nxt = self._tick_job(lj.spec, now, tolerance)
-            except Exception:
-                log.exception("scheduling %s failed; retrying in %gs", name, RETRY_S)
+                self.failures.ok(f"scheduling {name}")
+            except Exception as exc:
+                self.failures.failed(f"scheduling {name}", exc)
                 nxt = now + RETRY_S
             if nxt is not None:
                 self._push(name, nxt)

@@ -234,7 +234,13 @@ def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
 def _failure_text(f: OutcomeFacts) -> str:
     """One sentence: how the run ended, in words, with the job's own last lines."""
     if f.state == "timed_out":
-        what = "timed out" + (f" after {f.duration_s:.0f}s" if f.duration_s is not None else "") + " and was killed"
+        # The run's reason says the deadline and how the kill went ("timeout after 3s; SIGTERM
+        # ignored, killed 2s later"); the duration would add the grace to the timeout.
+        r = f.reason or ""
+        if r.startswith("timeout after "):
+            what = "timed out after " + r.removeprefix("timeout after ")
+        else:
+            what = "timed out" + (f" ({r})" if r else "") + " and was killed"
     elif f.state == "orphaned":
         what = "was declared orphaned: its process died without reporting" + (f" ({f.reason})" if f.reason else "")
     elif f.signal is not None:
