@@ -18,8 +18,12 @@ from console.reader import LedgerThread
 from console.screens.dialogs import HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.palette import WatchkeeperCommands
+from core.supervisor.supervisor import check_runner_gap
 
 __all__ = ["ConsoleConfig", "WatchkeeperApp"]
+
+#: Seconds between the console's runner-gap checks (``ConsoleConfig.watch_runner``).
+RUNNER_GAP_CHECK_S = 5.0
 
 
 class WatchkeeperApp(App):
@@ -57,8 +61,20 @@ class WatchkeeperApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
+        if self.config.watch_runner:
+            self.set_interval(RUNNER_GAP_CHECK_S, self.check_runner_gap)
         for err in self.theme_errors:
             self.notify(err, severity="warning", markup=False, timeout=10)
+
+    async def check_runner_gap(self) -> None:
+        """Open (or resolve) the ``runner_gap`` escalation like any watcher does
+        (``core.supervisor.supervisor.check_runner_gap``), on the acting thread. A failed
+        write is tried again next time; the header shows the gap either way."""
+        cfg = self.config
+        try:
+            await self.actor.call(lambda led: check_runner_gap(led, sinks=cfg.sinks, owner=cfg.owner))
+        except Exception:  # never let the check end the console
+            pass
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

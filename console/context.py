@@ -32,6 +32,12 @@ class ConsoleConfig:
     clock: Callable[[], float] = field(default=time.time)
     themes_dir: Path | None = None
     screenshot_dir: Path | None = None
+    #: Open the ``runner_gap`` escalation when no runner is alive while one is expected
+    #: (``watchkeeper console`` on its own; tests and ``up`` leave it off). ``sinks`` and
+    #: ``owner`` are the settings' ``notify`` and ``runner_owner``.
+    watch_runner: bool = False
+    sinks: tuple = ()
+    owner: str | None = None
 
 
 class ConsoleApp(Protocol):

@@ -44,13 +44,15 @@ def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None,
         fail(str(exc), EXIT_CONFIG)
 
 
-def _app(settings: Settings, read_only: bool, screenshot_dir: str | None):
+def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, watch_runner: bool = False):
     from console.app import ConsoleConfig, WatchkeeperApp
 
     return WatchkeeperApp(ConsoleConfig(ledger=Path(settings.ledger), operator=settings.operator,
                                         read_only=read_only, theme=settings.theme, refresh=settings.refresh,
                                         themes_dir=settings.themes_dir,
-                                        screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None))
+                                        screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None,
+                                        watch_runner=watch_runner and not read_only,
+                                        sinks=tuple(settings.notify or ()), owner=settings.runner_owner))
 
 
 def _quiet_logging(path: Path) -> None:
@@ -86,7 +88,7 @@ def register(group: click.Group) -> None:
         # media is one clear line instead of a console that cannot draw anything.
         open_ledger_at(settings.ledger, read_only=read_only).close()
         _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
-        _app(settings, read_only, screenshot_dir).run(mouse=not no_mouse)
+        _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
 
     @group.command("up")
     @click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))

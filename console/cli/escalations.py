@@ -50,9 +50,9 @@ def _as_option(f: Any) -> Any:
     return click.option("--as", "operator", default=None, help="Operator name [default: $USER].")(f)
 
 
-def _settings(ledger_path: str | None):
+def _settings(ledger_path: str | None, config_path: str | None = None):
     try:
-        return load_settings(None, None, ledger=ledger_path)
+        return load_settings(None, config_path, ledger=ledger_path)
     except SettingsError as exc:
         fail(str(exc), EXIT_CONFIG)
 
@@ -171,17 +171,23 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
     @click.option("--since", default=None, type=DURATION,
                   help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+                  help="watchkeeper.toml: its notify sinks hear a runner gap this tail opens.")
     @_ledger_option
     @ledger_errors
-    def tail_cmd(as_json: bool, since: float | None, ledger_path: str | None) -> None:
+    def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger_path: str | None) -> None:
         """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
+
+        A runner gap it sees is opened as the runner_gap escalation, owned by the gone
+        runner's owner; with --config its sinks are notified (else the next runner or
+        `sweep --config` sends what is owed).
 
         \b
         Example:
           ssh host watchkeeper tail | grep critical
         """
         start = time.time() - (since or 0.0)
-        settings = _settings(ledger_path)
+        settings = _settings(ledger_path, config_path)
         # Writable when it can be, so the runner-gap check below can record; read-only media
         # still get a tail of what exists.
         ledger = open_ledger_prefer_write(settings.ledger)

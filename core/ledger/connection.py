@@ -284,6 +284,11 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX runs_job_ended ON runs(job, ended_at, id);
     """,
+    # 5 → 6: who owns a runner's gap. Whichever process sees a runner gone (a sweep without
+    # settings, ``tail``, a console) opens ``runner_gap`` owned by the runner's own ``owner``.
+    """
+    ALTER TABLE runners ADD COLUMN owner TEXT;        -- settings.runner_owner of that runner
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

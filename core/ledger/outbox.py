@@ -166,6 +166,28 @@ def enqueue_repeats(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: floa
     return ids
 
 
+def enqueue_owed(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float | None = None,
+                 limit: int = 100) -> list[int]:
+    """For each sink: enqueue (event ``opened``) every escalation in state ``open`` that the
+    sink hears but has no ``notifications`` row for. Such an escalation was opened by a
+    process that knew no sinks (``tail``, a console, ``sweep --ledger`` without settings);
+    the next process that delivers (a runner, ``sweep --config``) pages it then. At most
+    ``limit`` escalations per sink per call, oldest first. Call inside a write transaction.
+    Returns the new ``notifications`` ids."""
+    ts = now if now is not None else time.time()
+    ids: list[int] = []
+    for sink in sinks:
+        rows = conn.execute(
+            "SELECT e.* FROM escalations e WHERE e.state = 'open' AND NOT EXISTS"
+            " (SELECT 1 FROM notifications n WHERE n.escalation_id = e.id AND n.sink = ?)"
+            " ORDER BY e.id LIMIT ?", (sink.name, int(limit))).fetchall()
+        for r in rows:
+            esc = {k: r[k] for k in r.keys()}
+            if _hears(sink, esc):
+                ids += enqueue(conn, esc, NotificationEvent.OPENED, [sink], now=ts)
+    return ids
+
+
 def due(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
     """``pending`` notifications with ``next_attempt_at <= now``, oldest first (dicts)."""
     rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND next_attempt_at <= ?"

@@ -187,8 +187,8 @@ def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str
 
     Reads table ``runners`` (judged with ``core.liveness.runner_liveness``, so a SIGKILLed
     runner on this host counts as gone at once, without waiting for its lease). Opening
-    enqueues one ``notifications`` row per sink (``core.ledger.outbox``); ``owner`` is recorded
-    on the escalation. ``now`` is Unix seconds. Returns ``"opened"``, ``"resolved"`` or None.
+    enqueues one ``notifications`` row per sink (``core.ledger.outbox``); the owner recorded
+    on the escalation is the gone runner's ``runners.owner``, else ``owner``. ``now`` is Unix seconds. Returns ``"opened"``, ``"resolved"`` or None.
     """
     ts = time.time() if now is None else now
     host = liveness.hostname()
@@ -210,8 +210,10 @@ def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str
     if last["stopped_at"] is not None:
         return None  # stopped cleanly by someone: no runner is expected, nothing to page about
     reason = f"no runner is running jobs: {_gap_subject(last, state)}"
+    # The gone runner's own owner wins: a sweep without settings, ``tail`` or a console must
+    # page the same person the runner's settings name.
     escalations.raise_escalation(conn, job=RUNNER_JOB, kind=GAP_KIND, severity="critical", reason=reason,
-                                 run_id=None, owner=owner, sinks=sinks, now=ts, actor=actor)
+                                 run_id=None, owner=last.get("owner") or owner, sinks=sinks, now=ts, actor=actor)
     return "opened"
 
 
@@ -292,14 +294,15 @@ def owners_of_live_runs(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 # -- the runner's own row (written by core.runner) ------------------------------------------
 def register_runner(conn: sqlite3.Connection, *, runner_id: str, hostname: str, pid: int,
                     pid_create_time: float | None, heartbeat_s: float, lease_s: float, version: str,
-                    spec_dir: str, actor: str, now: float | None = None) -> None:
+                    spec_dir: str, actor: str, now: float | None = None, owner: str | None = None) -> None:
     """Insert this runner's ``runners`` row (heartbeat = start time) and its
-    ``runner_started`` event; call inside a write transaction."""
+    ``runner_started`` event; call inside a write transaction. ``owner`` (its settings'
+    ``runner_owner``) owns the ``runner_gap`` escalation whoever opens it."""
     now = time.time() if now is None else now
     conn.execute(
         "INSERT INTO runners (id, hostname, pid, pid_create_time, started_at, heartbeat_at, heartbeat_s,"
-        " lease_s, version) VALUES (?,?,?,?,?,?,?,?,?)",
-        (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version))
+        " lease_s, version, owner) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version, owner))
     add_event(conn, actor=actor, kind="runner_started", detail={"pid": pid, "spec_dir": spec_dir})
 
 

@@ -246,7 +246,7 @@ class Runner:
         self.ledger.write(lambda conn: runner_rows.register_runner(
             conn, runner_id=self.id, hostname=socket.gethostname(), pid=me, pid_create_time=create_time(me),
             heartbeat_s=self.settings.heartbeat, lease_s=self.settings.lease, version=__version__,
-            spec_dir=str(self.spec_dir), actor=self.actor))
+            spec_dir=str(self.spec_dir), actor=self.actor, owner=self.settings.runner_owner))
 
     def _record_past_gap(self, started_at: float) -> None:
         """The runner before this one vanished without a clean stop: record the gap after the

@@ -221,6 +221,14 @@ def repeat_unacknowledged(ledger: Ledger, sinks: Sequence[Sink], *, now: float |
     return len(ledger.write(lambda c: outbox.enqueue_repeats(c, sinks, now=now)))
 
 
+def enqueue_owed(ledger: Ledger, sinks: Sequence[Sink], *, now: float | None = None) -> int:
+    """Page open escalations no sink was told about yet (opened by a process without sinks,
+    see ``core.ledger.outbox.enqueue_owed``). Returns how many notifications were added."""
+    if not sinks:
+        return 0
+    return len(ledger.write(lambda c: outbox.enqueue_owed(c, sinks, now=now)))
+
+
 def summary(ledger: Ledger, since: float) -> dict[str, int]:
     """Counts of notifications created since ``since`` by state: ``{pending, sent, failed}``."""
     return outbox.summary(ledger.conn, since)

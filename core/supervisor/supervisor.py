@@ -367,8 +367,8 @@ def check_runner_gap(ledger: Ledger, *, sinks: Any = (), owner: str | None = Non
 
 
 def periodic(ledger: Ledger, settings: Any) -> None:
-    """Every heartbeat: runner-gap check, snooze expiry, repeats of unacknowledged criticals,
-    then outbox delivery for at most
+    """Every heartbeat: runner-gap check, snooze expiry, owed notifications (open escalations
+    a process without sinks opened), repeats of unacknowledged criticals, then outbox delivery for at most
     ``DELIVERY_BUDGET_S`` seconds (sink timeouts are cut to fit). Each step's error is logged
     and the next step still runs."""
     sinks = _sinks(settings)
@@ -377,6 +377,7 @@ def periodic(ledger: Ledger, settings: Any) -> None:
              ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
                                                               grace_s=getattr(settings, "lease", 30.0))),
              ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),
+             ("owed", lambda: notify.enqueue_owed(ledger, sinks)),
              ("repeat", lambda: notify.repeat_unacknowledged(ledger, sinks)),
              ("deliver", lambda: notify.deliver_due(ledger, sinks, budget_s=DELIVERY_BUDGET_S)))
     for name, step in steps:

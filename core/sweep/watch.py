@@ -56,7 +56,9 @@ class WatchReport:
 
 def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDGET_S) -> WatchReport:
     """The outside watcher's duties after a sweep pass: runner gap (owned by
-    ``settings.runner_owner``), snooze expiry, repeats of unacknowledged criticals, then
+    ``settings.runner_owner`` unless the gone runner recorded its own), snooze expiry,
+    owed notifications (open escalations opened by a process without sinks), repeats of
+    unacknowledged criticals, then
     delivery of due ``notifications`` to ``settings.notify`` for at most about ``budget_s``
     seconds. Never raises for ledger or sink errors: each step's error is listed and the
     next step still runs."""
@@ -70,6 +72,10 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
         out.reopened = escalations.expire_snoozes(ledger, sinks=sinks)
     except StorageError as exc:
         out.errors.append(f"snooze expiry: {exc}")
+    try:
+        notify.enqueue_owed(ledger, sinks)
+    except StorageError as exc:
+        out.errors.append(f"owed notifications: {exc}")
     try:
         notify.repeat_unacknowledged(ledger, sinks)
     except StorageError as exc:
