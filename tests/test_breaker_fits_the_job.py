@@ -54,14 +54,17 @@ def _ledger_with(tmp_path, spec_text: str) -> tuple[Ledger, JobSpec]:
     return led, res.jobs["j"].spec
 
 
-def _fail(led: Ledger, n: int, ended_at: float, stderr: str = "") -> int:
+def _fail(led: Ledger, n: int, ended_at: float, stderr: str = "", *, short: bool = False,
+          trigger: str = "schedule", exit_code: int = 1) -> int:
+    """A failed run; its stderr stored as capture stores it: a short one whole in stderr_head
+    (stderr_tail NULL), a long one's end in stderr_tail."""
     def tx(conn):
         cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                           " updated_at, started_at, ended_at, exit_code) VALUES ('j',?,1,'failed',?,'schedule',"
-                           "0,0,0,?,?,1)", (f"L{n}", f"s{n}", ended_at - 1, ended_at))
-        conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, stderr_tail,"
-                     " created_at, updated_at) VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, 0, 0)",
-                     (cur.lastrowid, f"L{n}", stderr))
+                           " updated_at, started_at, ended_at, exit_code) VALUES ('j',?,1,'failed',?,?,"
+                           "0,0,0,?,?,?)", (f"L{n}", f"s{n}", trigger, ended_at - 1, ended_at, exit_code))
+        conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, stderr_head,"
+                     " stderr_tail, created_at, updated_at) VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, ?, 0, 0)",
+                     (cur.lastrowid, f"L{n}", stderr if short else "", None if short else stderr))
         return int(cur.lastrowid)
     return led.write(tx)
 
@@ -87,6 +90,24 @@ def test_an_opening_breaker_is_escalated_with_the_failures_that_opened_it(tmp_pa
         f" run {ids[0]} failed (exit 1: error: disk full on /dev/sd0); scheduled runs skipped for 50 seconds")
     detail = json.loads(led.one("SELECT detail FROM events WHERE kind = 'breaker_open'")["detail"])
     assert detail["failures"] == ids[::-1] and (detail["window"], detail["cooldown"]) == (30.0, 50.0)
+    led.close()
+
+
+@pytest.mark.parametrize(("spec_when", "trigger", "held"), [
+    ('every = "1m"\n', "schedule", "scheduled runs skipped for 10 minutes"),
+    ("", "exec", "breaker open for 10 minutes (runs through watchkeeper exec are never skipped: fix what fails)"),
+    ("", "manual", "breaker open for 10 minutes (a manual job: nothing is skipped)"),
+])
+def test_a_short_stderr_is_quoted_and_the_reason_fits_how_the_job_runs(tmp_path, spec_when, trigger, held):
+    # a one-line stderr is kept whole in stderr_head (stderr_tail NULL): its line is still quoted
+    led, spec = _ledger_with(tmp_path, f'name = "j"\ncommand = "true"\n{spec_when}')
+    ids = [_fail(led, i, T0 + i * 5, "error: cannot reach db.internal:5432\n", short=True, trigger=trigger,
+                 exit_code=3) for i in range(3)]
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 10)) == "open"
+    reason = led.one("SELECT reason FROM escalations WHERE kind = 'circuit_open'")["reason"]
+    assert reason.endswith(f"run {ids[2]} failed (exit 3: error: cannot reach db.internal:5432),"
+                           f" run {ids[1]} failed (exit 3: error: cannot reach db.internal:5432),"
+                           f" run {ids[0]} failed (exit 3: error: cannot reach db.internal:5432); {held}")
     led.close()
 
 

@@ -28,7 +28,7 @@ from core.ledger.connection import add_event
 from core.ledger.lifecycle import FAILED_STATES
 from core.spec.model import JobSpec
 from core.text import age
-from core.vocabulary import BreakerState, sql_set
+from core.vocabulary import BreakerState, Trigger, sql_set
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 #: Terminal states that count against the breaker (``lifecycle.FAILED_STATES``).
@@ -63,7 +63,9 @@ def failures_within(conn: sqlite3.Connection, job: str, window: float, now: floa
     ``{"id", "ended_at" (Unix s), "state", "exit_code", "signal", "reason", "stderr_tail"}``
     from ``runs`` and ``job_outcomes``. The evidence a breaker opening is escalated with."""
     rows = conn.execute(
-        "SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.reason, o.stderr_tail FROM runs r"
+        # A short stderr is kept whole in stderr_head (stderr_tail stays empty): its last line is there.
+        "SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.reason,"
+        " COALESCE(NULLIF(o.stderr_tail, ''), o.stderr_head) AS stderr_tail FROM runs r"
         " LEFT JOIN job_outcomes o ON o.run_id = r.id"
         f" WHERE r.job = ? AND r.task = '' AND r.state IN {sql_set(FAILED_FINAL)} AND r.ended_at >= ?"
         " AND NOT EXISTS (SELECT 1 FROM runs n WHERE n.lineage = r.lineage AND n.attempt = r.attempt + 1)"
@@ -80,18 +82,30 @@ def _failure_words(f: dict[str, Any]) -> str:
     return f"run {f['id']} {f['state']} ({how}{said})"
 
 
-def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, cooldown: float) -> str:
+def held_back(conn: sqlite3.Connection, spec: JobSpec, run_id: int, cooldown: float, *, another: bool = False) -> str:
+    """What an open breaker holds back, worded for how the job is run: only scheduled
+    slots are ever skipped (``admit``), so a job run through ``watchkeeper exec`` (the
+    run's ``runs.trigger``) or by hand is told so rather than promised skipped runs."""
+    row = conn.execute("SELECT trigger FROM runs WHERE id = ?", (run_id,)).fetchone()
+    span = f"{'another ' if another else ''}{age(cooldown)}"
+    if row is not None and row[0] == Trigger.EXEC:
+        return f"breaker open for {span} (runs through watchkeeper exec are never skipped: fix what fails)"
+    if spec.schedule or spec.every or spec.once:
+        return f"scheduled runs skipped for {span}"
+    return f"breaker open for {span} (a manual job: nothing is skipped)"
+
+
+def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, held: str) -> str:
     listed = ", ".join(_failure_words(f) for f in failures[:5])
     more = f" and {n - 5} more" if n > 5 else ""
-    return (f"{n} failures within {age(window)}: {listed}{more};"
-            f" scheduled runs skipped for {age(cooldown)}")
+    return f"{n} failures within {age(window)}: {listed}{more}; {held}"
 
 
-def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, cooldown: float,
+def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, held: str,
                   now: float) -> str:
     trial = [f for f in failures_within(conn, job, window, now, limit=3) if f["id"] == run_id]
     what = _failure_words(trial[0]) if trial else f"run {run_id} failed"
-    return f"half-open trial {what}; scheduled runs skipped for another {age(cooldown)}"
+    return f"half-open trial {what}; {held}"
 
 
 def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
@@ -174,7 +188,8 @@ def record(conn: sqlite3.Connection, spec: JobSpec, run_id: int, state: str, *, 
                  reason="half-open trial failed: another cooldown", run_id=run_id, now=ts)
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts, reason=_trial_reason(conn, spec.name, run_id, window, cooldown, ts))
+                sinks=sinks, now=ts, reason=_trial_reason(conn, spec.name, run_id, window,
+                                                        held_back(conn, spec, run_id, cooldown, another=True), ts))
             return OPEN
         if state == "succeeded":
             _set(conn, spec.name, HALF_OPEN, CLOSED, until=None, opened_at=None, actor=actor,
@@ -195,6 +210,6 @@ def record(conn: sqlite3.Connection, spec: JobSpec, run_id: int, state: str, *, 
                  detail={"failures": [f["id"] for f in failures], "window": window, "cooldown": cooldown})
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts, reason=_opened_reason(failures, n, window, cooldown))
+                sinks=sinks, now=ts, reason=_opened_reason(failures, n, window, held_back(conn, spec, run_id, cooldown)))
             return OPEN
     return None

@@ -441,7 +441,7 @@ class Executor:
             log.exception("breaker update failed for run %s", run_id)
             return
         if changed == breaker.OPEN:
-            log.warning("circuit breaker for %s opened after run %s: scheduled runs skipped for %gs",
+            log.warning("circuit breaker for %s opened after run %s (cooldown %gs)",
                         row["job"], run_id, lj.spec.breaker.cooldown)
         elif changed == breaker.CLOSED:
             log.warning("circuit breaker for %s closed: trial run %s succeeded", row["job"], run_id)
