@@ -121,3 +121,26 @@ def test_the_sweep_reads_the_spec_folders_settings_file(tmp_path):
     assert _install(tmp_path).exit_code == 0
     sweep_unit = (tmp_path / "units" / "watchkeeper-sweep.service").read_text()
     assert f"--config {tmp_path / 'jobs' / 'watchkeeper.toml'}" in sweep_unit  # its sinks, its lease
+
+
+@pytest.mark.parametrize("settings_ledger", [None, "state/wk.db"])
+def test_the_default_ledger_is_resolved_against_the_spec_folder_not_the_current_one(tmp_path, monkeypatch,
+                                                                                     settings_ledger):
+    jobs, elsewhere = tmp_path / "jobs", tmp_path / "elsewhere"
+    jobs.mkdir()
+    elsewhere.mkdir()
+    if settings_ledger:
+        (jobs / "watchkeeper.toml").write_text(f'ledger = "{settings_ledger}"\n')
+    monkeypatch.delenv("WATCHKEEPER_LEDGER", raising=False)
+    monkeypatch.chdir(elsewhere)
+    res = CliRunner().invoke(cli, ["service", "install", "--user", "--unit-dir", str(tmp_path / "units"), str(jobs)])
+    assert res.exit_code == 0, res.output
+    want = jobs / (settings_ledger or "watchkeeper.db")
+    unit = (tmp_path / "units" / "watchkeeper.service").read_text()
+    assert f"--ledger {want} " in unit and str(elsewhere) not in unit
+    assert f"sweep --ledger {want}" in (tmp_path / "units" / "watchkeeper-sweep.service").read_text()
+
+
+def test_uninstall_help_has_an_example():
+    res = CliRunner().invoke(cli, ["service", "uninstall", "--help"])
+    assert "Example:" in res.output and "watchkeeper service uninstall --user --now" in res.output

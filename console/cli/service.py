@@ -9,6 +9,7 @@ outside watcher (a dead or wedged runner is noticed, its runs orphaned, the owne
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import subprocess
@@ -138,7 +139,8 @@ def _systemctl(user: bool, *args: str) -> None:
 @click.option("--user", "user", is_flag=True, help="A user unit (~/.config/systemd/user) instead of a system one.")
 @click.option("--name", default="watchkeeper", show_default=True, help="Unit name.")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-              help="Ledger file [default: the settings' ledger, made absolute].")
+              help="Ledger file [default: the settings' ledger resolved against SPEC_DIR, "
+                   "e.g. SPEC_DIR/watchkeeper.db].")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Settings file [default: watchkeeper.toml in SPEC_DIR].")
 @click.option("--unit-dir", type=click.Path(file_okay=False), default=None,
@@ -155,8 +157,14 @@ def install_cmd(spec_dir: str, user: bool, name: str, ledger_path: str | None, c
       systemctl --user status watchkeeper
     """
     folder = Path(spec_dir).resolve()
-    settings = open_settings(str(folder), config_path, ledger=ledger_path)
     config = Path(config_path).resolve() if config_path else None
+    if ledger_path is not None:
+        settings = open_settings(str(folder), str(config) if config else None, ledger=ledger_path)
+    else:
+        # The unit runs `run SPEC_DIR` in SPEC_DIR (WorkingDirectory), so the settings' ledger
+        # (watchkeeper.db by default) is resolved there, never in whatever folder install ran in.
+        with contextlib.chdir(folder):
+            settings = open_settings(str(folder), str(config) if config else None)
     if config is None and (folder / CONFIG_NAME).exists():
         # The sweep has no spec folder: it needs the file named to find the sinks it delivers to.
         config = folder / CONFIG_NAME
@@ -194,7 +202,13 @@ def install_cmd(spec_dir: str, user: bool, name: str, ledger_path: str | None, c
 @click.option("--unit-dir", type=click.Path(file_okay=False), default=None, help="Where the units were written.")
 @click.option("--now", "now", is_flag=True, help="Also stop and disable them with systemctl first.")
 def uninstall_cmd(user: bool, name: str, unit_dir: str | None, now: bool) -> None:
-    """Remove the runner's unit and the sweep timer (the ledger and artifacts stay)."""
+    """Remove the runner's unit and the sweep timer (the ledger and artifacts stay).
+
+    \b
+    Example:
+      watchkeeper service uninstall --user --now        # stop, disable and remove all three units
+      watchkeeper service uninstall --unit-dir /tmp/u   # remove units written with --unit-dir
+    """
     target = _unit_dir(user, unit_dir)
     names = [f"{name}.service", f"{name}-sweep.service", f"{name}-sweep.timer"]
     if now:
