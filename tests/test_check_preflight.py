@@ -28,7 +28,8 @@ def test_missing_cwd_and_programs_are_reported_with_their_lines(tmp_path):
     assert res.exit_code == 1
     lines = res.stdout.splitlines()
     f = tmp_path / "jobs.toml"
-    assert lines == [
+    assert lines == [  # all of a job's problems at once: a bad cwd does not hide a missing program
+        f"{f}:3: job 'a': field 'command': 'backupp' not found on PATH: the run would fail to start",
         f"{f}:4: job 'a': field 'cwd': {tmp_path / 'work'} does not exist: the run would fail to start",
         f"{f}:7: job 'b': field 'command': 'nosuchprog' not found on PATH (first word of the shell command):"
         " the run would fail to start",
@@ -59,3 +60,19 @@ def test_what_the_shell_resolves_and_a_spec_path_are_respected(tmp_path):
     assert {name: preflight(job, environ={"PATH": "/nonexistent"}) for name, job in res.jobs.items()} == {
         "builtins": [], "own-path": [], "python": []}
     assert check(tmp_path).exit_code == 0
+
+
+def test_a_shell_c_argv_is_checked_like_a_shell_string(tmp_path):
+    # import-crontab writes ["/bin/bash", "-c", LINE]: the line's program is checked, not only bash
+    (tmp_path / "crontab").write_text("SHELL=/bin/bash\n30 2 * * * /usr/local/bin/nosuch-backup.sh --full\n"
+                                      "0 3 * * * cd /tmp && echo fine\n")
+    jobs = tmp_path / "jobs"
+    res = CliRunner().invoke(cli, ["import-crontab", "--write", str(jobs), str(tmp_path / "crontab")])
+    assert res.exit_code == 0, res.output
+    (job,) = [j for j in load_dir(jobs).jobs.values() if "nosuch" in str(j.spec.command)]
+    assert job.spec.command == ["/bin/bash", "-c", "/usr/local/bin/nosuch-backup.sh --full"]
+    res = check(jobs)
+    assert res.exit_code == 1
+    (line,) = res.stdout.splitlines()
+    assert line.endswith(f"job {job.spec.name!r}: field 'command': '/usr/local/bin/nosuch-backup.sh' does not exist"
+                         " (first word of the shell command): the run would fail to start")

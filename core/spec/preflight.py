@@ -7,8 +7,9 @@ the checks whose failure would otherwise show up only when the job first runs (a
 failure, or ``/bin/sh`` exiting 127). ``watchkeeper check`` reports each problem as a
 ``SpecError`` (``file:line: job 'x': field 'f': message``), so it reads like any other.
 
-A shell-string command (run as ``/bin/sh -c``) is checked by its first word only when that
-word is a plain program name: builtins, keywords, assignments and anything with expansions
+A shell-string command (run as ``/bin/sh -c``), and the STRING of an argv that runs a shell
+with ``-c STRING`` (``["/bin/bash", "-c", "backup.sh --full"]``, as ``import-crontab``
+writes it), is checked by its first word only when that word is a plain program name: builtins, keywords, assignments and anything with expansions
 or redirections are the shell's business and are left alone.
 """
 
@@ -49,6 +50,37 @@ def _commands(job: LoadedJob) -> Iterator[tuple[tuple[Any, ...], str, list[str] 
         yield ("tasks", i, "command"), f"tasks.{task.name}.command", task.command
     for i, check in enumerate(spec.verify):
         yield ("verify", i, "command"), f"verify[{i}]", check.command
+
+
+#: Shells whose ``-c STRING`` argv is a shell-string command in disguise (what
+#: ``import-crontab`` writes: ``["/bin/bash", "-c", "backup.sh --full"]``).
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+
+
+def _shell_string(argv: list[str]) -> str | None:
+    """The STRING of a ``[sh|bash|…, -c, STRING, …]`` argv (also ``-ec``, ``-lc``), else None."""
+    if len(argv) < 3 or os.path.basename(argv[0]) not in SHELLS:
+        return None
+    flag = argv[1]
+    if flag.startswith("-") and not flag.startswith("--") and "c" in flag[1:]:
+        return argv[2]
+    return None
+
+
+def _programs(command: list[str] | str) -> Iterator[tuple[str, bool]]:
+    """(program, is the first word of a shell string) of every program a command starts:
+    an argv's program, and for a shell's ``-c STRING`` argv also the string's first word."""
+    if isinstance(command, list):
+        if command:
+            yield command[0], False
+            inner = _shell_string(command)
+            first = _program(inner) if inner is not None else None
+            if first is not None:
+                yield first, True
+        return
+    first = _program(command)
+    if first is not None:
+        yield first, True
 
 
 def _program(command: list[str] | str) -> str | None:
@@ -93,26 +125,28 @@ def preflight(job: LoadedJob, environ: Mapping[str, str] | None = None) -> list[
             as the spawned process's exec searches it.
 
     Returns:
-        One ``SpecError`` per problem: ``cwd`` not a folder, or a program not found or not
-        executable. Empty when the job can start. Never raises.
+        One ``SpecError`` per problem, all of them at once: ``cwd`` not a folder, and each
+        program not found or not executable (a relative one is skipped when ``cwd`` is not a
+        folder). Empty when the job can start. Never raises.
     """
     spec = job.spec
     env = dict(os.environ if environ is None else environ)
     env.update(spec.env)
     cwd = Path(resolve_cwd(job))
     problems: list[SpecError] = []
-    if not cwd.is_dir():
+    cwd_ok = cwd.is_dir()
+    if not cwd_ok:
         what = "is not a folder" if cwd.exists() else "does not exist"
         problems.append(SpecError(job.source, field_line(job, ("cwd",)), spec.name, "cwd",
                                   f"{cwd} {what}: the run would fail to start"))
-        return problems  # relative programs cannot be judged without the folder
     for loc, name, command in _commands(job):
-        program = _program(command)
-        if program is None:
-            continue
-        why = _find(program, cwd, env.get("PATH", os.defpath))
-        if why:
-            shell = " (first word of the shell command)" if isinstance(command, str) else ""
-            then = "this check would fail" if loc[0] == "verify" else "the run would fail to start"
-            problems.append(SpecError(job.source, field_line(job, loc), spec.name, name, f"{why}{shell}: {then}"))
-    return problems
+        for program, in_shell in _programs(command):
+            if not cwd_ok and "/" in program and not os.path.isabs(program):
+                continue  # a relative program cannot be judged without its folder: the cwd line says why
+            why = _find(program, cwd, env.get("PATH", os.defpath))
+            if why:
+                shell = " (first word of the shell command)" if in_shell else ""
+                then = "this check would fail" if loc[0] == "verify" else "the run would fail to start"
+                problems.append(SpecError(job.source, field_line(job, loc), spec.name, name,
+                                          f"{why}{shell}: {then}"))
+    return sorted(problems, key=lambda e: e.line if e.line is not None else 1 << 30)
