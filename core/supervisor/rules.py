@@ -231,6 +231,42 @@ def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
     return err[-1:] if sum(len(x) for x in err) > TELLING_CHARS else err
 
 
+def _orphan_text(f: OutcomeFacts) -> str:
+    """What happened to an orphaned run, per its reason (``runs.reason``, an ``OrphanReason``)
+    and the exit status the ledger holds: who ended the process, or how it had ended before
+    anyone could record it. The reason code closes the sentence for grep."""
+    sig = _signal_name(f.signal) if f.signal is not None else None
+    code = f.exit_code
+    if f.reason == OrphanReason.RUNNER_GONE:
+        what = ("was declared orphaned: its runner was gone (crash, kill -9, OOM) while the job still ran,"
+                f" so the sweep ended the process ({sig})" if sig else
+                "was declared orphaned: its runner was gone (crash, kill -9, OOM) and the process had ended"
+                " unobserved, its exit status never recorded")
+    elif f.reason == OrphanReason.INTERRUPTED:
+        what = ("was left running by a clean runner stop, and the sweep ended the still-running process"
+                f" ({sig})" if sig else
+                "was left running by a clean runner stop and ended unobserved, its exit status never recorded")
+    elif f.reason == OrphanReason.LEASE_EXPIRED:
+        if sig:
+            what = f"was killed by {sig}, but its runner died before recording the outcome (the lease expired)"
+        elif code == 0:
+            what = ("finished with exit 0 but its verification never completed: its runner died and the lease"
+                    " expired")
+        elif code is not None:
+            what = (f"exited with code {code}, but its runner died before recording the outcome (the lease"
+                    " expired)")
+        else:
+            what = ("was declared orphaned: its runner died and the lease expired; the process had already"
+                    " ended, its exit status never recorded")
+    elif f.reason == OrphanReason.START_TIMEOUT:
+        what = "never started: it stayed spawned past start_timeout (its runner died or hung while launching it)"
+    elif f.reason == OrphanReason.RUNNER_ERROR:
+        what = "was declared orphaned: its task in the runner died of an error"
+    else:
+        what = "was declared orphaned: nobody recorded how its process ended"
+    return what + (f" ({f.reason})" if f.reason else "")
+
+
 def _failure_text(f: OutcomeFacts) -> str:
     """One sentence: how the run ended, in words, with the job's own last lines."""
     if f.state == "timed_out":
@@ -242,7 +278,7 @@ def _failure_text(f: OutcomeFacts) -> str:
         else:
             what = "timed out" + (f" ({r})" if r else "") + " and was killed"
     elif f.state == "orphaned":
-        what = "was declared orphaned: its process died without reporting" + (f" ({f.reason})" if f.reason else "")
+        what = _orphan_text(f)
     elif f.signal is not None:
         what = f"was killed by {_signal_name(f.signal)}"
     elif f.exit_code is not None and f.exit_code != 0:
@@ -298,7 +334,7 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
             return Verdict("retry_pending", False, None, f"attempt {case.attempt} interrupted by a clean runner"
                            " stop; retry queued", silent=True, anomalies=["interrupted"])
         return _hard("interrupted", f"attempt {case.attempt} was interrupted by a clean runner stop and not"
-                                    f" retried ({_failure_text(case)})", "warning")
+                                    f" retried: it {_failure_text(case)}", "warning")
     if not case.ok and case.state != "blocked":
         kind = case.state if case.state in ("timed_out", "orphaned") else "failed"
         if case.reason == "verification_failed":
