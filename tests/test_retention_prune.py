@@ -217,3 +217,17 @@ def test_prune_through_the_runners_writer_thread(tmp_path, art):
         led.close()
     finally:
         writer.close()
+
+
+def test_every_run_an_open_escalation_lists_as_an_occurrence_stays(ledger, art):
+    from core.ledger import escalations
+
+    now = time.time()
+    ids = add_runs(ledger, art, "job", 6, ended_at=now - 40 * DAY, state="orphaned")
+    # One open escalation seen twice (runs 2 and 4): both occurrences stay, not only the latest.
+    for rid in (ids[2], ids[4]):
+        ledger.write(lambda c, rid=rid: escalations.raise_escalation(
+            c, job="job", kind="interrupted", severity="warning", reason="x", run_id=rid, owner=None, now=now))
+    rep = retention.prune(ledger, max_age=1, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+    assert {r[0] for r in ledger.query("SELECT id FROM runs")} == {ids[2], ids[4]}
+    assert rep.runs == 4 and rep.kept_cited == 2

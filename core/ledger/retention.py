@@ -7,7 +7,8 @@ state) older than ``max_age`` seconds, and — while the ledger plus artifacts e
 (``escalations.latest_run_id``) together with their ``notifications``. Each run's artifact
 folder is removed after its rows are gone.
 
-What stays, whatever its age: a run an active (not resolved) escalation cites; a worker run
+What stays, whatever its age: a run an active (not resolved) escalation cites (its latest
+run or any of its occurrences: ``escalation_opened``/``escalation_updated`` events); a worker run
 of a mission still open; a run that has not ended, or whose sub-tasks have not; the newest ``keep_per_job`` ended top-level runs
 of each job (the history ``core.supervisor.baseline`` learns a normal success from).
 
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 TERMINAL_SQL = sql_set(TERMINAL_VALUES)
 MISSION_ENDED_SQL = sql_set(MISSION_ENDED)
+#: ``events.kind`` of an escalation's occurrences (each names its run in ``events.run_id``).
+OCCURRENCE_SQL = "('escalation_opened', 'escalation_updated')"
 #: Aim for write transactions of about this many seconds (the issue's bound is ~50 ms).
 TARGET_TX_S = 0.015
 MIN_BATCH = 10
@@ -173,6 +176,9 @@ def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_r
         # "+r.state": the id list must drive the lookup; an index on state would scan every ended run.
         f"SELECT r.id FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)) AND +r.state IN {TERMINAL_SQL}"
         " AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.latest_run_id = r.id AND e.state != 'resolved')"
+        " AND NOT EXISTS (SELECT 1 FROM events ev JOIN escalations e"
+        " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
+        f" WHERE ev.run_id = r.id AND ev.kind IN {OCCURRENCE_SQL})"
         " AND NOT EXISTS (SELECT 1 FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
         f" WHERE w.run_id = r.id AND m.state NOT IN {MISSION_ENDED_SQL})"
         f" AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id AND c.state NOT IN {TERMINAL_SQL})",
@@ -295,9 +301,15 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
     cutoff = ts - max_age if max_age is not None else None
     conn = ledger.conn
     limits = _kept_ids(conn, keep_per_job)
-    cited = {int(r[0]) for r in conn.execute(
+    # Every occurrence of an active escalation stays (its escalation_opened/_updated events
+    # name the run), not only the latest: `escalations show` lists them all.
+    esc_cited = {int(r[0]) for r in conn.execute(
         "SELECT latest_run_id FROM escalations WHERE state != 'resolved' AND latest_run_id IS NOT NULL"
-        " UNION SELECT w.run_id FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
+        " UNION SELECT ev.run_id FROM events ev JOIN escalations e"
+        " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
+        f" WHERE ev.kind IN {OCCURRENCE_SQL} AND ev.run_id IS NOT NULL").fetchall()}
+    cited = esc_cited | {int(r[0]) for r in conn.execute(
+        "SELECT w.run_id FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
         f" WHERE w.run_id IS NOT NULL AND m.state NOT IN {MISSION_ENDED_SQL}").fetchall()}
     size_runs = 0
     if max_size is not None and report.size_before > max_size:
@@ -306,8 +318,8 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
         size_runs = math.ceil(n * (report.size_before - max_size) / report.size_before)
     if cutoff is not None:
         report.kept_cited = conn.execute(
-            "SELECT COUNT(*) FROM escalations WHERE state != 'resolved' AND latest_run_id IN"
-            " (SELECT id FROM runs WHERE ended_at < ?)", (cutoff,)).fetchone()[0]
+            "SELECT COUNT(*) FROM runs WHERE id IN (SELECT value FROM json_each(?)) AND ended_at < ?",
+            (json.dumps(sorted(esc_cited)), cutoff)).fetchone()[0]
     if cutoff is None and size_runs == 0:
         report.size_after = report.size_before
         report.elapsed_s = time.monotonic() - started
