@@ -126,6 +126,7 @@ class MainScreen(PollingScreen, Screen):
         self.polls = 0  # completed polls, for tests waiting on a live update
         self._evidence: dict[int, dict[str, Any] | None] = {}  # run id → run_evidence (preview's why)
         self._evidence_wanted: set[int] = set()
+        self._evidence_stale: set[int] = set()  # run ids to read again (still shown meanwhile)
         # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
         self._back_to_jobs: tuple[int, str] | None = None
 
@@ -203,7 +204,10 @@ class MainScreen(PollingScreen, Screen):
         changed = dv != seen
         if changed:
             self._changes += 1
-            self._evidence.clear()  # a run may have ended, or its outcome been judged
+            # A run may have ended, or its outcome been judged: read the evidence again, but
+            # keep showing what was read until the new read lands (the preview never flips
+            # to "no output recorded yet" for a run that printed).
+            self._evidence_stale.update(self._evidence)
         self.stale_since = None
         self._data_version = dv
         if summary is not None:
@@ -270,7 +274,7 @@ class MainScreen(PollingScreen, Screen):
         first = table.preview(row) or Text("")
         run_id = table.run_id_of(row)
         ev = self._evidence.get(int(run_id)) if run_id is not None else None
-        if run_id is not None and int(run_id) not in self._evidence:
+        if run_id is not None and (int(run_id) not in self._evidence or int(run_id) in self._evidence_stale):
             self._fetch_evidence(int(run_id))
         second = table.evidence_line(row, ev)
         if second is None:
@@ -292,6 +296,7 @@ class MainScreen(PollingScreen, Screen):
             finally:
                 self._evidence_wanted.discard(run_id)
             self._evidence[run_id] = ev
+            self._evidence_stale.discard(run_id)
             self._render_bars()
 
         self.run_worker(fetch(), group="evidence", exit_on_error=False)
