@@ -18,7 +18,7 @@ Times: every timestamp in the ledger is a float of Unix seconds (UTC). ``iso`` f
 audit lines, ``utc_hms`` inside sentences, ``local_hms`` in one-line listings; ``duration``
 (compact, fixed width: ``1m35s``) for how long something ran, ``age`` (words, via humanize:
 "7 minutes") for how long ago something happened inside a sentence, and ``short_age``
-("7 min") where a header has no room for words.
+("45s", "1m 16s") in every table, header and listing.
 """
 
 from __future__ import annotations
@@ -187,13 +187,24 @@ def age(seconds: float) -> str:
     return humanize.naturaldelta(max(0.0, seconds))
 
 
-def short_age(seconds: float) -> str:
-    """A span for headers with no room for words: ``12 s``, ``7 min``, ``5 h``, ``3 d``."""
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{int(seconds)} s"
-    if seconds < 5400:
-        return f"{int(seconds // 60)} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} d"
+def short_age(seconds: float | None, units: int = 2) -> str:
+    """A span in the one compact style of every table, header and listing: the largest unit
+    first, then the next (``45s``, ``1m 16s``, ``1h 5m``, ``2d 4h``; a zero second unit is
+    left out: ``3m``); ``units=1`` keeps only the largest (``1m``, ``1h``, ``2d``) for narrow
+    columns. Never ``-0s``; a negative span keeps its sign (a time still to come); "-" for
+    None."""
+    if seconds is None:
+        return "-"
+    s = int(abs(seconds))
+    sign = "-" if seconds < 0 and s else ""
+    parts: list[str] = []
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        if s >= size or (size == 1 and not parts):
+            n, s = divmod(s, size)
+            if n or not parts:
+                parts.append(f"{n}{unit}")
+            if len(parts) >= units:
+                break
+        elif parts:
+            break  # the next unit down is zero: "3m", not "3m 0s"
+    return sign + " ".join(parts)

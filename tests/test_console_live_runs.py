@@ -183,10 +183,10 @@ async def test_header_says_runner_down_as_soon_as_its_process_is_killed(tmp_path
         with Ledger(path) as led:  # what `watchkeeper status` says
             assert status.runner_gap(led, now=cf.NOW) is not None
         t0 = time.monotonic()
-        await until(pilot, lambda: "✗ no runner for 2 s" in header_text(detail), timeout=4)
+        await until(pilot, lambda: "✗ no runner for 2s" in header_text(detail), timeout=4)
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen)
-        await until(pilot, lambda: "✗ no runner for 2 s" in header_text(screen), timeout=4)
+        await until(pilot, lambda: "✗ no runner for 2s" in header_text(screen), timeout=4)
         assert time.monotonic() - t0 < 4  # on the next polls, not after an idle refresh or the lease
 
 
@@ -195,15 +195,15 @@ def test_runner_status_matches_watchkeeper_status(tmp_path):
     cf.build(path)
     with Ledger(path) as led:
         assert queries.runner_status(led, cf.NOW) == (True, "runner up")  # r1 on another host, fresh
-        assert queries.runner_status(led, cf.NOW + 7 * 60) == (False, "no runner for 7 min")
+        assert queries.runner_status(led, cf.NOW + 7 * 60) == (False, "no runner for 7m 2s")
         assert status.runner_gap(led, now=cf.NOW + 7 * 60) is not None
         # Heartbeat stale but the process (ours) alive on this host: stalled, not "gone".
         led.write(lambda c: c.execute(
             "UPDATE runners SET hostname = ?, pid = ?, pid_create_time = ?, heartbeat_at = ? WHERE id = 'r1'",
             (liveness.hostname(), os.getpid(), psutil.Process().create_time(), cf.NOW - 100)))
-        assert queries.runner_status(led, cf.NOW) == (False, "runner stalled for 1 min")
+        assert queries.runner_status(led, cf.NOW) == (False, "runner stalled for 1m 40s")
         assert status.status(led, now=cf.NOW)["stalled"] == ["r1"]
         led.write(lambda c: c.execute("UPDATE runners SET stopped_at = ? WHERE id = 'r1'", (cf.NOW - 180,)))
-        assert queries.runner_status(led, cf.NOW) == (False, "runner stopped 3 min ago")
+        assert queries.runner_status(led, cf.NOW) == (False, "runner stopped 3m ago")
         s = queries.summary(led, cf.NOW)
-        assert (s.runner_up, s.runner_text) == (False, "runner stopped 3 min ago")
+        assert (s.runner_up, s.runner_text) == (False, "runner stopped 3m ago")

@@ -73,3 +73,27 @@ async def test_preview_keeps_the_output_the_reason_quotes_across_ledger_changes(
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "└ hi" in text and "no output recorded" not in text and "printed nothing" not in text
+
+
+# 6 + 9. header -------------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [80, 120])
+async def test_header_keeps_read_only_and_uses_the_table_age_style(db, width):
+    with Ledger(db) as led:  # a stalled runner: heartbeat 43 s old, process (ours) alive
+        import os
+
+        import psutil
+
+        led.write(lambda c: c.execute(
+            "UPDATE runners SET heartbeat_at = ?, pid = ?, pid_create_time = ?, hostname = ? WHERE id = 'r1'",
+            (cf.NOW - 43, os.getpid(), psutil.Process().create_time(), __import__("core.liveness").liveness.hostname())))
+    app = make_app(db, read_only=True, operator="root")
+    async with app.run_test(size=(width, 24)) as pilot:
+        await loaded(pilot)
+        from console.widgets.header_bar import HeaderBar
+
+        header = lambda: app.screen.query_one(HeaderBar).render().plain  # noqa: E731
+        await until(pilot, lambda: "runner stalled for 43s" in header())
+        text = header()
+        assert "READ-ONLY" in text and len(text) <= width - 2
+        if width == 120:
+            assert "as root" in text

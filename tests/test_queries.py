@@ -87,7 +87,7 @@ def test_summary_runner_up_counts_and_silent_share(ledger):
 
 def test_summary_names_a_missing_runner(ledger):
     s = queries.summary(ledger, cf.NOW + 7 * 60)
-    assert not s.runner_up and s.runner_text == "no runner for 7 min"
+    assert not s.runner_up and s.runner_text == "no runner for 7m 2s"
 
 
 def test_run_detail_reads_output_files_head_and_tail(tmp_path: Path):

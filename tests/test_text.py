@@ -36,4 +36,4 @@ def test_times_and_spans():
     assert text.iso(0) == "1970-01-01T00:00:00Z" and text.utc_hms(3723) == "01:02:03 UTC"
     assert [text.duration(x) for x in (None, 0.004, 18.84, 95.2, 3725)] == ["-", "0.00s", "18.8s", "1m35s", "1h02m"]
     assert text.age(420) == "7 minutes" and text.age(-5) == "a moment"
-    assert [text.short_age(x) for x in (12, 420, 18000, 259200)] == ["12 s", "7 min", "5 h", "3 d"]
+    assert [text.short_age(x) for x in (12, 420, 18000, 259200)] == ["12s", "7m", "5h", "3d"]

@@ -12,6 +12,7 @@ from rich.text import Text
 from console.labels import label
 from console.safe_text import one_line
 from core.text import duration as text_duration
+from core.text import short_age
 
 
 def cell(value: object, style: str = "", width: int | None = None) -> Text:
@@ -26,24 +27,9 @@ def word(kind: str, value: object) -> Text:
 
 
 def age(seconds: float | None, units: int = 2) -> str:
-    """Seconds → one style everywhere: the largest unit first, then the next ("45s",
-    "1m 16s", "1h 5m", "2d 4h"; a zero second unit is left out: "3m"); ``units=1`` keeps
-    only the largest ("1m", "1h", "2d") for narrow columns. "-" for None."""
-    if seconds is None:
-        return "-"
-    s = int(abs(seconds))
-    sign = "-" if seconds < 0 and s else ""  # never "-0s"
-    parts: list[str] = []
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
-        if s >= size or (size == 1 and not parts):
-            n, s = divmod(s, size)
-            if n or not parts:
-                parts.append(f"{n}{unit}")
-            if len(parts) >= units:
-                break
-        elif parts:
-            break  # the next unit down is zero: "3m", not "3m 0s"
-    return sign + " ".join(parts)
+    """Seconds → the one age style (``core.text.short_age``): "45s", "1m 16s", "1h 5m";
+    ``units=1`` keeps only the largest unit. "-" for None; never "-0s"."""
+    return short_age(seconds, units)
 
 
 def kind_label(kind: str | None) -> str:

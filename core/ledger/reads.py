@@ -670,8 +670,8 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     (``core.ledger.runners.runner_gap`` and ``core.liveness.runner_liveness``): up while a runner's
     heartbeat is fresh *and*, on this host, its process is alive, so a runner killed with
     SIGKILL shows as down at once rather than when its lease runs out. Texts: "runner up",
-    "runner stalled for 40 s" (heartbeat stale, process alive on this host), "runner stopped
-    3 min ago" (a clean stop), "no runner for 7 min" (since the last heartbeat of any runner),
+    "runner stalled for 40s" (heartbeat stale, process alive on this host), "runner stopped
+    3m 5s ago" (a clean stop), "no runner for 7m" (since the last heartbeat of any runner),
     "no runner yet". Cheap: the fresh ``runners`` rows, the newest few, one process check
     each; the console calls it on every poll."""
     gap = status.runner_gap(ledger, now=now)
