@@ -38,3 +38,27 @@ def test_replay_shows_would_have_vs_was(tmp_path):
     assert data["outcomes"] == 8 and data["jobs"]["export"]["changed"] == 1 and len(data["outcomes_list"]) == 8
     with Ledger(path) as led:
         assert led.one("SELECT COUNT(*) AS n FROM events")["n"] == before, "replay writes nothing"
+
+
+def test_an_operators_later_retry_does_not_change_the_replayed_verdict(tmp_path):
+    # the demo: trigger broken-backup, then retry it by hand three times; each attempt was
+    # escalated when it ended, and the replay must not read the later retries as retry_pending
+    from core import actions
+    path = tmp_path / "wk.db"
+    with Ledger(path) as led:
+        add_job(led, tmp_path, name="broken-backup")
+        rid = new_run(led, "broken-backup")
+        ids = []
+        for _ in range(4):
+            to_verifying(led, rid, exit_code=1, stderr="error: disk full\n")
+            supervisor.settle(led, rid, settings=None)
+            ids.append(rid)
+            rid = actions.retry(led, rid, "ana").target_id
+        was = {r["run_id"]: (r["escalate"], r["verdict_kind"])
+               for r in led.query("SELECT run_id, escalate, verdict_kind FROM job_outcomes")}
+        assert all(was[i][0] for i in ids), was
+    res = CliRunner().invoke(cli, ["eval", "--ledger", str(path), "--since", "1h", "--json", "--all"],
+                             catch_exceptions=False)
+    data = json.loads(res.output)
+    assert data["jobs"]["broken-backup"]["changed"] == 0, data["outcomes_list"]
+    assert all(r["now_escalate"] for r in data["outcomes_list"])

@@ -45,7 +45,8 @@ def test_cached_history_tracks_every_change(ledger, tmp_path):
     # A retry of the failed run is queued: its ``retried`` flips, nothing else about it changes.
     lineage = ledger.one("SELECT lineage FROM runs WHERE id = ?", (failed,))["lineage"]
     assert not fresh(ledger, failed + 1)[-1].retry_queued
-    new_run(ledger, attempt=2, lineage=lineage)
+    retry = new_run(ledger, attempt=2, lineage=lineage)
+    ledger.write(lambda c: c.execute("UPDATE runs SET trigger = 'retry' WHERE id = ?", (retry,)))  # the policy's
     assert fresh(ledger, failed + 1)[-1].retry_queued
     same(ledger, failed + 1)
     # An outcome rewritten after it was judged (what ``record`` does) is decoded afresh.

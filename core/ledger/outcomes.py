@@ -88,7 +88,7 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
     first, from ``job_outcomes`` joined to ``runs`` (sub-tasks excluded).
 
     Each row: ``HISTORY_COLUMNS`` (``handoff`` and ``verification`` decoded from JSON, None when
-    unreadable) plus ``retried`` (bool: the lineage has a next attempt). Output columns of
+    unreadable) plus ``retried`` (bool: the retry policy queued a next attempt). Output columns of
     non-successful outcomes are None: only successes teach the work baseline.
     """
     cols = ", ".join(f"o.{c}" for c in HISTORY_COLUMNS if c not in ("stdout_head", "stdout_tail", "stderr_tail",
@@ -102,8 +102,10 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
     return _history_dicts(reversed(rows))
 
 
-#: A history row's lineage has a next attempt (``retried``).
-_RETRIED = "EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1)"
+#: The retry policy queued a next attempt of a history row's lineage (``retried``); an
+#: operator's later ``manual_retry`` is not counted (``runs.retry_queued``).
+_RETRIED = ("EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1"
+            " AND r2.trigger = 'retry')")
 #: Which outcomes are a job's history (parameters: job, before_run).
 _HISTORY_WHERE = "o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
 

@@ -85,10 +85,12 @@ def latest_attempt(conn: sqlite3.Connection, lineage: str) -> dict[str, Any] | N
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
-def has_attempt(conn: sqlite3.Connection, lineage: str, attempt: int) -> bool:
-    """Whether ``lineage`` has a run at ``attempt`` (e.g. whether a retry was queued)."""
-    return conn.execute("SELECT 1 FROM runs WHERE lineage = ? AND attempt = ?",
-                        (lineage, attempt)).fetchone() is not None
+def retry_queued(conn: sqlite3.Connection, lineage: str, attempt: int) -> bool:
+    """Whether the retry policy queued a next attempt after ``attempt`` of ``lineage``
+    (``runs.trigger = 'retry'``). An operator's retry (``manual_retry``), created later, does
+    not count: the attempt was judged before it existed, and a replay must see what the judge saw."""
+    return conn.execute("SELECT 1 FROM runs WHERE lineage = ? AND attempt = ? AND trigger = ?",
+                        (lineage, attempt + 1, Trigger.RETRY)).fetchone() is not None
 
 
 def failed_attempts_before(conn: sqlite3.Connection, lineage: str, attempt: int) -> int:

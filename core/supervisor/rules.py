@@ -102,8 +102,8 @@ FORBID_MATCH_TIMEOUT_S = 0.5
 class OutcomeFacts:
     """What the judge knows about one finished run (from ``job_outcomes`` + ``runs``).
 
-    Times in seconds. ``retry_queued``: the next attempt of this lineage exists (queued or
-    later). ``prior_failures``: failed attempts before this one in the same lineage.
+    Times in seconds. ``retry_queued``: the retry policy queued the next attempt of this
+    lineage (queued or later; an operator's later ``manual_retry`` does not count). ``prior_failures``: failed attempts before this one in the same lineage.
     ``final``: this attempt is the lineage's last (no retry queued).
     """
 

@@ -212,7 +212,9 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
     if run is None:
         return None
     out = outcomes.get(conn, run_id) or {}
-    retry = runs.has_attempt(conn, run["lineage"], run["attempt"] + 1)
+    # Only the retry policy's own retry: an operator's later retry must not change how this
+    # attempt reads, or a replay (``eval --ledger``) would invent a retry_pending verdict.
+    retry = runs.retry_queued(conn, run["lineage"], run["attempt"])
     prior = runs.failed_attempts_before(conn, run["lineage"], run["attempt"])
     spec, _ = _job_spec(conn, run["job"])
     facts = outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior))
