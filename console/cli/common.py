@@ -36,6 +36,8 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_NOT_FOUND = 2
 EXIT_CONFIG = 3
+#: Bad arguments (click's own usage errors exit 2 as well).
+EXIT_USAGE = 2
 #: Largest id SQLite can store (an INTEGER PRIMARY KEY is a signed 64-bit integer).
 MAX_ID = 2**63 - 1
 

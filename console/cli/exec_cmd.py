@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
-from console.cli.common import EXIT_CONFIG, fail, open_ledger_at, shown
+from console.cli.common import EXIT_CONFIG, EXIT_USAGE, fail, open_ledger_at, shown
 from console.cli.runs import config_option, ledger_option, open_settings
 from core.ledger.jobs import job_row
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
+from core.spec.source_map import one_line
 
 
 def register(cli: click.Group) -> None:
@@ -45,8 +47,8 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
                      EXIT_CONFIG)
             try:
                 base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
-            except ValueError as exc:
-                fail(f"job {name!r}: {shown(str(exc))}", EXIT_CONFIG)
+            except ValidationError as exc:  # a bad --job name: a usage error, one line
+                fail(f"--job {shown(name)!r}: {shown(one_line(exc))}", EXIT_USAGE)
             # Relative paths in the command resolve against the folder exec was started in.
             record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
     spec = base.model_copy(update={"command": list(argv)}) if argv else base

@@ -8,6 +8,10 @@ import logging
 import os
 
 import click
+from pydantic import ValidationError
+
+from core.spec.source_map import one_line
+from core.text import safe_text
 
 # Areas, each a module with register(group). Kept as names so one broken area cannot hide
 # the others' --help.
@@ -17,7 +21,19 @@ AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.c
          "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The command group; a pydantic error no command turned into words still reaches the
+    operator as one line naming the field (exit 2), never as pydantic's multi-line dump."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            click.echo(f"error: {safe_text(one_line(exc))}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
 def cli(verbose: int) -> None:
     """Watchkeeper: know, without watching, that unattended work really happened.

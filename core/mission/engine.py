@@ -30,11 +30,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from core.ledger import escalations
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
+from core.spec.source_map import one_line
 from core.vocabulary import MISSION_ENDED, BreakerState, EscalationKind, MissionState, WorkerState
 
 log = logging.getLogger(__name__)
@@ -453,5 +456,6 @@ class MissionEngine:
             raise CoordinatorError(f"scripted coordinator exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
         try:
             return Turn(protocol.reply_from_script(json.loads(proc.stdout)))
-        except ValueError as exc:
-            raise CoordinatorError(f"scripted coordinator output: {exc}") from None
+        except ValueError as exc:  # a ValidationError too: one line naming the field, not pydantic's dump
+            why = one_line(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise CoordinatorError(f"scripted coordinator output: {why}") from None

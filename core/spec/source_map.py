@@ -152,6 +152,13 @@ def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | N
     return out
 
 
+def one_line(exc: ValidationError, raw: Any = None) -> str:
+    """A pydantic error as one line for people: ``field 'name': must be …; field …`` (no
+    ``[type=…]`` tags, no URL). ``raw`` as for ``friendly_errors``."""
+    parts = [f"field '{fld}': {msg}" if fld else msg for fld, _loc, msg in friendly_errors(exc, raw)]
+    return "; ".join(parts) or "invalid value"
+
+
 def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
     m = re.search(r"line (\d+)", str(exc))
     return int(m.group(1)) if m else getattr(exc, "lineno", None)
