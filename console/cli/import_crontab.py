@@ -27,7 +27,7 @@ def _watchkeeper_path() -> str:
 
 
 @click.command("import-crontab")
-@click.argument("source", required=False, default="-", type=click.File("r", encoding="utf-8", errors="replace"))
+@click.argument("source", required=False, default="-", type=click.File("r", encoding="utf-8", errors="surrogateescape"))
 @click.option("--write", "write_dir", type=click.Path(file_okay=False), default=None,
               help="Write one job spec file per cron line into this folder (created if missing).")
 @click.option("--rewrite", is_flag=True,
@@ -68,7 +68,9 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, ledger_path
     if rewrite:
         ledger = str(Path(ledger_path).expanduser().absolute()) if ledger_path else None
         jobs = str(Path(write_dir).absolute()) if write_dir else None
-        click.echo(crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=ledger, jobs_dir=jobs), nl=False)
+        text_out = crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=ledger, jobs_dir=jobs)
+        # Lines left as they were keep their bytes, even those that are not UTF-8.
+        click.echo(text_out.encode("utf-8", "surrogateescape"), nl=False)
     elif write_dir is None:
         for job in imp.jobs:
             click.echo(f"line {job.line}: {job.name}  {job.fields['schedule']}  "

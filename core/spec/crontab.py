@@ -88,11 +88,17 @@ def _slug(command: str) -> str:
     return base[:60] if NAME_RE.match(base[:60]) else "job"
 
 
+#: A byte that was not UTF-8, as ``open(..., errors="surrogateescape")`` reads it.
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def parse(text: str, *, prefix: str = "") -> CrontabImport:
     """Read crontab ``text`` line by line (python-crontab parses each job line).
 
     Job names come from the command's program name (``backup.sh`` → ``backup``), with
-    ``prefix`` before and ``-2``, ``-3`` after repeats. Returns a ``CrontabImport``; it never
+    ``prefix`` before and ``-2``, ``-3`` after repeats. ``text`` read with
+    ``errors="surrogateescape"``: a line with bytes that are not UTF-8 is refused (and a
+    comment with them gives no intent), so ``rewrite`` leaves it byte for byte. Returns a ``CrontabImport``; it never
     raises on bad lines (they are ``refused``).
     """
     out = CrontabImport(lines=text.splitlines())
@@ -102,6 +108,13 @@ def parse(text: str, *, prefix: str = "") -> CrontabImport:
     for no, raw in enumerate(out.lines, 1):
         line = raw.strip()
         if not line:
+            comments = []
+            continue
+        if _SURROGATE.search(line):
+            # Bytes that are not UTF-8 (read with surrogateescape): rewritten or put in a
+            # spec they would change, so the line stays in cron exactly as it is.
+            if not line.startswith("#"):
+                out.refused.append(Refused(no, raw, "not valid UTF-8 (left as it is: fix the bytes to import it)"))
             comments = []
             continue
         if line.startswith("#"):
