@@ -97,3 +97,21 @@ async def test_header_keeps_read_only_and_uses_the_table_age_style(db, width):
         assert "READ-ONLY" in text and len(text) <= width - 2
         if width == 120:
             assert "as root" in text
+
+
+# 7. x on a finished run -------------------------------------------------------------------------
+async def test_abandon_on_a_finished_run_is_refused_up_front(tmp_path):
+    from console.screens.detail import DetailScreen
+    from console.screens.dialogs import ConfirmScreen
+
+    path = tmp_path / "wk.db"
+    ids = cf.build(path)
+    app = make_app(path)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await loaded(pilot)
+        app.push_screen(DetailScreen(ids["ok_run"]))
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.detail is not None)
+        await pilot.press("x")
+        await until(pilot, lambda: any("nothing to abandon" in n.message for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any(f"run {ids['ok_run']} already ended" in n.message for n in app._notifications)

@@ -12,7 +12,10 @@ from textual.screen import Screen
 from console.context import ConsoleApp
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen
+from console.labels import label
 from core import actions
+from core.ledger import reads
+from core.ledger.lifecycle import TERMINAL
 from core.vocabulary import ActionResult
 
 After = Callable[..., Awaitable[Any]]
@@ -59,10 +62,31 @@ def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after: 
         detail = "Queues a new attempt of this run's lineage."
         fn = actions.retry
     else:
+        # A finished run has nothing to abandon: say so up front instead of asking about a
+        # process group that no longer exists (the state is read now, not from the row shown).
+        _abandon_unless_ended(screen, run_id, job, after, before)
+        return
+    _run(screen, question, detail, verb, lambda ledger, op: fn(ledger, run_id, op), after, before)
+
+
+def _abandon_unless_ended(screen: Screen, run_id: int, job: str, after: After,
+                          before: Callable[[], None] | None) -> None:
+    app = cast(ConsoleApp, screen.app)
+
+    async def check() -> None:
+        try:
+            row = await app.reader.call(lambda ledger: reads.run_row(ledger, run_id))
+        except Exception:
+            row = None  # unreadable now: ask anyway; core.actions.abandon refuses an ended run
+        if row is not None and row["state"] in TERMINAL:
+            screen.notify(f"{one_line(job, 40)} run {run_id} already ended ({label('run_state', row['state']).text}):"
+                          " nothing to abandon", severity="warning", markup=False)
+            return
         question = f"Abandon {one_line(job, 40)} (run {run_id})?"
         detail = "Marks the run abandoned and kills its live process group. Every artifact is kept."
-        fn = actions.abandon
-    _run(screen, question, detail, verb, lambda ledger, op: fn(ledger, run_id, op), after, before)
+        _run(screen, question, detail, "abandon", lambda ledger, op: actions.abandon(ledger, run_id, op), after, before)
+
+    screen.run_worker(check(), group="abandon-check", exit_on_error=False)
 
 
 def confirm_job_action(screen: Screen, verb: str, job: str, after: After, *, paused: bool = False) -> None:
