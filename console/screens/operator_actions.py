@@ -10,9 +10,9 @@ from typing import Any, cast
 from textual.screen import Screen
 
 from console.context import ConsoleApp
+from console.labels import label
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen
-from console.labels import label
 from core import actions
 from core.ledger import reads
 from core.ledger.lifecycle import TERMINAL
