@@ -76,7 +76,7 @@ def test_read_only_commands_open_the_ledger_read_only(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(cli_common, "Ledger", Spy)
     if args[0] == "console":
-        monkeypatch.setattr("console.cli.console._app", lambda *a: type("A", (), {"run": lambda self, **k: None})())
+        monkeypatch.setattr("console.cli.console._app", lambda *a, **kw: type("A", (), {"run": lambda self, **k: None})())
     _invoke([*args, "--ledger", str(db)])
     assert modes and all(modes), modes
 

@@ -134,7 +134,7 @@ def test_an_unacknowledged_critical_is_repeated_until_acknowledged(ledger, tmp_p
 def test_a_bad_apprise_url_is_a_settings_error_naming_the_field(tmp_path):
     from core.spec.settings import SettingsError, load_settings
     (tmp_path / "watchkeeper.toml").write_text('[[notify]]\ntype = "apprise"\nname = "x"\nurl = "nosuch://here"\n')
-    with pytest.raises(SettingsError, match=r"notify\.0\.apprise\.url.*not a usable Apprise URL"):
+    with pytest.raises(SettingsError, match=r"notify\[0\]\.url.*not a usable Apprise URL"):
         load_settings(tmp_path)
 
 

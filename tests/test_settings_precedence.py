@@ -30,7 +30,7 @@ def test_empty_variable_is_unset_not_the_current_folder(tmp_path, monkeypatch):
 
 def test_errors_name_where_the_bad_value_came_from(tmp_path, monkeypatch):
     (tmp_path / "watchkeeper.toml").write_text("concurrency = 0\n")
-    with pytest.raises(SettingsError, match=r"watchkeeper.toml: field 'concurrency'"):
+    with pytest.raises(SettingsError, match=r"watchkeeper.toml:1: field 'concurrency'"):
         load_settings(tmp_path)
     monkeypatch.setenv("WATCHKEEPER_CONCURRENCY", "-1")
     with pytest.raises(SettingsError, match=r"WATCHKEEPER_CONCURRENCY: field 'concurrency'"):
@@ -68,3 +68,29 @@ def test_two_ledgers_in_one_folder_get_their_own_artifacts(tmp_path):
     b = load_settings(None, ledger=str(tmp_path / "b.db"))
     assert a.artifacts_dir != b.artifacts_dir
     assert a.artifacts_dir == tmp_path / "a-artifacts"
+
+
+def test_sink_timeouts_take_words_and_errors_give_file_line_and_field(tmp_path):
+    toml = ('[[notify]]\ntype = "command"\nname = "a"\ncommand = ["true"]\ntimeout = "3s"\n\n'
+            '[[notify]]\ntype = "webhook"\nname = "b"\nurl = "http://x"\ntimeout = "soon"\n')
+    (tmp_path / "watchkeeper.toml").write_text(toml)
+    with pytest.raises(SettingsError) as info:
+        load_settings(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'watchkeeper.toml'}:11: field 'notify[1].timeout': ")
+    assert info.value.problems[0]["line"] == 11
+    (tmp_path / "watchkeeper.toml").write_text(toml.replace('"soon"', '"1m"'))
+    got = load_settings(tmp_path)
+    assert [s.timeout for s in got.notify] == [3.0, 60.0]
+
+
+def test_check_says_run_would_not_start_on_a_settings_error(tmp_path):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+
+    (tmp_path / "job.toml").write_text('name = "j"\ncommand = "true"\n')
+    (tmp_path / "watchkeeper.toml").write_text("heartbeat = 1\nlease = 30\nconcurrency = 0\n")
+    res = CliRunner().invoke(cli, ["check", str(tmp_path)])
+    assert res.exit_code == 1
+    assert "watchkeeper.toml:3: field 'concurrency'" in res.output
+    assert "would not start" in res.stderr and "would still run" not in res.stderr

@@ -84,14 +84,18 @@ def register(group: click.Group) -> None:
             errors.extend({**e.to_dict(), "check": "preflight"} for e in preflight(job))
         # Mission definitions (DIR/missions/*.toml) and the worker jobs they name.
         errors.extend({**e.to_dict(), "check": "mission"} for e in check_missions(spec_dir, set(result.jobs)))
+        settings_ok = True
         try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
             load_settings(spec_dir)
         except SettingsError as exc:
-            for line in str(exc).splitlines():
-                line = shown(line)  # values from the file or a variable: shown, never obeyed
-                where = line.split(": ", 1)[0]  # the file, the variable or the flag
-                errors.append({"file": where, "line": None, "job": None,
-                               "field": None, "message": line, "text": line})
+            settings_ok = False  # `run` refuses to start (exit 3): no job would run at all
+            problems = exc.problems or [{"file": str(spec_dir), "line": None, "field": None, "message": str(exc)}]
+            for p in problems:
+                where = p["file"] + (f":{p['line']}" if p["line"] else "")
+                text = f"{where}: field '{p['field']}': {p['message']}" if p["field"] else f"{where}: {p['message']}"
+                # values from the file or a variable: shown, never obeyed
+                errors.append({"file": shown(p["file"]), "line": p["line"], "job": None, "field": p["field"],
+                               "message": shown(p["message"]), "text": shown(text), "check": "settings"})
         now = time.time()
         jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
                  "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}
@@ -101,12 +105,16 @@ def register(group: click.Group) -> None:
         if ledger_path is not None:
             recorded, ledger_note = _runtime_errors(ledger_path, limit)
         if as_json:
-            click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "errors": errors, "jobs": jobs,
+            click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
+                                   "errors": errors, "jobs": jobs,
                                    "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
         else:
             for err in errors:
                 click.echo(shown(err["text"]))
-            if errors:
+            if errors and not settings_ok:
+                click.echo(f"{len(errors)} error(s) in {spec_dir}; `watchkeeper run` would not start (invalid"
+                           " settings, exit 3): no job would run until they are fixed.", err=True)
+            elif errors:
                 click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
                            err=True)
             else:

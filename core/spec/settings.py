@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.spec.model import Duration
+from core.spec.source_map import SourceMap, _key_parts, toml_error_line
 from core.vocabulary import SEVERITY_RANK, Severity
 
 CONFIG_NAME = "watchkeeper.toml"
@@ -72,7 +73,7 @@ class CommandSink(_Sink):
     type: Literal["command"] = "command"
     name: str = Field("command", description="Sink name recorded on each notification row.")
     command: list[str] = Field(..., min_length=1, description="argv of the program to run.")
-    timeout: float = Field(10.0, gt=0, description="Seconds before the program is killed (counts as a failed delivery).")
+    timeout: Duration = Field(10.0, gt=0, description="Seconds before the program is killed (counts as a failed delivery).")
 
 
 class WebhookSink(_Sink):
@@ -81,7 +82,7 @@ class WebhookSink(_Sink):
     type: Literal["webhook"] = "webhook"
     name: str = Field("webhook", description="Sink name recorded on each notification row.")
     url: str = Field(..., description="http:// or https:// URL to POST to.")
-    timeout: float = Field(5.0, gt=0, description="Seconds per delivery attempt.")
+    timeout: Duration = Field(5.0, gt=0, description="Seconds per delivery attempt.")
 
 
 class AppriseSink(_Sink):
@@ -94,7 +95,7 @@ class AppriseSink(_Sink):
     type: Literal["apprise"] = "apprise"
     name: str = Field("apprise", description="Sink name recorded on each notification row.")
     url: str = Field(..., min_length=3, description="An Apprise URL, e.g. mailto://user:pass@example.com?to=ops@example.com.")
-    timeout: float = Field(10.0, gt=0, description="Seconds to connect and to read, per delivery attempt.")
+    timeout: Duration = Field(10.0, gt=0, description="Seconds to connect and to read, per delivery attempt.")
 
     @field_validator("url")
     @classmethod
@@ -126,7 +127,7 @@ class JudgeSettings(BaseModel):
     api_key: str | None = Field(None, description="Anthropic API key; default $ANTHROPIC_API_KEY.")
     base_url: str | None = Field(None, description="Messages API base URL (tests point it at a local fake).")
     model: str = Field("claude-sonnet-4-6", description="Model name passed to the Messages API.")
-    timeout: float = Field(20.0, gt=0, description="Seconds per API call before the rules verdict stands.")
+    timeout: Duration = Field(20.0, gt=0, description="Seconds per API call before the rules verdict stands.")
     max_retries: int = Field(1, ge=0, description="SDK retries per call.")
     max_calls_per_hour: int = Field(30, ge=0, description="Budget: calls beyond this in a rolling hour are skipped.")
 
@@ -237,7 +238,64 @@ class Settings(BaseSettings):
 
 
 class SettingsError(ValueError):
-    """Settings could not be loaded; the message names the file and field."""
+    """Settings could not be loaded; the message names the file (and line) and field, one
+    problem a line. ``problems``: ``[{"file", "line" (1-based or None), "field", "message"}]``
+    (``file`` is the path, the variable or the flag the value came from)."""
+
+    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+#: pydantic's tags for the notify sink union (not keys of the file).
+_SINK_TAGS = frozenset({"command", "webhook", "apprise"})
+
+
+def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` without the sink union's tag (``notify.0.command.timeout`` → ``notify.0.timeout``)."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        if i == 2 and loc[0] == "notify" and isinstance(loc[1], int) and part in _SINK_TAGS:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _settings_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Where each key of a settings file is written: ``("notify", 1, "timeout")`` → line
+    (1-based), also for table headers (``("notify", 1)``, ``("retention",)``)."""
+    lines: dict[tuple[Any, ...], int] = {}
+    counts: dict[tuple[str, ...], int] = {}
+    prefix: tuple[Any, ...] = ()
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = SourceMap._TABLE.match(line)
+        if m:
+            parts = tuple(_key_parts(m.group(1)))
+            if line.lstrip().startswith("[["):
+                counts[parts] = counts.get(parts, -1) + 1
+                prefix = parts + (counts[parts],)
+            else:
+                prefix = parts
+            lines.setdefault(prefix, no)
+            continue
+        key = SourceMap.key_of(line)
+        if key is not None:
+            lines.setdefault(prefix + tuple(key.split(".")), no)
+    return lines
+
+
+def _line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
 
 
 def _source_of(loc: str, flags: dict[str, Any], path: Path | None) -> str:
@@ -268,26 +326,34 @@ def load_settings(spec_dir: str | os.PathLike[str] | None = None,
     elif spec_dir is not None and (Path(spec_dir) / CONFIG_NAME).exists():
         path = Path(spec_dir) / CONFIG_NAME
     data: dict[str, Any] = {}
+    text = ""
     if path is not None:
         try:
-            data = tomllib.loads(path.read_text())
+            text = path.read_text()
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"{path}: {exc}") from None
+            line = toml_error_line(exc)
+            raise SettingsError(f"{path}{f':{line}' if line else ''}: {exc}",
+                                [{"file": str(path), "line": line, "field": None, "message": str(exc)}]) from None
     clean = {k: v for k, v in overrides.items() if v is not None}
     token = _FILE_DATA.set(data)
     try:
         settings = Settings(**clean)
     except ValidationError as exc:
-        parts = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            if not loc:  # a cross-field check: name the field its message is about
-                msg_text = err["msg"].removeprefix("Value error, ")
-                loc = next((f for f in ("heartbeat", "routes", "notify") if msg_text.startswith(f) or f in msg_text),
-                           "(settings)")
+        parts, problems = [], []
+        where_lines = _settings_lines(text) if path is not None else {}
+        for err in exc.errors(include_url=False):
+            fields = _field_path(tuple(err["loc"]))
             msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"{_source_of(loc, clean, path)}: field '{loc}': {msg}")
-        raise SettingsError("\n".join(parts)) from None
+            if not fields:  # a cross-field check: name the field its message is about
+                fields = (next((f for f in ("heartbeat", "routes", "notify") if msg.startswith(f) or f in msg),
+                               "(settings)"),)
+            loc = _dotted(fields)
+            source = _source_of(loc.split("[")[0], clean, path)
+            line = _line_for(where_lines, fields) if path is not None and source == str(path) else None
+            problems.append({"file": source, "line": line, "field": loc, "message": msg})
+            parts.append(f"{source}{f':{line}' if line else ''}: field '{loc}': {msg}")
+        raise SettingsError("\n".join(parts), problems) from None
     finally:
         _FILE_DATA.reset(token)
     return settings
