@@ -6,11 +6,65 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psutil
+
+# -- this process's own children ------------------------------------------------------------
+# As child subreaper the runner adopts every orphan below it, so "a child of the runner" is
+# either one it started (a job's leader, a verify command, a notification command) or a stray
+# a run left behind — possibly with its environment wiped (``env -i``). The strays are told
+# apart by this registry: every child the runner starts is recorded here, under a lock held
+# across the fork, until it was waited for.
+_own_lock = threading.Lock()
+_own: set[int] = set()
+
+
+def start_child(argv: Any, **popen_kw: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **popen_kw)``, recording the child as this process's own
+    until ``forget_child(pid)`` (call it once the child was waited for). Raises what Popen
+    raises."""
+    with _own_lock:
+        proc = subprocess.Popen(argv, **popen_kw)  # noqa: S603 - callers pass their own argv
+        _own.add(proc.pid)
+    return proc
+
+
+def forget_child(pid: int) -> None:
+    """The child ``pid`` (from ``start_child``) was waited for: its pid may be reused."""
+    with _own_lock:
+        _own.discard(pid)
+
+
+def is_own_child(pid: int) -> bool:
+    """True when ``pid`` was started by ``start_child`` and not yet forgotten. A child being
+    started while this is asked is registered before the lock is free, so a pid seen in the
+    process table before the call is answered truly."""
+    with _own_lock:
+        return pid in _own
+
+
+def run_child(argv: Any, *, input: str | None = None, timeout: float | None = None,  # noqa: A002
+              **popen_kw: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, input=..., capture_output=True, text=True, timeout=...)`` through
+    ``start_child``. Raises ``subprocess.TimeoutExpired`` (the child killed and reaped) and
+    what Popen raises."""
+    proc = start_child(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kw)
+    try:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    finally:
+        forget_child(proc.pid)
 
 
 def create_time(pid: int) -> float | None:

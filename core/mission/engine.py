@@ -37,6 +37,7 @@ from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
+from core.processes import run_child
 from core.spec.source_map import one_line
 from core.vocabulary import MISSION_ENDED, BreakerState, EscalationKind, MissionState, WorkerState
 
@@ -448,8 +449,8 @@ class MissionEngine:
         doc = json.dumps(self.turn_input(ledger, m), default=str)
         env = {**os.environ, "WATCHKEEPER_MISSION_ID": str(m["id"]), "WATCHKEEPER_MISSION_TURN": str(m["turns"] + 1)}
         try:
-            proc = subprocess.run(argv, input=doc, capture_output=True, text=True, cwd=m.get("cwd") or None, env=env,
-                                  timeout=float(os.environ.get("WATCHKEEPER_COORDINATOR_TIMEOUT", "600")))
+            proc = run_child(argv, input=doc, cwd=m.get("cwd") or None, env=env,
+                             timeout=float(os.environ.get("WATCHKEEPER_COORDINATOR_TIMEOUT", "600")))
         except (OSError, subprocess.SubprocessError) as exc:
             raise CoordinatorError(f"scripted coordinator could not run: {exc}") from None
         if proc.returncode != 0:

@@ -32,7 +32,16 @@ from core.ledger.connection import Conn, Ledger
 from core.ledger.lifecycle import State
 from core.ledger.writer import Writer
 from core.mission import worker as mission_worker
-from core.processes import create_time, find_escaped, kill_escaped, signal_group, signal_name, stop_child
+from core.processes import (
+    create_time,
+    describe,
+    find_escaped,
+    group_members,
+    kill_escaped,
+    signal_group,
+    signal_name,
+    stop_child,
+)
 from core.runner import spawn
 from core.runner.capture import Capture
 from core.runner.handoff import read_handoff
@@ -48,6 +57,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long output is still read after the leader exits
+STRAY_LOOKS = 5  # looks for a run's strays at its end, while each finds something
 
 
 @dataclass
@@ -227,20 +237,23 @@ class Executor:
                 # id is found by a scan of every process: only here, at a timeout.
                 escaped = await asyncio.to_thread(kill_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
                 escaped_how = "killed "
+        # Drain what is left; a grandchild holding the pipe must not block us.
+        done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        # What still runs in the job's group after its main process exited (a background
+        # `cmd &`) ends now; said in the outcome so it is not ended silently.
+        in_group = [] if timed_out else await self._group_leftovers(proc.pid)
+        signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
         if reaper is not None:
             # As subreaper the runner adopted whatever the run started that left its process
             # group (setsid, double fork): ended now, whatever the outcome, success included.
-            tree = await self._tree_after_exit()
-            if tree is not None and not tree.get(str(run_id)):
-                escaped, last = [], None  # nothing of this run is left: no thread hop
-            else:
-                escaped, last = await asyncio.to_thread(reaper.end_run, run_id, grace=spec.grace,
-                                                        exclude_pgid=proc.pid, tree=tree)
+            # Looked for only after the group kill: a process that called setsid while the
+            # output drained is outside the group by then, or was killed in it.
+            # "Created after the run started" on the kernel's clock, as psutil reads it (its
+            # boot time is whole seconds): the leader's own create time, not time.time().
+            since = fields["pid_create_time"] if fields["pid_create_time"] is not None else started - 1.0
+            escaped, last = await self._end_strays(reaper, run_id, since, spec.grace, proc.pid)
             escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
-        # Drain what is left; a grandchild holding the pipe must not block us.
-        done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
-        signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
-        if pending:
+        if pending:  # what held the pipe is ended now: read what it wrote, briefly
             done2, pending = await asyncio.wait(pending, timeout=0.5)
             if pending and not escaped and reaper is None:  # still holding our pipe: record who (a scan)
                 escaped = await asyncio.to_thread(find_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
@@ -268,6 +281,10 @@ class Executor:
             findings.append({"code": "escaped_processes", "message": (
                 escaped_how + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
                 + " — started by the job but outside its process group")})
+        if in_group:
+            findings.append({"code": "left_in_group", "message": (
+                "ended (SIGKILL) when the run ended: " + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in in_group[:10])
+                + " — still running in the job's process group after its main process exited")})
         cols: dict[str, Any] = {
             "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
             "output_truncated": int(out.truncated or err.truncated),
@@ -300,6 +317,38 @@ class Executor:
             await self.late_result(run, rc, "running", cols)
             return
         await self.settle(run_id)
+
+    async def _group_leftovers(self, pgid: int) -> list[dict[str, object]]:
+        """``[{pid, cmd}]`` of the live members of the run's process group ``pgid`` after its
+        leader exited; [] at once (no scan) when the group is empty."""
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        members = await asyncio.to_thread(group_members, pgid)
+        return [describe(p) for p in members]
+
+    async def _end_strays(self, reaper: Reaper, run_id: int, started: float, grace: float,
+                          pgid: int) -> tuple[list[dict[str, Any]], int | None]:
+        """End what run ``run_id`` (its leader created at ``started``, Unix seconds as psutil
+        gives process create times) left outside its
+        process group ``pgid``, looking again while a look found something (a stray's own
+        children are adopted when it is ended), at most ``STRAY_LOOKS`` times. Returns
+        ``([{pid, cmd}], last signal sent)``."""
+        found: list[dict[str, Any]] = []
+        last: int | None = None
+        for _ in range(STRAY_LOOKS):
+            tree = await self._tree_after_exit()
+            if tree is not None and not tree.get(str(run_id)) and not reaper.adopted_since(tree, started):
+                break  # nothing of this run is left: no thread hop
+            got, sig = await asyncio.to_thread(reaper.end_run, run_id, grace=grace, exclude_pgid=pgid,
+                                               tree=tree, since=started)
+            if not got:
+                break
+            seen = {f["pid"] for f in found}
+            found += [g for g in got if g["pid"] not in seen]
+            last = sig if sig is not None else last
+        return found, last
 
     async def _tree_after_exit(self) -> dict[str, list[Any]] | None:
         """The runner's process tree by run, looked at after this run's leader exited and

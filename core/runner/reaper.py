@@ -15,6 +15,13 @@ supervisor escalates it as a warning. Where the kernel offers no subreaper (not 
 the call fails) the environment-marker scan of every process (``core.processes.run_processes``)
 stands in, as it also does at timeouts.
 
+A stray may also have wiped its environment (``env -i setsid …``): then it carries no marker,
+but it is still re-parented to the runner. A direct child of the runner without this
+runner's markers that the runner did not start itself (``core.processes.is_own_child``: job
+leaders, verify and notification commands are registered when started) and that was created
+after a run started is taken for that run's stray when the run ends (key ``ADOPTED`` of
+``tree_by_run``).
+
 An adopted descendant that exits on its own becomes the runner's zombie; ``reap_strays``
 collects those that stayed zombies since its previous call (a child the runner is waiting
 for itself — a job's leader, a verify command — is reaped by its waiter at once, so a zombie
@@ -29,12 +36,19 @@ import ctypes.util
 import logging
 import os
 import sys
+import threading
 
 import psutil
 
-from core.processes import describe, run_processes, stop_processes
+from core.processes import describe, is_own_child, run_processes, stop_processes
 
 log = logging.getLogger(__name__)
+
+#: ``tree_by_run`` key of the runner's direct children that carry no marker of this runner:
+#: candidates for strays that wiped their environment (``env -i``).
+ADOPTED = ""
+#: Seconds of slack on "created after the run started" (process start times are in clock ticks).
+CREATED_SLACK_S = 0.1
 
 #: ``prctl`` option number (linux/prctl.h).
 PR_SET_CHILD_SUBREAPER = 36
@@ -70,6 +84,10 @@ class Reaper:
         self.runner_id = runner_id
         self.subreaper = False
         self._zombies: set[int] = set()
+        # Unmarked strays already taken by a run (pid → create time): runs ending together
+        # all see them, and one run records and ends each.
+        self._claimed: dict[int, float] = {}
+        self._claim_lock = threading.Lock()
 
     def start(self) -> bool:
         """Become the child subreaper; returns whether the kernel agreed."""
@@ -87,6 +105,7 @@ class Reaper:
         # would read only our own tree, but the kernel documents it as unreliable while
         # children are being born or re-parented — exactly when a run's strays are.
         out: dict[str, list[psutil.Process]] = {}
+        me = os.getpid()
         for p in psutil.Process().children(recursive=True):
             try:
                 if p.status() == psutil.STATUS_ZOMBIE:
@@ -97,15 +116,38 @@ class Reaper:
             run = env.get("WATCHKEEPER_RUN_ID")
             if run is not None and env.get("WATCHKEEPER_RUNNER_ID") == self.runner_id:
                 out.setdefault(run, []).append(p)
+            elif "WATCHKEEPER_RUNNER_ID" not in env:
+                try:
+                    if p.ppid() == me:
+                        out.setdefault(ADOPTED, []).append(p)
+                except psutil.Error:
+                    continue
+        return out
+
+    @staticmethod
+    def adopted_since(tree: dict[str, list[psutil.Process]], since: float) -> list[psutil.Process]:
+        """The unmarked direct children in ``tree`` (key ``ADOPTED``) created at or after
+        ``since`` (Unix seconds) that this process did not start itself: strays that wiped
+        their environment. Cheap (create times are cached by psutil); no process-table scan."""
+        out = []
+        for p in tree.get(ADOPTED, []):
+            try:
+                if p.create_time() >= since - CREATED_SLACK_S and not is_own_child(p.pid):
+                    out.append(p)
+            except psutil.Error:
+                continue
         return out
 
     def leftovers(self, run_id: int, *, exclude_pgid: int | None = None,
-                  tree: dict[str, list[psutil.Process]] | None = None) -> list[psutil.Process]:
+                  tree: dict[str, list[psutil.Process]] | None = None,
+                  since: float | None = None) -> list[psutil.Process]:
         """Live processes started for run ``run_id`` by this runner that are still around:
         the runner's descendants with the run's environment markers (as subreaper; ``tree``:
-        a ``tree_by_run`` taken after the run's leader exited, else one is taken now), else a
-        scan of every process for them. ``exclude_pgid``: leave out members of that process
-        group (the run's own group, which its group kill ends)."""
+        a ``tree_by_run`` taken after the run's leader exited, else one is taken now), plus,
+        when ``since`` (the run's start, Unix seconds) is given, unmarked strays adopted
+        since then (``adopted_since``); else a scan of every process for them.
+        ``exclude_pgid``: leave out members of that process group (the run's own group,
+        which its group kill ends)."""
         if not self.subreaper:
             return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         if tree is None:
@@ -114,7 +156,10 @@ class Reaper:
             except psutil.Error:
                 return run_processes(run_id, runner_id=self.runner_id, exclude_pgid=exclude_pgid)
         out = []
-        for p in tree.get(str(run_id), []):
+        candidates = tree.get(str(run_id), [])
+        if since is not None:
+            candidates = [*candidates, *self._claim(self.adopted_since(tree, since))]
+        for p in candidates:
             if exclude_pgid is not None:
                 try:
                     if os.getpgid(p.pid) == exclude_pgid:
@@ -124,14 +169,32 @@ class Reaper:
             out.append(p)
         return out
 
+    def _claim(self, procs: list[psutil.Process]) -> list[psutil.Process]:
+        """Those of ``procs`` no other run took yet, now taken by the caller's run."""
+        out = []
+        with self._claim_lock:
+            for p in procs:
+                try:
+                    ctime = p.create_time()
+                except psutil.Error:
+                    continue
+                if self._claimed.get(p.pid) == ctime:
+                    continue
+                self._claimed[p.pid] = ctime
+                out.append(p)
+            if len(self._claimed) > 1000:  # forget those that are gone (bounded memory)
+                self._claimed = {pid: t for pid, t in self._claimed.items() if psutil.pid_exists(pid)}
+        return out
+
     def end_run(self, run_id: int, *, grace: float, exclude_pgid: int | None = None,
-                tree: dict[str, list[psutil.Process]] | None = None) -> tuple[list[dict[str, object]], int | None]:
+                tree: dict[str, list[psutil.Process]] | None = None,
+                since: float | None = None) -> tuple[list[dict[str, object]], int | None]:
         """End what run ``run_id`` left behind outside its process group ``exclude_pgid``:
         SIGTERM, SIGKILL after ``grace`` seconds (at most 5), then reap those that are this
         process's children. Blocking (up to grace + 2 s when something resists): call it off
         the event loop. Returns ``([{pid, cmd}], last signal sent)`` — ``([], None)`` when the
-        run left nothing."""
-        procs = self.leftovers(run_id, exclude_pgid=exclude_pgid, tree=tree)
+        run left nothing. ``since``: see ``leftovers``."""
+        procs = self.leftovers(run_id, exclude_pgid=exclude_pgid, tree=tree, since=since)
         if not procs:
             return [], None
         found = [describe(p) for p in procs]

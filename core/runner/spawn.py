@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from functools import partial
 
+from core.processes import forget_child, start_child
+
 
 class Child:
     """A started process: ``pid``, ``returncode`` (None while running; negative: killed by
@@ -63,6 +65,7 @@ class Child:
     def _finish(self, code: int) -> None:
         self.exited_at = time.time()
         self.returncode = code
+        forget_child(self.pid)  # waited for: its pid may be reused
         self._popen.returncode = code  # the Popen object must not try to reap it again
         if not self._exited.done():
             self._exited.set_result(code)
@@ -87,7 +90,7 @@ async def start(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
         ValueError: invalid arguments (e.g. a NUL byte in argv or env).
     """
     loop = asyncio.get_running_loop()
-    popen = subprocess.Popen(  # noqa: S603 - argv comes from the operator's own job spec
+    popen = start_child(  # argv comes from the operator's own job spec
         list(argv), stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd=cwd, env=dict(env), start_new_session=True, close_fds=True)
     child = Child(popen, loop)

@@ -31,7 +31,7 @@ from typing import Any
 from core.ledger import outbox
 from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
-from core.processes import signal_group
+from core.processes import forget_child, signal_group, start_child
 from core.spec.settings import AppriseSink, CommandSink, WebhookSink
 
 MAX_ATTEMPTS = 8
@@ -53,8 +53,8 @@ def backoff_s(attempts: int) -> float:
 def send_command(sink: CommandSink, body: str, timeout: float) -> None:
     """Run the sink's program with ``body`` on stdin. Raises RuntimeError on failure/timeout."""
     try:
-        proc = subprocess.Popen(sink.command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = start_child(sink.command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise RuntimeError(f"cannot start {sink.command[0]}: {exc}") from None
     try:
@@ -63,6 +63,8 @@ def send_command(sink: CommandSink, body: str, timeout: float) -> None:
         signal_group(proc.pid, signal.SIGKILL)  # its own session: the whole group goes
         proc.communicate()
         raise RuntimeError(f"timed out after {timeout:g}s") from None
+    finally:
+        forget_child(proc.pid)
     if proc.returncode != 0:
         raise RuntimeError(f"exit {proc.returncode}: {err.decode('utf-8', 'replace').strip()[-300:]}")
 

@@ -114,7 +114,9 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     sig = outcome.get("signal", run["signal"]) if outcome else run["signal"]
     exit_ok = exit_code == 0 and sig is None
     cwd = job_cwd(jrow["source"] if jrow else None, spec)
-    vf = verify_outcome({**outcome, "exit_code": exit_code}, run, spec, cwd, run_commands=exit_ok)
+    # An operator may abandon the run while its verify commands run: they are stopped then.
+    vf = verify_outcome({**outcome, "exit_code": exit_code}, run, spec, cwd, run_commands=exit_ok,
+                        stop_when=lambda: runs.state_of(ledger.conn, run_id) != State.VERIFYING)
     handoff = outcome.get("handoff") if isinstance(outcome.get("handoff"), dict) else None
     blockers = [str(b) for b in (handoff or {}).get("blockers") or []]
 

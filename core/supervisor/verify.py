@@ -28,13 +28,14 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import regex
 
-from core.processes import signal_group
+from core.processes import forget_child, signal_group, start_child
 from core.spec.model import JobSpec
 
 #: Seconds of slack on the mtime check: coarse filesystem timestamps (1 s on some) and a
@@ -43,9 +44,11 @@ MTIME_SLACK_S = 1.0
 #: Handoff finding codes that are not failures: a plain shell job writes no handoff.
 #: ``capture_degraded`` is the runner's problem (its disk filled), not evidence against the
 #: job: the run is still judged on its exit status and handoff.
-BENIGN_FINDINGS = frozenset({"missing", "capture_degraded", "escaped_processes"})
+BENIGN_FINDINGS = frozenset({"missing", "capture_degraded", "escaped_processes", "left_in_group"})
 #: Characters of verify-command output kept in the check detail.
 VERIFY_OUTPUT_KEEP = 400
+#: Seconds between two asks whether a verify command's run is still wanted (``stop_when``).
+STOP_POLL_S = 0.5
 #: Seconds one ``expect.output`` match may take on a run's output. A sane pattern takes
 #: milliseconds on the captured head + tail; a backtracking one can take hours.
 OUTPUT_MATCH_TIMEOUT_S = 2.0
@@ -146,22 +149,39 @@ def _path_check(vf: Verification, name: str, raw: Any, cwd: Path, roots: list[Pa
     vf.add(name, True, f"{raw} ({st.st_size} bytes)", soft, path=raw, size=st.st_size)
 
 
-def run_verify_command(argv: list[str], cwd: Path, timeout: float, env: dict[str, str]) -> tuple[bool, str]:
-    """Run one verify command; returns ``(passed, detail)``. Timeout kills its process group.
+def run_verify_command(argv: list[str], cwd: Path, timeout: float, env: dict[str, str],
+                       *, stop_when: Callable[[], bool] | None = None) -> tuple[bool, str]:
+    """Run one verify command; returns ``(passed, detail)``. Timeout (seconds) kills its
+    process group. ``stop_when``: asked every ``STOP_POLL_S`` seconds while the command runs;
+    True kills its process group at once (the run was abandoned meanwhile: nobody wants the
+    answer, and the command must not run on for nobody).
 
     Never raises: a command that cannot start is a failed check.
     """
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = start_child(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         return False, f"cannot start: {exc}"
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        signal_group(proc.pid, signal.SIGKILL)  # its own session: the whole group goes
-        proc.communicate()
-        return False, f"timed out after {timeout:g}s"
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                out, _ = proc.communicate(timeout=max(0.0, min(left, STOP_POLL_S) if stop_when else left))
+                break
+            except subprocess.TimeoutExpired:
+                # communicate may be called again after a timeout without losing output.
+                if time.monotonic() >= deadline:
+                    signal_group(proc.pid, signal.SIGKILL)  # its own session: the whole group goes
+                    proc.communicate()
+                    return False, f"timed out after {timeout:g}s"
+                if stop_when is not None and stop_when():
+                    signal_group(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                    return False, "stopped: the run was settled elsewhere (abandoned) while this ran"
+    finally:
+        forget_child(proc.pid)
     text = out.decode("utf-8", "replace").strip()[-VERIFY_OUTPUT_KEEP:]
     if proc.returncode != 0:
         return False, f"exit {proc.returncode}" + (f": {text}" if text else "")
@@ -188,7 +208,7 @@ def match_output(pattern: str, text: str, timeout: float | None = None) -> tuple
 
 
 def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, cwd: str | os.PathLike[str],
-                   *, run_commands: bool = True) -> Verification:
+                   *, run_commands: bool = True, stop_when: Callable[[], bool] | None = None) -> Verification:
     """Check one run's evidence (see module docstring).
 
     Args:
@@ -199,6 +219,9 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
         cwd: the job's working directory: relative paths and verify commands use it.
         run_commands: False skips the spec's ``verify`` commands (used for runs that already
             failed by exit code, where they prove nothing).
+        stop_when: passed to ``run_verify_command``: True once the run no longer needs
+            verifying (abandoned meanwhile); its running verify command is killed and the
+            rest are not started.
 
     Returns:
         A ``Verification``; never raises for bad evidence.
@@ -253,9 +276,11 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
         if art is not None:
             env["WATCHKEEPER_ARTIFACTS"] = str(art)
         for vc in spec.verify:
+            if stop_when is not None and stop_when():
+                break
             argv = spec.argv(vc.command)
             t0 = time.monotonic()
-            ok, detail = run_verify_command(argv, base, vc.timeout, env)
+            ok, detail = run_verify_command(argv, base, vc.timeout, env, stop_when=stop_when)
             cmd = vc.command if isinstance(vc.command, str) else " ".join(vc.command)
             vf.add("verify_command", ok, f"{cmd[:120]}: {detail} ({time.monotonic() - t0:.1f}s)")
     return vf
