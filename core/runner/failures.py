@@ -12,13 +12,14 @@ says once when the loop works again.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 
+from core.ledger.connection import StorageError
+
 #: Errors of the environment (disk full, read-only, locked, permission): the cause is the message.
-ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (StorageError, OSError)
 
 
 class FailureLog:
