@@ -21,3 +21,30 @@ def test_durations_stay_compact_so_the_runs_column_keeps_its_width():
     assert [fmt_duration(x) for x in (0.004, 18.84, 95.2, 3725)] == ["0.00s", "18.8s", "1m35s", "1h02m"]
     assert all(len(fmt_duration(x)) <= 8 for x in (0.0, 59.9, 60, 3599.6, 86400 * 3))
     assert _safe("a\u3164b\U000e0041") == "a\\u3164b\\U000e0041"  # invisible fillers and tags show
+
+
+def test_an_unknown_or_removed_job_exits_2_with_what_happened(tmp_path):
+    from core.ledger.jobs import sync_jobs
+    from core.spec.model import load_dir
+    db, jobs = tmp_path / "wk.db", tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "slow-one.toml").write_text('name = "slow-one"\ncommand = "sleep 1"\n')
+    with Ledger(db) as led:
+        sync_jobs(led, load_dir(jobs))
+        (jobs / "slow-one.toml").unlink()
+        sync_jobs(led, load_dir(jobs))  # its file is gone: the job is removed, its history kept
+    for cmd in (["escalations", "--job", "nosuch"], ["escalations", "--state", "all", "--job", "nosuch"],
+                ["runs", "--job", "nosuch"]):
+        res = CliRunner().invoke(cli, [*cmd, "--ledger", str(db)])
+        assert res.exit_code == 2 and "no job 'nosuch'" in res.output, (cmd, res.output)
+    res = CliRunner().invoke(cli, ["trigger", "slow-one", "--ledger", str(db)])
+    assert res.exit_code == 2 and "job 'slow-one' was removed" in res.output, res.output
+    res = CliRunner().invoke(cli, ["pause", "slow-one", "--ledger", str(db), "--yes"])
+    assert res.exit_code == 2 and "job 'slow-one' was removed" in res.output, res.output
+
+
+def test_an_empty_listing_reads_as_words(tmp_path):
+    db = tmp_path / "wk.db"
+    Ledger(db).close()
+    assert CliRunner().invoke(cli, ["escalations", "--state", "all", "--ledger", str(db)]).output == "no escalations\n"
+    assert CliRunner().invoke(cli, ["escalations", "--ledger", str(db)]).output == "no active escalations\n"

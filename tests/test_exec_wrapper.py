@@ -149,3 +149,34 @@ def test_a_job_a_spec_file_owns_is_run_but_never_rewritten(tmp_path):
         assert dict(led.one("SELECT spec, spec_hash, source, owner FROM jobs WHERE name = 'report'")) == before
         heads = [r[0].strip() for r in led.query("SELECT stdout_head FROM job_outcomes ORDER BY run_id")]
         assert heads == ["from-the-file", "from-cron"]
+
+
+@pytest.mark.slow
+def test_failures_print_one_line_each_even_when_the_breaker_opens(tmp_path):
+    # three failures open the job's breaker: its log warning stays off stderr (unless -v)
+    lines = []
+    for _ in range(3):
+        res = wk("exec", "--job", "db", "--ledger", str(tmp_path / "wk.db"), "--", "sh", "-c",
+                 "echo 'error: cannot reach db.internal:5432' >&2; exit 3", cwd=tmp_path)
+        assert res.returncode == 3
+        lines.append(res.stderr.splitlines())
+    assert all(len(ls) == 1 and ls[0].startswith("watchkeeper: db run ") for ls in lines), lines
+    with Ledger(tmp_path / "wk.db") as led:
+        assert led.one("SELECT breaker_state FROM jobs WHERE name = 'db'")["breaker_state"] == "open"
+    res = wk("-v", "exec", "--job", "db", "--ledger", str(tmp_path / "wk.db"), "--", "true", cwd=tmp_path)
+    assert res.returncode == 0
+
+
+def test_a_job_not_in_the_spec_folder_is_not_found_in_one_line(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a.toml").write_text('name = "a"\ncommand = "true"\n')
+    (tmp_path / "jobs" / "b.toml").write_text('name = "b"\ncommand = "true"\ntimeout = "soon"\n')
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+    res = CliRunner().invoke(cli, ["exec", "--job", "nosuch", "--jobs", str(tmp_path / "jobs"),
+                                   "--ledger", str(tmp_path / "wk.db")])
+    assert res.exit_code == 2 and res.output.strip() == f"error: {tmp_path / 'jobs'}: no job named 'nosuch'"
+    res = CliRunner().invoke(cli, ["exec", "--job", "b", "--jobs", str(tmp_path / "jobs"),
+                                   "--ledger", str(tmp_path / "wk.db")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and "job 'b' is invalid" in res.output

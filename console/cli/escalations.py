@@ -30,6 +30,7 @@ from console.cli.common import (
 )
 from core.ledger import escalations as esc_api
 from core.ledger.connection import Ledger
+from core.ledger.runs import job_known
 from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
 from core.text import age, iso
@@ -106,10 +107,13 @@ def register(group: click.Group) -> None:
         ledger, _ = _open(ledger_path, read_only=True)
         with ledger:
             rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
+            if job and not rows and not job_known(ledger, job):
+                fail(f"no job {shown(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
         for e in rows:
             click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour()))
         if not rows and not as_json:
-            click.echo(f"no {state} escalations", err=True)
+            which = "" if state == "all" else f"{state} "
+            click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
 
     def _finish(res: Any) -> None:
         click.echo(shown(res.message), err=not res.ok)

@@ -11,12 +11,13 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from console.cli.common import EXIT_CONFIG, EXIT_USAGE, fail, open_ledger_at, shown
+from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, shown
 from console.cli.runs import config_option, ledger_option, open_settings
 from core.ledger.jobs import job_row
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
 from core.spec.source_map import one_line
+from core.text import one_line as single_line
 
 
 def register(cli: click.Group) -> None:
@@ -32,9 +33,10 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         loaded = load_dir(jobs_dir)
         lj = loaded.jobs.get(name)
         if lj is None:
-            errors = [str(e) for e in loaded.errors if e.job in (None, name)]
-            fail(f"{jobs_dir}: no valid job named {name!r}" + (f" ({shown(errors[0])})" if errors else ""),
-                 EXIT_CONFIG)
+            # Not found or unusable (exit 2, one line); exit 3 is for bad settings only.
+            errors = [single_line(str(e)) for e in loaded.errors if e.job == name]
+            fail(f"{jobs_dir}: job {name!r} is invalid: {shown(errors[0])}" if errors
+                 else f"{jobs_dir}: no job named {name!r}", EXIT_NOT_FOUND)
         record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
         base, source, line = lj.spec, lj.source, lj.line
     else:

@@ -13,6 +13,7 @@ from console.cli.runs import ledger_option, open_ledger, open_settings
 from core import actions
 from core.ledger.connection import Ledger
 from core.ledger.reads import job_controls
+from core.ledger.runs import removed_words
 from core.vocabulary import ActionResult
 
 
@@ -23,7 +24,9 @@ def register(cli: click.Group) -> None:
 
 def _known(ledger: Ledger, job: str) -> dict:
     row = job_controls(ledger, job)
-    if row is None or not row["enabled"]:
+    if row is not None and not row["enabled"]:
+        fail(shown(removed_words(job)), EXIT_NOT_FOUND)
+    if row is None:
         fail(f"no job {shown(job)!r} in the ledger (a runner records jobs when it loads their specs)",
              EXIT_NOT_FOUND)
     return row

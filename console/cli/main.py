@@ -34,7 +34,8 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
+@click.option("-v", "--verbose", count=True,
+              help="Log output on stderr: errors only by default, -v adds warnings, -vv info, -vvv debug.")
 def cli(verbose: int) -> None:
     """Watchkeeper: know, without watching, that unattended work really happened.
 
@@ -44,8 +45,14 @@ def cli(verbose: int) -> None:
       watchkeeper run sample_jobs        # headless runner
       watchkeeper runs --limit 20        # what happened
     """
-    level = logging.WARNING - 10 * verbose
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The log keeps warnings (up/console send it to a file beside the ledger), but stderr
+    # shows only errors unless -v: a command's own output is its one line, not log noise
+    # (a breaker warning, a notifier's complaint) that cron would mail along with it.
+    level = max(logging.WARNING - 10 * max(verbose - 1, 0), logging.DEBUG)
+    to_stderr = logging.StreamHandler()
+    to_stderr.setLevel(logging.ERROR if verbose == 0 else level)
+    logging.basicConfig(level=level, handlers=[to_stderr],
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 for _area in AREAS:

@@ -276,7 +276,8 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
 @ledger_errors
 def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
     """Queue a run of JOB now (a running runner picks it up), attributed operator:NAME.
-    A paused job runs too (the schedule stays paused). Exit 2 when there is no such job.
+    A paused job runs too (the schedule stays paused). Exit 2 when there is no such job or
+    it was removed (its spec file is gone; `watchkeeper jobs` lists it as removed).
 
     \b
     Example:

@@ -168,18 +168,27 @@ def job_known(ledger: Ledger, job: str) -> bool:
                       (job, job)) is not None
 
 
+def removed_words(job: str) -> str:
+    """Why a removed job (``jobs.enabled = 0``: its spec file or entry is gone) cannot be acted on."""
+    return (f"job {job!r} was removed (its spec is gone from the spec folder; its history is kept):"
+            " restore its spec to run it again")
+
+
 def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
     """Queue attempt 1 of a manual run of ``job`` now (slot ``manual:<uuid>``); returns its id.
 
     Raises:
-        UnknownJob: the job is not in the ``jobs`` table or is disabled.
+        UnknownJob: the job is not in the ``jobs`` table, or was removed (``enabled = 0``;
+            the message says so).
     """
     now = time.time()
 
     def tx(conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (job,)).fetchone()
-        if row is None or not row["enabled"]:
+        if row is None:
             raise UnknownJob(f"no job {job!r} in the ledger (a runner records jobs when it loads their specs)")
+        if not row["enabled"]:
+            raise UnknownJob(removed_words(job))
         run_id = create(conn, job=job, slot=f"manual:{uuid.uuid4().hex[:12]}", trigger=Trigger.MANUAL,
                         actor=actor, not_before=now, spec_hash=row["spec_hash"], now=now)
         assert run_id is not None  # a fresh manual slot never conflicts
