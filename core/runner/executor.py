@@ -23,6 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as PoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -313,10 +314,14 @@ class Executor:
             outcomes.record(conn, run_id, state=State.VERIFYING.value,
                             status="success" if exit_code == 0 else "failed", **cols)
             return True
-        if not await self.write(to_verifying):
+        # Queued to the writer now (so a shutdown still commits it), and awaited by the settle
+        # thread rather than the loop: one thread hop for everything after the exit.
+        verifying = ctx.writer.submit(to_verifying)
+        won, fin = await self.in_pool(self._settle_after, verifying, run_id)
+        if not won:
             await self.late_result(run, rc, "running", cols)
             return
-        await self.settle(run_id)
+        self.announce(fin)
 
     async def _group_leftovers(self, pgid: int) -> list[dict[str, object]]:
         """``[{pid, cmd}]`` of the live members of the run's process group ``pgid`` after its
@@ -375,6 +380,15 @@ class Executor:
         """Hand a ``verifying`` run to the supervisor (verify commands, judgement) in a worker
         thread, then record its end."""
         self.announce(await self.in_pool(self._settle_and_finish, run_id))
+
+    def _settle_after(self, verifying: Future[bool], run_id: int) -> tuple[bool, Finished | None]:
+        """In the settle pool: wait for the ``running → verifying`` write (``verifying``, queued
+        to the writer by the loop; its error is raised here), then settle and finish the run.
+        Returns (whether the move won its compare-and-set, the line for ``on_finished``); a
+        lost move (someone else settled the run meanwhile) is not settled."""
+        if not verifying.result():
+            return False, None
+        return True, self._settle_and_finish(run_id)
 
     def _settle_and_finish(self, run_id: int) -> Finished | None:
         self._settle(run_id)
