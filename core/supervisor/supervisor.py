@@ -5,7 +5,8 @@ Entry points (the runner and the sweep call them from worker threads, each with 
 
 * ``settle(ledger, run_id, settings=..., actor=...) -> str`` — for a run in ``verifying``:
   verify the evidence (``core.supervisor.verify``), move it to succeeded | failed | blocked through
-  ``core.ledger.lifecycle`` (outcome completed and retry queued in the same transaction), then judge.
+  ``core.ledger.lifecycle`` (outcome completed and retry queued in the same transaction), then judge
+  (in that same transaction when the rules decide alone, after it when Claude is consulted).
 * ``judge_run(ledger, run_id, settings=...)`` — after any terminal move: the rules verdict
   (``core.supervisor.rules``), optionally annotated/raised by Claude (``core.supervisor.claude``), written to
   ``job_outcomes`` and turned into escalations (``core.ledger.escalations``). Idempotent per run.
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from core.ledger import escalations, events, jobs, outcomes, runners, runs, terminal
+from core.ledger import escalations, events, jobs, lifecycle, outcomes, runners, runs, terminal
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec, spec_from_json
@@ -95,7 +96,9 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     ``verification_failed``); otherwise ``succeeded`` with status ``success`` or ``partial``.
     The ``job_outcomes`` row (inserted by the runner) gets state, status, reason and
     ``verification`` in the transaction of the move; a failure queues the next attempt there
-    too (``retries.follow_up`` with the handoff's ``error``).
+    too (``retries.follow_up`` with the handoff's ``error``). The verdict (``judge_run``'s
+    writes) is committed in that transaction too when the rules decide alone; when the
+    Claude judge is to be consulted, or judging there raised, ``judge_run`` runs after it.
 
     Returns:
         The run's state afterwards; if the run is not in ``verifying`` (someone else moved
@@ -134,11 +137,30 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     handoff_error = str(handoff_error) if handoff_error is not None else None
 
     detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
-    won = terminal.finish_run(ledger, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
-                              detail=detail, spec=spec, handoff_error=handoff_error,
-                              outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
-                                       "signal": sig})
-    if won:
+    lifecycle.check(State.VERIFYING, to)
+
+    def tx(conn: Conn) -> bool | None:
+        if not terminal.finish(conn, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
+                               detail=detail, spec=spec, handoff_error=handoff_error,
+                               outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
+                                        "signal": sig}):
+            return None
+        # The verdict in the same transaction when the rules decide alone (a routine success:
+        # one commit instead of two). Judging that fails is undone alone and retried by
+        # ``judge_run`` after the commit; it never holds back the terminal move.
+        conn.execute("SAVEPOINT judge")
+        try:
+            judged = _judge_in(ledger, conn, run_id, settings)
+        except Exception:
+            conn.execute("ROLLBACK TO judge")
+            log.warning("run %s: judging in the terminal move's transaction failed; judging after it",
+                        run_id, exc_info=True)
+            judged = False
+        conn.execute("RELEASE judge")
+        return judged
+
+    judged = ledger.write(tx)
+    if judged is False:
         judge_run(ledger, run_id, settings=settings)
     return runs.state_of(ledger.conn, run_id) or "missing"
 
@@ -159,8 +181,10 @@ class _HistoryCache:
     that have not been written since (``job_outcomes.updated_at`` moves with every write)
     is skipped. The judge therefore sees exactly the facts a fresh read would give. A job's
     entries are those of its latest window only; at most ``HISTORY_CACHE_JOBS`` jobs are
-    kept (least recently judged dropped). One cache per connection, and a connection is
-    used by one thread, so no lock.
+    kept (least recently judged dropped). One cache per ``Ledger`` (whichever connection to
+    the same file the rows are read through: a row's key names its content, not the
+    connection); a ``Ledger`` is used by one thread at a time (its ``write`` function runs in
+    the writer thread while the caller waits), so no lock.
     """
 
     def __init__(self) -> None:
@@ -176,14 +200,14 @@ class _HistoryCache:
                 held[key] = outcome_facts({"job": job}, r, retry_queued=r["retried"])
         # A row written between the two reads has a newer key than ``keys`` names: read
         # alone, without caching, so it is decoded afresh next time.
-        out = [held.get(k) or _history_one(conn, job, k[0], before_run) for k in keys]
+        out = [held.get(k) or _history_one(conn, job, k[0]) for k in keys]
         self.jobs[job] = {k: held[k] for k in keys if k in held}
         while len(self.jobs) > HISTORY_CACHE_JOBS:
             self.jobs.popitem(last=False)
         return [f for f in out if f is not None]
 
 
-def _history_one(conn: Conn, job: str, run_id: int, before_run: int) -> OutcomeFacts | None:
+def _history_one(conn: Conn, job: str, run_id: int) -> OutcomeFacts | None:
     rows = [r for r in outcomes.job_history(conn, job, run_id + 1, 1) if r["run_id"] == run_id]
     return outcome_facts({"job": job}, rows[0], retry_queued=rows[0]["retried"]) if rows else None
 
@@ -192,24 +216,26 @@ _history_caches: WeakKeyDictionary[Ledger, _HistoryCache] = WeakKeyDictionary()
 _history_caches_lock = threading.Lock()
 
 
-def _history(ledger: Ledger, job: str, before_run: int) -> list[OutcomeFacts]:
+def _history(ledger: Ledger, job: str, before_run: int, conn: Conn | None = None) -> list[OutcomeFacts]:
     """The job's last ``HISTORY_LIMIT`` judged outcomes before ``before_run``, oldest first,
-    as facts (``outcomes.job_history``), decoded once per connection (``_HistoryCache``)."""
+    as facts (``outcomes.job_history``), read through ``conn`` (default ``ledger.conn``) and
+    decoded once per ``ledger`` (``_HistoryCache``)."""
     with _history_caches_lock:
         cache = _history_caches.get(ledger)
         if cache is None:
             cache = _history_caches[ledger] = _HistoryCache()
-    return cache.history(ledger.conn, job, before_run)
+    return cache.history(ledger.conn if conn is None else conn, job, before_run)
 
 
-def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts], JobSpec | None,
-                                                 dict[str, Any]] | None:
-    """Facts for judging run ``run_id`` from ``runs``, ``job_outcomes`` and ``jobs``.
+def gather(ledger: Ledger, run_id: int, conn: Conn | None = None) -> tuple[
+        OutcomeFacts, list[OutcomeFacts], JobSpec | None, dict[str, Any]] | None:
+    """Facts for judging run ``run_id`` from ``runs``, ``job_outcomes`` and ``jobs``, read
+    through ``conn`` (a write transaction's connection; default ``ledger.conn``).
 
     Returns ``(facts, history oldest first, spec or None, runs row)``, or None when the run
     does not exist.
     """
-    conn = ledger.conn
+    conn = ledger.conn if conn is None else conn
     run = runs.get(conn, run_id)
     if run is None:
         return None
@@ -222,14 +248,14 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
     facts = outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior))
     if run.get("trigger") == Trigger.MANUAL_RETRY:
         facts.escalated_as = outcomes.escalated_kind_before(conn, run["lineage"], run["attempt"])
-    return facts, _history(ledger, run["job"], run_id), spec, run
+    return facts, _history(ledger, run["job"], run_id, conn), spec, run
 
 
 def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[OutcomeFacts],
              spec: JobSpec | None, rules: Verdict) -> Verdict:
-    judge_settings = getattr(settings, "judge", None)
-    if judge_settings is None or rules.hard or rules.silent or not judge_settings.is_enabled():
+    if not _needs_claude(settings, rules):
         return rules
+    judge_settings = settings.judge
     from core.supervisor import claude as claude_judge  # lazy: anthropic is only needed when the judge is on
 
     res = claude_judge.shared(judge_settings).consult(facts, history, spec, rules)
@@ -262,59 +288,95 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     set and does nothing. A run not (yet) terminal is ignored.
     """
     settings = _settings(settings)
-    got = gather(ledger, run_id)
+    got = _judgeable(ledger, run_id, ledger.conn)
     if got is None:
         return
+    facts, history, spec, run, rules = got
+    if not run.get("task"):
+        rules = _consult(settings, ledger, facts, history, spec, rules)
+    ledger.write(lambda conn: _record_verdict(conn, run_id, run, facts, rules, spec, settings))
+
+
+def _judgeable(ledger: Ledger, run_id: int, conn: Conn) -> tuple[
+        OutcomeFacts, list[OutcomeFacts], JobSpec | None, dict[str, Any], Verdict] | None:
+    """Facts, history, spec, runs row and the rules verdict (a sub-task's own: never pages)
+    of a terminal, not yet judged run, read through ``conn``; None when there is nothing to
+    judge."""
+    got = gather(ledger, run_id, conn)
+    if got is None:
+        return None
     facts, history, spec, run = got
     if run["state"] not in {s.value for s in TERMINAL}:
-        return
-    if outcomes.judged_by(ledger.conn, run_id) is not None:
-        return
+        return None
+    if outcomes.judged_by(conn, run_id) is not None:
+        return None
     rules = evaluate(facts, history, spec)
     if run.get("task"):
         # A fan-out sub-task never pages on its own: the parent run's verdict names what is missing.
-        verdict = Verdict("subtask", False, None, f"sub-task {run['task']}: {rules.reason}", silent=True,
-                          anomalies=list(rules.anomalies))
-    else:
-        verdict = _consult(settings, ledger, facts, history, spec, rules)
+        rules = Verdict("subtask", False, None, f"sub-task {run['task']}: {rules.reason}", silent=True,
+                        anomalies=list(rules.anomalies))
+    return facts, history, spec, run, rules
+
+
+def _needs_claude(settings: Any, rules: Verdict) -> bool:
+    """Whether ``_consult`` asks the Claude judge about this rules verdict of a top-level
+    run (a network call: never inside a write transaction)."""
+    judge_settings = getattr(settings, "judge", None)
+    return not (judge_settings is None or rules.hard or rules.silent or not judge_settings.is_enabled())
+
+
+def _judge_in(ledger: Ledger, conn: Conn, run_id: int, settings: Any) -> bool:
+    """Judge run ``run_id`` inside the caller's write transaction on ``conn`` (the one that
+    just moved it to a terminal state) when the rules decide alone. Returns False, with
+    nothing written, when the Claude judge must be consulted (``judge_run`` after the
+    commit does it); True otherwise (judged, or nothing to judge)."""
+    got = _judgeable(ledger, run_id, conn)
+    if got is None:
+        return True
+    facts, _history_facts, spec, run, rules = got
+    if not run.get("task") and _needs_claude(settings, rules):
+        return False
+    _record_verdict(conn, run_id, run, facts, rules, spec, settings)
+    return True
+
+
+def _record_verdict(conn: Conn, run_id: int, run: dict[str, Any], facts: OutcomeFacts, verdict: Verdict,
+                    spec: JobSpec | None, settings: Any) -> None:
+    """``judge_run``'s writes, inside the caller's write transaction (see ``judge_run``)."""
     sinks = _sinks(settings)
     owner = (spec.owner if spec else None) or None
-
-    def tx(conn: Conn) -> None:
-        if not outcomes.exists(conn, run_id):
-            outcomes.record(conn, run_id, state=run["state"], status=run["state"], reason=run["reason"],
-                            exit_code=run["exit_code"], signal=run["signal"])
-        if not outcomes.set_verdict(conn, run_id, verdict=verdict.to_json(), escalate=verdict.escalate,
-                                    severity=verdict.severity, kind=verdict.kind, reason=verdict.reason,
-                                    silent=verdict.silent, judged_by=verdict.judged_by):
-            return  # judged concurrently: the first verdict stands
-        esc_id = None
-        if verdict.escalate:
-            esc_id, _ = escalations.raise_escalation(
-                conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
-                reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
-                run_id=run_id, owner=owner, sinks=sinks)
-        escaped = None if run.get("task") else _escaped_finding(conn, run_id)
-        if escaped is not None:
-            # Whatever the outcome: the runner ended what the job left outside its process
-            # group; the job should not leave it, so its owner hears of it (a warning).
-            escalations.raise_escalation(conn, job=facts.job, kind=EscalationKind.ESCAPED_PROCESSES,
-                                         severity="warning", reason=escaped, run_id=run_id, owner=owner, sinks=sinks)
-        if facts.state == State.SUCCEEDED and not run.get("task"):
-            keep = set(verdict.anomalies) if verdict.escalate else set()
-            keep |= {EscalationKind.ESCAPED_PROCESSES} if escaped is not None else set()
-            # Only failures that had ended before this run started: an overlapping run (concurrency
-            # > 1) never resolves another's escalation.
-            started = run.get("started_at") or run.get("spawned_at") or run.get("created_at")
-            escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
-                                     reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks,
-                                     started_at=started)
-        add_event(conn, actor=ACTOR, kind="verdict", run_id=run_id, job=facts.job, attempt=facts.attempt,
-                  reason=verdict.kind, detail={"escalate": verdict.escalate, "severity": verdict.severity,
-                                               "silent": verdict.silent, "judged_by": verdict.judged_by,
-                                               "escalation_id": esc_id})
-
-    ledger.write(tx)
+    if not outcomes.exists(conn, run_id):
+        outcomes.record(conn, run_id, state=run["state"], status=run["state"], reason=run["reason"],
+                        exit_code=run["exit_code"], signal=run["signal"])
+    if not outcomes.set_verdict(conn, run_id, verdict=verdict.to_json(), escalate=verdict.escalate,
+                                severity=verdict.severity, kind=verdict.kind, reason=verdict.reason,
+                                silent=verdict.silent, judged_by=verdict.judged_by):
+        return  # judged concurrently: the first verdict stands
+    esc_id = None
+    if verdict.escalate:
+        esc_id, _ = escalations.raise_escalation(
+            conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
+            reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
+            run_id=run_id, owner=owner, sinks=sinks)
+    escaped = None if run.get("task") else _escaped_finding(conn, run_id)
+    if escaped is not None:
+        # Whatever the outcome: the runner ended what the job left outside its process
+        # group; the job should not leave it, so its owner hears of it (a warning).
+        escalations.raise_escalation(conn, job=facts.job, kind=EscalationKind.ESCAPED_PROCESSES,
+                                     severity="warning", reason=escaped, run_id=run_id, owner=owner, sinks=sinks)
+    if facts.state == State.SUCCEEDED and not run.get("task"):
+        keep = set(verdict.anomalies) if verdict.escalate else set()
+        keep |= {EscalationKind.ESCAPED_PROCESSES} if escaped is not None else set()
+        # Only failures that had ended before this run started: an overlapping run (concurrency
+        # > 1) never resolves another's escalation.
+        started = run.get("started_at") or run.get("spawned_at") or run.get("created_at")
+        escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
+                                 reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks,
+                                 started_at=started)
+    add_event(conn, actor=ACTOR, kind="verdict", run_id=run_id, job=facts.job, attempt=facts.attempt,
+              reason=verdict.kind, detail={"escalate": verdict.escalate, "severity": verdict.severity,
+                                           "silent": verdict.silent, "judged_by": verdict.judged_by,
+                                           "escalation_id": esc_id})
 
 
 def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
