@@ -107,3 +107,19 @@ def test_abandoning_a_run_while_it_verifies_stops_its_verify_command(rig, tag):
     assert res.ok, res.message
     assert wait_for(lambda: not sleepers(arg), timeout=10), "the verify command ran on after the abandon"
     assert rig.runs("checked")[0]["state"] == "abandoned"
+
+
+@pytest.mark.slow
+def test_a_timeout_whose_sigterm_is_ignored_says_the_timeout_and_the_grace(rig):
+    rig.write('name = "stubborn"\nonce = true\ntimeout = "1s"\ngrace = "1s"\n'
+              'command = ["sh", "-c", "trap \'\' TERM; while :; do sleep 0.1; done"]\n')
+    rig.start()
+    assert wait_for(lambda: rig.query(
+        "SELECT 1 FROM job_outcomes o JOIN runs r ON r.id = o.run_id WHERE r.job = 'stubborn'"
+        " AND o.verdict_reason IS NOT NULL"), timeout=30)
+    (row,) = rig.query("SELECT r.state, r.reason, o.verdict_reason FROM runs r JOIN job_outcomes o"
+                       " ON o.run_id = r.id WHERE r.job = 'stubborn'")
+    assert row["state"] == "timed_out"
+    assert row["reason"] == "timeout after 1s; SIGTERM ignored, killed 1s later"
+    assert "timed out after 1s; SIGTERM ignored, killed 1s later" in row["verdict_reason"]
+    assert "after 2s" not in row["verdict_reason"]

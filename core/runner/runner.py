@@ -423,11 +423,12 @@ class Runner:
             status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
             try:
                 await self.heartbeat()
-            except StorageError as exc:  # disk full, locked: one line a beat, not a traceback
-                log.warning("heartbeat failed (%s); retrying next beat", exc)
+                self.failures.ok("heartbeat")
+            except StorageError as exc:  # disk full, locked: one line a minute, not a traceback
+                self.failures.failed("heartbeat", exc)
                 status = f"heartbeat write failing: {exc}"
-            except Exception:
-                log.exception("heartbeat failed; retrying next beat")
+            except Exception as exc:
+                self.failures.failed("heartbeat", exc)
                 status = "heartbeat failing (see the log)"
             # The loop turned, so systemd's watchdog is fed even while the ledger is unwritable:
             # a restart would not fix a full disk, and the sweep reports the stale heartbeat.

@@ -113,6 +113,7 @@ class OutcomeFacts:
     state: str = "succeeded"          # terminal run state
     status: str = "success"           # job_outcomes.status
     reason: str | None = None
+    run_reason: str | None = None     # runs.reason: the run's own words ("timeout after 3s; SIGTERM ignored, …")
     duration_s: float | None = None
     exit_code: int | None = 0
     signal: int | None = None
@@ -272,11 +273,11 @@ def _failure_text(f: OutcomeFacts) -> str:
     if f.state == "timed_out":
         # The run's reason says the deadline and how the kill went ("timeout after 3s; SIGTERM
         # ignored, killed 2s later"); the duration would add the grace to the timeout.
-        r = f.reason or ""
+        r = f.run_reason or f.reason or ""
         if r.startswith("timeout after "):
             what = "timed out after " + r.removeprefix("timeout after ")
         else:
-            what = "timed out" + (f" ({r})" if r else "") + " and was killed"
+            what = "timed out and was killed" + (f" ({r})" if r and r != "timeout" else "")
     elif f.state == "orphaned":
         what = _orphan_text(f)
     elif f.signal is not None:
