@@ -126,3 +126,12 @@ def test_cli_exit_codes_and_json(ledger, settings, db):
     assert res.exit_code == 0 and data["ok"] and data["repaired"]
     res = cli_runner.invoke(cli, ["doctor", "--ledger", str(db)])
     assert res.exit_code == 0 and "ledger ok" in res.output
+
+
+def test_an_unowned_live_run_reads_as_words(ledger, settings):
+    with_runner = gone_run(ledger)
+    pid, ctime = dead_pid()
+    no_runner = add_run(ledger, pid=pid, create_time=ctime, runner_id=None)
+    found = {v.run_id: v.message for v in doctor.check(ledger, settings)}
+    assert found[with_runner].startswith("running with runner ") and " gone, lease expired" in found[with_runner]
+    assert found[no_runner].startswith("running with no runner, lease expired"), found[no_runner]

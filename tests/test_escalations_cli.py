@@ -111,3 +111,15 @@ def test_tail_exits_on_closed_pipe(db):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_report_rows_stay_aligned_with_a_long_kind(db):
+    from core.ledger import escalations
+    with Ledger(db) as led:
+        led.write(lambda c: escalations.raise_escalation(c, job="job", kind="mission_worker_failed",
+                                                         severity="warning", reason="worker 2 failed",
+                                                         run_id=None, owner=None))
+    out = _cli("report", "--since", "1h", "--ledger", str(db)).output
+    rows = [ln for ln in out.splitlines() if "escalation(s)" in ln]
+    assert len(rows) == 2 and len({ln.index(" escalation(s)") for ln in rows}) == 1, rows
+    assert len({ln.index(" occurrence(s)") for ln in rows}) == 1, rows

@@ -249,7 +249,13 @@ def register(group: click.Group) -> None:
         click.echo(f"notes           {rep['notes']}")
         click.echo(f"escalated       {rep['escalated']}")
         click.echo("escalations by kind:")
-        for r in rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]:
-            click.echo(f"  {shown(r['kind']):<20} {r['escalations']:>4} escalation(s), {r['occurrences'] or 0:>5} occurrence(s)")
+        kinds = rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]
+        # Columns sized to their content: a long kind (mission_worker_failed) keeps the counts aligned.
+        kw = max(len(shown(r["kind"])) for r in kinds)
+        ew = max(len(str(r["escalations"])) for r in kinds)
+        ow = max(len(str(r["occurrences"] or 0)) for r in kinds)
+        for r in kinds:
+            click.echo(f"  {shown(r['kind']):<{kw}} {r['escalations']:>{ew}} escalation(s),"
+                       f" {r['occurrences'] or 0:>{ow}} occurrence(s)")
         n = rep["notifications"]
         click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}")

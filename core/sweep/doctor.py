@@ -84,10 +84,10 @@ def _live_runs(ledger: Ledger, settings: Any, now: float) -> list[Violation]:
         owner = owners.get(run["runner_id"]) if run["runner_id"] else None
         assessment = sweep.assess(run, owner, now=now, settings=settings, this_host=host)
         lease_expired = run["lease_until"] is None or run["lease_until"] < now
-        who = f"runner {run['runner_id']}" if run["runner_id"] else "no runner"
+        who = f"with runner {run['runner_id']} gone" if run["runner_id"] else "with no runner"
         if assessment.action in (SweepAction.ORPHAN, SweepAction.KILL):
             alive = "process still alive" if assessment.action == SweepAction.KILL else "process not alive"
-            out.append(Violation("unowned_live_run", f"{run['state']} with {who} gone, lease expired, {alive}"
+            out.append(Violation("unowned_live_run", f"{run['state']} {who}, lease expired, {alive}"
                                  f" (would be orphaned: {assessment.reason})", run["id"], repairable=True))
         elif assessment.action == SweepAction.STALLED and lease_expired:
             out.append(Violation("stalled_owner", f"{run['state']}, lease expired, owner {run['runner_id']} is"
