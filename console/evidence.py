@@ -13,14 +13,14 @@ import json
 import re
 from typing import Any
 
-from console.safe_text import clean, one_line
+from console.safe_text import one_line, output
 
 _ERRORISH = re.compile(r"error|fail|fatal|exception|traceback|denied|refused|cannot|can't|not found|"
                        r"no such|timed? ?out|killed|panic|abort", re.IGNORECASE)
 
 
 def _lines(text: str | None) -> list[str]:
-    return [ln.strip() for ln in clean(text or "").splitlines() if ln.strip()]
+    return [ln.strip() for ln in output(text or "").splitlines() if ln.strip()]
 
 
 def telling_lines(stderr: str | None, stdout: str | None, n: int = 2, width: int = 160) -> list[str]:

@@ -1,22 +1,71 @@
-"""The console's face of the one sanitiser (``core.text``) for every string Watchkeeper did not
-write itself.
+"""The console's face of the one escaper (``core.text.safe_text``) for every string Watchkeeper
+did not write itself.
 
-Job output, error messages, handoffs, judge reasons, run and job names may contain Rich or
-Textual markup, ANSI/VT escape sequences (CSI, OSC such as an OSC 52 clipboard write,
-``ESC c``), 8-bit C1 controls, invalid UTF-8 and invisible Unicode (bidi overrides,
-zero-width and tag characters, fillers, variation selectors). ``clean`` turns any of them
-into plain, printable text; ``text`` wraps the result in ``rich.text.Text`` so no rendering path parses
-it as markup. Every widget that shows such a string goes through here.
+Job output, error messages, handoffs, judge reasons, run and job names, owners and file
+names may contain Rich or Textual markup, ANSI/VT escape sequences (CSI, OSC such as an OSC
+52 clipboard write or a title change, ``ESC c``), 8-bit C1 controls, invalid UTF-8 and
+invisible Unicode (bidi overrides, zero-width and tag characters, fillers, variation
+selectors). ``clean`` shows every such character as a visible escape, the way the CLI does
+(``bad\\x1b[31mred\\u202e``): never interpreted by the terminal, never parsed as markup, and a
+name that differs from another only by invisible characters never looks the same.
+``output`` is ``clean`` for a job's own output, where colour codes (SGR: ``ESC [ … m``) are
+common and harmless: those are dropped so the text stays readable; every other sequence is
+escaped like anywhere else. ``text`` wraps the result in ``rich.text.Text``.
 """
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 
-from core.text import clean, invisible, one_line
+from core.text import cut, invisible, safe_text
 
-#: The one escaper lives in ``core.text``; the console imports it from here, with ``text``.
-__all__ = ["clean", "invisible", "one_line", "text"]
+__all__ = ["clean", "invisible", "one_line", "output", "text"]
+
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+# Select Graphic Rendition only (colours, bold …): ESC [ params m, nothing else.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+
+
+def _escaped(ch: str) -> bool:
+    # Variation selectors 15/16 right after an emoji or symbol are how text is written
+    # (✔️): keep those; everything else invisible is escaped (core.text.invisible).
+    return invisible(ch) and ch not in "\ufe0e\ufe0f"
+
+
+def clean(value: object, *, keep_newlines: bool = True) -> str:
+    """``value`` as printable text: control, escape and invisible characters shown as visible
+    escapes (``\\x1b``, ``\\u202e``, ``\\U000e0041``: ``core.text.safe_text``), invalid UTF-8
+    (bytes, or str with surrogate escapes) as U+FFFD. ``None`` becomes ""; tabs become four
+    spaces; line and paragraph separators become newlines, and with ``keep_newlines=False``
+    newlines become spaces (one-line cells)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        s = bytes(value).decode("utf-8", "replace")
+    else:
+        s = value if isinstance(value, str) else str(value)
+    s = _SURROGATES.sub("\ufffd", s)
+    s = s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n").replace("\t", "    ")
+    if not keep_newlines:
+        s = s.replace("\n", " ")
+    out = safe_text(s, keep="\n", also=_escaped)
+    # A VS15/VS16 kept above is only legitimate after a visible non-ASCII character.
+    return re.sub(r"(^|[\x00-\x7f])([\ufe0e\ufe0f])", lambda m: m[1] + f"\\u{ord(m[2]):04x}", out)
+
+
+def output(value: object, *, keep_newlines: bool = True) -> str:
+    """A job's own output (stdout/stderr): ``clean`` after dropping colour codes (SGR)."""
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", "replace")
+    return clean(_SGR.sub("", value) if isinstance(value, str) else value, keep_newlines=keep_newlines)
+
+
+def one_line(value: object, width: int | None = None) -> str:
+    """``clean`` on one line, optionally cut to ``width`` terminal cells with an ellipsis."""
+    s = clean(value, keep_newlines=False)
+    return s if width is None else cut(s, width)
 
 
 def text(value: object, style: str = "", *, one_line: bool = False) -> Text:

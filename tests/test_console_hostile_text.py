@@ -33,7 +33,11 @@ def test_clean_strips_controls_and_keeps_the_words(raw):
 
 
 def test_clean_specific_sequences():
-    assert clean("a\x1b[2Jb\x1b]52;c;ZXZpbA==\x07c\x1bcd\x9b31me") == "abcde"
+    # Shown as visible escapes (as the CLI shows them), never interpreted: the OSC 52 payload
+    # and a title change stay readable instead of vanishing.
+    assert clean("a\x1b[2Jb\x1b]52;c;ZXZpbA==\x07c\x1bcd\x9b31me") == \
+        "a\\x1b[2Jb\\x1b]52;c;ZXZpbA==\\x07c\\x1bcd\\x9b31me"
+    assert clean("out \x1b]0;PWNED\x07") == "out \\x1b]0;PWNED\\x07"
     assert clean(b"ok \xff") == "ok \ufffd"
     assert clean("x\udcffy") == "x\ufffdy"
     assert clean("[bold]x[/]") == "[bold]x[/]"
@@ -122,8 +126,10 @@ async def test_palette_shows_hostile_job_names_literally(hostile):
         assert app.is_running
 
 
-def test_clean_drops_bidi_and_format_characters():
+def test_clean_shows_bidi_and_format_characters_escaped():
     from console.safe_text import clean
-    assert clean("invoice\u202efdp.exe\u200b\ufeff") == "invoicefdp.exe"
+    assert clean("invoice\u202efdp.exe\u200b\ufeff") == "invoice\\u202efdp.exe\\u200b\\ufeff"
+    assert clean("bad\x1b[31mred\u202e") == "bad\\x1b[31mred\\u202e"
+    assert clean("[bold]own\u202eer") == "[bold]own\\u202eer"
     assert clean("a\u2028b\u2029c") == "a\nb\nc"
     assert clean("a\u2028b", keep_newlines=False) == "a b"

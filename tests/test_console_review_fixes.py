@@ -115,3 +115,33 @@ async def test_abandon_on_a_finished_run_is_refused_up_front(tmp_path):
         await until(pilot, lambda: any("nothing to abandon" in n.message for n in app._notifications))
         assert not isinstance(app.screen, ConfirmScreen)
         assert any(f"run {ids['ok_run']} already ended" in n.message for n in app._notifications)
+
+
+# 8. hostile names shown escaped ---------------------------------------------------------------
+async def test_names_owners_files_and_output_show_escaped(db):
+    name, owner, src = "bad\x1b[31mred\u202e", "[bold]own\u202eer", "/specs/\u202egnp.toml"
+    with Ledger(db) as led:
+        def tx(c):
+            cf._job(led, name, "0 * * * *", owner=owner)
+            rid = cf.add_run(led, name, state="failed", ended_at=cf.NOW - 1, exit_code=1, reason="exit_code")
+            c.execute("UPDATE job_outcomes SET stdout_head = ? WHERE run_id = ?",
+                      ("title \x1b]0;PWNED\x07 set", rid))
+            cf.add_escalation(led, name, "retries_exhausted", "critical", run_id=rid, last_seen=cf.NOW)
+            c.execute("UPDATE escalations SET owner = ? WHERE job = ?", (owner, name))
+            c.execute("INSERT INTO invalid_specs (key, source, job, line, message, text, first_seen, last_seen)"
+                      " VALUES (?,?,?,?,?,?,?,?)", (src + "#", src, "", 3, "bad", f"{src}:3: bad", cf.NOW, cf.NOW))
+        led.write(tx)
+    app = make_app(db)
+    async with app.run_test(size=(160, 40)) as pilot:
+        main = await loaded(pilot)
+        cells = [[t.plain for t in main.table.cells(r)] for r in main.table.rows_data]
+        assert any("[bold]own\\u202eer" in c and "bad\\x1b[31mred\\u202e" in c for c in cells)
+        await pilot.press("2")
+        await until(pilot, lambda: main.table.VIEW == "outcomes" and main.table.current()
+                    and main.table.current()["job"] == name)
+        await until(pilot, lambda: "PWNED" in screen_text(app))
+        text = screen_text(app)
+        assert "bad\\x1b[31mred\\u202e" in text and "\\x1b]0;PWNED\\x07" in text
+        await pilot.press("4")
+        await until(pilot, lambda: main.table.VIEW == "jobs" and main.table.rows_data)
+        await until(pilot, lambda: "\\u202egnp.toml" in screen_text(app))  # the invalid spec's file

@@ -1,9 +1,10 @@
-"""Invisible Unicode never reaches the screen; ordinary non-ASCII text does, unchanged.
+"""Invisible Unicode never reaches the screen as itself; ordinary non-ASCII text does, unchanged.
 
 Tag characters, the combining grapheme joiner, Hangul fillers, variation selectors and the
 word joiner family render as nothing: they let a name look blank or like another name, or
-carry hidden data after a visible character. ``clean`` drops them the way it drops bidi and
-zero-width characters.
+carry hidden data after a visible character. ``clean`` shows them as visible escapes
+(``\u3164``), as it shows bidi and zero-width characters, so two names that differ only by
+them never look the same.
 """
 
 from __future__ import annotations
@@ -41,30 +42,40 @@ INVISIBLE = {
 
 
 @pytest.mark.parametrize("ch", INVISIBLE.values(), ids=INVISIBLE.keys())
-def test_invisible_characters_are_dropped(ch):
+def test_invisible_characters_are_shown_escaped(ch):
     assert invisible(ch)
-    assert clean(f"run{ch}name{ch}") == "runname"
-    assert one_line(f"a{ch}\nb") == "a b"
-    assert text(f"x{ch}y").plain == "xy"
+    esc = ascii(ch)[1:-1]  # "\\u3164", "\\U000e0001"
+    assert clean(f"run{ch}name{ch}") == f"run{esc}name{esc}"
+    assert one_line(f"a{ch}\nb") == f"a{esc} b"
+    assert text(f"x{ch}y").plain == f"x{esc}y"
+    assert ch not in clean(f"x{ch}y")
 
 
-def test_a_name_made_only_of_fillers_is_empty():
-    assert clean("\u3164\u115f\u1160\uffa0") == ""
+def test_a_name_made_only_of_fillers_is_not_blank():
+    assert clean("\u3164\u115f\u1160\uffa0") == "\\u3164\\u115f\\u1160\\uffa0"
 
 
-def test_tag_smuggled_text_is_removed():
+def test_tag_smuggled_text_is_shown():
     # "ignore previous" spelt in tag characters after a visible word
     hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore previous")
-    assert clean(f"report{hidden} ok") == "report ok"
+    out = clean(f"report{hidden} ok")
+    assert out.startswith("report\\U000e0069") and out.endswith(" ok") and not any(ord(c) > 127 for c in out)
 
 
-def test_variation_selector_smuggling_is_removed():
+def test_variation_selector_smuggling_is_shown():
     payload = "".join(chr(0xE0100 + b) for b in b"secret") + "\ufe01\ufe02"
-    assert clean(f"\U0001f600{payload}") == "\U0001f600"
+    out = clean(f"\U0001f600{payload}")
+    assert out.startswith("\U0001f600\\U000e01") and out.endswith("\\ufe01\\ufe02")
+
+
+def test_an_emoji_keeps_its_presentation_selector_but_a_lone_one_is_shown():
+    assert clean("✔\ufe0f done") == "✔\ufe0f done"
+    assert clean("a\ufe0f") == "a\\ufe0f"
 
 
 def test_invisible_does_not_hide_an_escape_sequence():
-    assert clean("\x1b\u2060[31mred\x1b\U000e0001]52;c;aGk=\x07") == "red"
+    assert clean("\x1b\u2060[31mred\x1b\U000e0001]52;c;aGk=\x07") == \
+        "\\x1b\\u2060[31mred\\x1b\\U000e0001]52;c;aGk=\\x07"
 
 
 ORDINARY = [

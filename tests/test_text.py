@@ -11,7 +11,8 @@ from core.spec import model
 
 def test_old_names_are_the_one_escaper():
     assert model.safe_text is text.safe_text
-    assert console_safe_text.clean is text.clean and console_safe_text.one_line is text.one_line
+    # The console escapes through core.text.safe_text, the CLI's escaper (visible escapes).
+    assert console_safe_text.clean("x\x1b\u202ey") == text.safe_text("x\x1b\u202ey") == "x\\x1b\\u202ey"
 
 
 def test_one_line_cuts_by_terminal_cells_not_code_points():

@@ -25,7 +25,7 @@ from textual.widgets import Footer, Input, Static
 from console import evidence, keys
 from console.context import ConsoleApp
 from console.labels import label, word
-from console.safe_text import clean, one_line
+from console.safe_text import clean, one_line, output
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
 from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.cells import clock, duration, exit_text
@@ -228,10 +228,10 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     for name in ("stdout", "stderr"):
         s = d[name]
         _section(out, f"{name} ({s.get('total', s['size']):,} bytes{'' if s['exists'] else ', stored excerpt'})")
-        out.append(clean(s["head"]) or "(empty)")
+        out.append(output(s["head"]) or "(empty)")
         if s["tail"]:
             out.append("\n… skipped …\n", style="dim italic")
-            out.append(clean(s["tail"]))
+            out.append(output(s["tail"]))
         out.append("\n")
     return out
 
