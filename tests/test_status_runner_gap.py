@@ -32,7 +32,7 @@ def test_gap_text_names_the_time_and_how_long_ago():
     now = time.time()
     since = now - 7 * 60
     text = status.gap_text(since, now)
-    assert text == f"no runner since {datetime.fromtimestamp(since):%H:%M}, 7 minutes ago"
+    assert text == f"no runner since {datetime.fromtimestamp(since):%H:%M}, 7m ago"
 
 
 def test_no_runner_ever(ledger):
@@ -49,7 +49,7 @@ def test_runner_with_expired_heartbeat_is_a_gap(ledger):
     pid, ctime = dead_pid()
     add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=420)
     gap = status.runner_gap(ledger)
-    assert gap is not None and 419 < gap.seconds < 430 and "7 minutes ago" in gap.text
+    assert gap is not None and 419 < gap.seconds < 430 and "7m ago" in gap.text
     assert not gap.stopped_cleanly
 
 
@@ -74,3 +74,12 @@ def test_cli_status_exit_code_and_text(ledger, db):
     add_runner(ledger, pid=os.getpid())
     res = CliRunner().invoke(cli, ["status", "--ledger", str(db), "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["gap"] is None
+
+
+def test_status_ages_use_the_one_compact_style(ledger):
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=76)
+    beat = ledger.one("SELECT heartbeat_at FROM runners")["heartbeat_at"]
+    lines = status.format_status(status.status(ledger, now=beat + 76.5))
+    assert lines[0].endswith(", 1m 16s ago"), lines[0]
+    assert "last heartbeat 1m 16s ago" in lines[1], lines[1]

@@ -29,7 +29,7 @@ from core.ledger.reads import run_detail, run_row
 from core.ledger.runs import job_known, list_runs, run_time
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
-from core.text import age, duration, iso, local_hms, short_age
+from core.text import duration, iso, local_hms, short_age
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -416,7 +416,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
     for r in rows:
         nxt = "-" if r["next_run"] is None else (
-            "now" if r["next_run"] <= now else age(r["next_run"] - now))
+            "now" if r["next_run"] <= now else f"in {short_age(r['next_run'] - now, 1)}")
         if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
             nxt = "skipped"  # slots are skipped while the breaker cools down
         if r.get("paused_at") is not None:

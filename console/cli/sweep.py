@@ -128,7 +128,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
     \b
     Example:
       watchkeeper status --ledger demo/watchkeeper.db
-      no runner since 04:12, 7 minutes ago
+      no runner since 04:12, 7m ago
     """
     settings = _settings(ledger_path, config_path)
     led = _open(settings, read_only=True)

@@ -3,7 +3,7 @@
 A runner gap is the time since the last heartbeat of any runner when no runner is alive
 (see ``core.liveness.runner_liveness``: fresh heartbeat and, on this host, a live process).
 It is a finding: the supervisor escalates it, the console shows it, ``watchkeeper status``
-says it plainly ("no runner since 04:12, 7 minutes ago").
+says it plainly ("no runner since 04:12, 7m ago").
 
 A gap is *expected* to be filled when the most recent runner did not record a clean stop
 (it crashed, was SIGKILLed, or stalled): then whoever notices — ``watchkeeper sweep`` from
@@ -29,7 +29,7 @@ from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.liveness import RunnerLiveness
-from core.text import age, safe_text, utc_hms
+from core.text import age, safe_text, short_age, utc_hms
 from core.vocabulary import EscalationKind, sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
@@ -79,12 +79,13 @@ class RunnerGap:
 
 
 def gap_text(since: float | None, now: float) -> str:
-    """"no runner since 04:12, 7 minutes ago" (local wall time); for ``since`` None,
+    """"no runner since 04:12, 7m ago" (local wall time; the span in ``short_age``'s one
+    style); for ``since`` None,
     "no runner has ever run on this ledger"."""
     if since is None:
         return "no runner has ever run on this ledger"
     when = datetime.fromtimestamp(since).strftime("%H:%M" if now - since < 86400 else "%Y-%m-%d %H:%M")
-    return f"no runner since {when}, {age(now - since)} ago"
+    return f"no runner since {when}, {short_age(now - since)} ago"
 
 
 def runners(ledger: Ledger, *, now: float | None = None, limit: int = 20) -> list[RunnerStatus]:
@@ -151,7 +152,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
     else:
         lines.append("runner: ok")
     for r in st["runners"]:
-        beat = age(now - r["heartbeat_at"])
+        beat = short_age(now - r["heartbeat_at"])
         extra = ""
         if r["liveness"] == RunnerLiveness.STALLED:
             extra = " (process alive, heartbeat stale: stalled; its runs are left alone)"
@@ -164,7 +165,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
     for p in st.get("paused") or []:
         by = str(p["paused_by"] or "?").removeprefix("operator:")
         # Names and reasons are operator text: shown through the one escaper.
-        lines.append(safe_text(f"paused: {p['name']} by {by} {age(now - p['paused_at'])}"
+        lines.append(safe_text(f"paused: {p['name']} by {by} {short_age(now - p['paused_at'])}"
                                " ago" + (f" ({p['pause_reason']})" if p.get("pause_reason") else "")))
     return lines
 
