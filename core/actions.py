@@ -146,6 +146,8 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
         return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)
 
     note = "no live process"
+    if state == State.VERIFYING:  # the job exited; its runner kills a verify command still running
+        note += "; a verify command still running is stopped by the runner"
     proc = _process_alive(row["pid"], row["pid_create_time"]) if state != State.QUEUED else None
     if proc is not None:
         note = _kill_group(proc, row["pgid"], grace_s)
