@@ -56,9 +56,9 @@ def test_the_sample_pipeline_goes_from_goal_to_approved_report(tmp_path, monkeyp
             ("mission-researcher", "delivered"), ("mission-writer", "delivered"), ("mission-fact-checker", "delivered")]
     shown = runner.invoke(cli, ["mission", "show", str(mid), "--ledger", str(db)])
     assert shown.exit_code == 0 and "awaiting_approval" in shown.output and "mission-fact-checker" in shown.output
-    res = runner.invoke(cli, ["mission", "approve", str(mid), "--as", "ana", "--ledger", str(db)])
+    res = runner.invoke(cli, ["mission", "approve", str(mid), "--as", "ana", "--ledger", str(db), "--yes"])
     assert res.exit_code == 0 and "report approved by ana" in res.output
-    again = runner.invoke(cli, ["mission", "approve", str(mid), "--as", "bob", "--ledger", str(db)])
+    again = runner.invoke(cli, ["mission", "approve", str(mid), "--as", "bob", "--ledger", str(db), "--yes"])
     assert again.exit_code == 1 and "closed" in again.output
     listed = runner.invoke(cli, ["mission", "list", "--json", "--ledger", str(db)])
     assert json.loads(listed.output.splitlines()[0])["state"] == "closed"
@@ -74,11 +74,11 @@ def test_the_writer_failing_gives_the_raw_research_as_partial(tmp_path, monkeypa
     assert workers["mission-writer"]["state"] == "failed" and workers["mission-writer"]["error"] == "refusal"
     checker = workers["mission-fact-checker"]
     assert checker["state"] == "delivered" and checker["status"] == "partial"  # no draft: research only
-    res = runner.invoke(cli, ["mission", "approve", str(mid), "--ledger", str(db)])
+    res = runner.invoke(cli, ["mission", "approve", str(mid), "--ledger", str(db), "--yes"])
     assert res.exit_code == 1 and "mission-writer" in res.output
     seq = workers["mission-writer"]["seq"]
-    assert runner.invoke(cli, ["mission", "abandon-worker", str(mid), str(seq), "--ledger", str(db)]).exit_code == 0
-    assert runner.invoke(cli, ["mission", "approve", str(mid), "--ledger", str(db)]).exit_code == 0
+    assert runner.invoke(cli, ["mission", "abandon-worker", str(mid), str(seq), "--ledger", str(db), "--yes"]).exit_code == 0
+    assert runner.invoke(cli, ["mission", "approve", str(mid), "--ledger", str(db), "--yes"]).exit_code == 0
     assert runner.invoke(cli, ["mission", "show", "999", "--ledger", str(db)]).exit_code == 2
 
 

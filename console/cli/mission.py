@@ -9,6 +9,7 @@ worker, or an unusable ledger / mission file, 3 bad settings.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import click
@@ -69,6 +70,21 @@ def worker_line(w: dict[str, Any]) -> str:
             f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {shown(w.get('note') or w.get('error') or '', 80)}")
 
 
+def _yes_option(f: Any) -> Any:
+    return click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")(f)
+
+
+def _ask(ledger: Any, mission_id: int, question: str, declined: str) -> None:
+    """Ask ``question`` about mission ``mission_id`` (exit 2 when there is no such mission);
+    a no is ``declined`` on stderr and exit 1, as for abandon, retry and pause."""
+    m = ml.get(ledger.conn, mission_id)
+    if m is None:
+        fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
+    if not click.confirm(question.format(name=shown(m["name"], 40), id=mission_id), default=False):
+        click.echo(declined, err=True)
+        raise SystemExit(EXIT_FINDINGS)
+
+
 def register(group: click.Group) -> None:
     """Add ``mission`` (start, list, show, answer, approve, abandon-worker, abort)."""
 
@@ -80,7 +96,7 @@ def register(group: click.Group) -> None:
         Example:
           watchkeeper mission start "Explain tides" --spec sample_jobs/missions/pipeline.toml
           watchkeeper mission show 1
-          watchkeeper mission approve 1 --as ana
+          watchkeeper mission approve 1 --as ana --yes
         """
 
     @mission.command("start")
@@ -123,8 +139,11 @@ def register(group: click.Group) -> None:
             except mactions.MissionDefinitionError as exc:
                 fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
             m = ml.get(ledger.conn, mid)
+        # The follow-up command carries the flags given here: without --ledger it would read another ledger.
+        where = f" --ledger {shown(shlex.quote(ledger_path))}" if ledger_path else ""
         click.echo(f"mission {mid} started ({m['coordinator']} coordinator, workers: "
-                   f"{', '.join(shown(w) for w in m['workers'])}); follow it with: watchkeeper mission show {mid}")
+                   f"{', '.join(shown(w) for w in m['workers'])}); follow it with: "
+                   f"watchkeeper mission show {mid}{where}")
 
     @mission.command("list")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
@@ -203,16 +222,20 @@ def register(group: click.Group) -> None:
     @click.argument("mission_id", type=click.IntRange(1))
     @_as_option
     @_ledger_option
+    @_yes_option
     @ledger_errors
-    def approve_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
+    def approve_cmd(mission_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
         """Approve the report and close the mission (every worker delivered or abandoned).
+        Asks first unless --yes.
 
         \b
         Example:
-          watchkeeper mission approve 1 --as ana
+          watchkeeper mission approve 1 --as ana --yes
         """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
+            if not yes:
+                _ask(ledger, mission_id, "Approve the report of mission {id} ({name}) and close it?", "not approved")
             _finish(mactions.approve(ledger, mission_id, operator or settings.operator))
 
     @mission.command("abandon-worker")
@@ -220,31 +243,41 @@ def register(group: click.Group) -> None:
     @click.argument("seq", type=click.IntRange(1))
     @_as_option
     @_ledger_option
+    @_yes_option
     @ledger_errors
-    def abandon_worker_cmd(mission_id: int, seq: int, operator: str | None, ledger_path: str | None) -> None:
+    def abandon_worker_cmd(mission_id: int, seq: int, operator: str | None, ledger_path: str | None,
+                           yes: bool) -> None:
         """Give up worker SEQ (failed, or still running: its run is killed, artifacts kept).
+        Asks first unless --yes.
 
         \b
         Example:
-          watchkeeper mission abandon-worker 1 2 --as ana
+          watchkeeper mission abandon-worker 1 2 --as ana --yes
         """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
+            if not yes:
+                _ask(ledger, mission_id, f"Abandon worker {seq} of mission {{id}} ({{name}})? A running worker's"
+                     " run is killed; its artifacts are kept.", "not abandoned")
             _finish(mactions.abandon_worker(ledger, mission_id, seq, operator or settings.operator))
 
     @mission.command("abort")
     @click.argument("mission_id", type=click.IntRange(1))
     @_as_option
     @_ledger_option
+    @_yes_option
     @ledger_errors
-    def abort_cmd(mission_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Abort: live workers are killed, every output and artifact is kept.
+    def abort_cmd(mission_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
+        """Abort: live workers are killed, every output and artifact is kept. Asks first unless --yes.
 
         \b
         Example:
-          watchkeeper mission abort 1 --as ana
+          watchkeeper mission abort 1 --as ana --yes
         """
         settings = _settings(ledger_path)
         with open_ledger_at(settings.ledger) as ledger:
+            if not yes:
+                _ask(ledger, mission_id, "Abort mission {id} ({name})? Its live workers are killed;"
+                     " every output and artifact is kept.", "not aborted")
             _finish(mactions.abort(ledger, mission_id, operator or settings.operator))
 
