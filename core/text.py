@@ -92,6 +92,14 @@ def invisible(ch: str) -> bool:
     return _FORMAT.fullmatch(ch) is not None
 
 
+def quoted(value: Any, mark: str = "'") -> str:
+    """``value`` between ``mark`` quotes, escaped by ``safe_text`` (invisible characters too):
+    the one notation for an untrusted name or line inside a message (``no job 'x\x1b[2J'``),
+    instead of ``repr`` or ``json.dumps`` (which double a backslash already escaped, or write
+    ``\u001b`` where output sections write ``\x1b``)."""
+    return f"{mark}{safe_text(value, also=invisible)}{mark}"
+
+
 def clean(value: object, *, keep_newlines: bool = True) -> str:
     """Return ``value`` as printable text: escape sequences, control and invisible characters
     removed, invalid UTF-8 (bytes, or str with surrogate escapes) replaced by U+FFFD.

@@ -30,7 +30,7 @@ from core.ledger.connection import (
     describe_error,
 )
 from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
-from core.text import invisible, safe_text
+from core.text import invisible, quoted, safe_text
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -197,10 +197,10 @@ class DurationType(click.ParamType):
         except ValueError as exc:
             text = str(exc)
             if DURATION_LIMIT_MESSAGE in text:
-                text = f"{value!r}: {DURATION_LIMIT_MESSAGE}"
+                text = f"{quoted(value)}: {DURATION_LIMIT_MESSAGE}"
             self.fail(text, param, ctx)
         if seconds < 0 or (self.positive and seconds == 0):
-            self.fail(f"{value!r}: must be {'more than' if self.positive else 'at least'} 0 seconds", param, ctx)
+            self.fail(f"{quoted(value)}: must be {'more than' if self.positive else 'at least'} 0 seconds", param, ctx)
         return seconds
 
 

@@ -18,6 +18,7 @@ from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
 from core.spec.source_map import one_line
 from core.text import one_line as single_line
+from core.text import quoted
 
 
 def register(cli: click.Group) -> None:
@@ -35,8 +36,8 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         if lj is None:
             # Not found or unusable (exit 2, one line); exit 3 is for bad settings only.
             errors = [single_line(str(e)) for e in loaded.errors if e.job == name]
-            fail(f"{jobs_dir}: job {name!r} is invalid: {shown(errors[0])}" if errors
-                 else f"{jobs_dir}: no job named {name!r}", EXIT_NOT_FOUND)
+            fail(f"{jobs_dir}: job {quoted(name)} is invalid: {shown(errors[0])}" if errors
+                 else f"{jobs_dir}: no job named {quoted(name)}", EXIT_NOT_FOUND)
         record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
         base, source, line = lj.spec, lj.source, lj.line
     else:
@@ -50,12 +51,12 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
             try:
                 base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
             except ValidationError as exc:  # a bad --job name: a usage error, one line
-                fail(f"--job {shown(name)!r}: {shown(one_line(exc))}", EXIT_USAGE)
+                fail(f"--job {quoted(name)}: {shown(one_line(exc))}", EXIT_USAGE)
             # Relative paths in the command resolve against the folder exec was started in.
             record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
     spec = base.model_copy(update={"command": list(argv)}) if argv else base
     if spec.command is None:
-        fail(f"job {name!r} has no command; give one after --", EXIT_CONFIG)
+        fail(f"job {quoted(name)} has no command; give one after --", EXIT_CONFIG)
     return LoadedJob(spec, source, line), record
 
 

@@ -11,6 +11,7 @@ import humanize
 from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
 from console.cli.runs import config_option, ledger_option, open_settings
 from core.ledger import retention
+from core.text import quoted
 
 
 def register(cli: click.Group) -> None:
@@ -27,9 +28,9 @@ class _Size(click.ParamType):
         try:
             size = int(TypeAdapter(ByteSize).validate_python(value))
         except ValidationError:
-            self.fail(f"{value!r}: not a size (e.g. 500MB, 2GiB, 1048576)", param, ctx)
+            self.fail(f"{quoted(value)}: not a size (e.g. 500MB, 2GiB, 1048576)", param, ctx)
         if size <= 0:
-            self.fail(f"{value!r}: must be more than 0 bytes", param, ctx)
+            self.fail(f"{quoted(value)}: must be more than 0 bytes", param, ctx)
         return size
 
 

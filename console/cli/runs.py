@@ -29,7 +29,7 @@ from core.ledger.reads import run_detail, run_row
 from core.ledger.runs import job_known, list_runs, run_time
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
-from core.text import duration, iso, local_hms, short_age
+from core.text import duration, iso, local_hms, quoted, short_age
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -172,7 +172,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     with open_ledger(ledger_path, read_only=True) as ledger:
         rows = list_runs(ledger, job=job, state=state, limit=limit)
         if job and not rows and not job_known(ledger, job):
-            fail(f"no job {shown(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+            fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     if as_json:
         for r in rows:
             click.echo(json.dumps(r, default=str))
@@ -436,3 +436,4 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         name = inv["job"] or Path(inv["source"]).name
         click.echo(f"{shown(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
         click.echo(f"  ! spec error (never loaded): {shown(inv['text'], 200)}")
+

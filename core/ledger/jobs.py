@@ -37,7 +37,7 @@ from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
 from core.spec.loader import LoadedJob, LoadResult, SpecError
 from core.spec.model import JobSpec, spec_from_json, spec_json
-from core.text import iso, safe_text
+from core.text import iso, quoted, safe_text
 from core.vocabulary import ActionResult, EscalationKind, JobEvent
 
 log = logging.getLogger(__name__)
@@ -297,7 +297,7 @@ def set_paused(ledger: Ledger, job: str, *, paused: bool, actor: str, reason: st
     def tx(conn: sqlite3.Connection) -> ActionResult:
         row = _job_row(conn, job)
         if row is None or not row["enabled"]:
-            return ActionResult(False, f"no job {job!r} in the ledger (a runner records jobs when it loads"
+            return ActionResult(False, f"no job {quoted(job)} in the ledger (a runner records jobs when it loads"
                                        " their specs)", missing=True)
         is_paused = row["paused_at"] is not None
         if is_paused == paused:

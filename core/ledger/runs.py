@@ -15,6 +15,7 @@ from typing import Any
 
 from core.ledger.connection import Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
+from core.text import quoted
 from core.vocabulary import RunState, Trigger, sql_set
 
 
@@ -170,7 +171,7 @@ def job_known(ledger: Ledger, job: str) -> bool:
 
 def removed_words(job: str) -> str:
     """Why a removed job (``jobs.enabled = 0``: its spec file or entry is gone) cannot be acted on."""
-    return (f"job {job!r} was removed (its spec is gone from the spec folder; its history is kept):"
+    return (f"job {quoted(job)} was removed (its spec is gone from the spec folder; its history is kept):"
             " restore its spec to run it again")
 
 
@@ -186,7 +187,7 @@ def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
     def tx(conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (job,)).fetchone()
         if row is None:
-            raise UnknownJob(f"no job {job!r} in the ledger (a runner records jobs when it loads their specs)")
+            raise UnknownJob(f"no job {quoted(job)} in the ledger (a runner records jobs when it loads their specs)")
         if not row["enabled"]:
             raise UnknownJob(removed_words(job))
         run_id = create(conn, job=job, slot=f"manual:{uuid.uuid4().hex[:12]}", trigger=Trigger.MANUAL,

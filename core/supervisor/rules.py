@@ -50,7 +50,6 @@ success matching baseline   routine      -           silent
 
 from __future__ import annotations
 
-import json
 import signal as _signal
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -62,6 +61,7 @@ from core.spec.model import JobSpec
 from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
 from core.supervisor.baseline import WorkBaseline, learn, learn_work
+from core.text import quoted
 from core.vocabulary import OrphanReason, max_severity
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
@@ -217,8 +217,14 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
+def _dq(text: str) -> str:
+    """A line of the job's output inside a reason: in double quotes, escaped by the one
+    escaper (``core.text.quoted``), so ESC reads ``\x1b`` here as in output sections."""
+    return quoted(text, '"')
+
+
 def _quote(lines: list[str]) -> str:
-    return " / ".join(json.dumps(x, ensure_ascii=False) for x in lines)
+    return " / ".join(_dq(x) for x in lines)
 
 
 def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
@@ -292,7 +298,7 @@ def _failure_text(f: OutcomeFacts) -> str:
     if lines:
         what += f"; last output: {_quote(lines)}"
     if f.handoff_error:
-        what += f"; handoff error: {json.dumps(f.handoff_error[:120], ensure_ascii=False)}"
+        what += f"; handoff error: {_dq(f.handoff_error[:120])}"
     return what
 
 
@@ -324,7 +330,7 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
                                     f"{case.state}: {ended} (exit_code={case.exit_code})", "warning")
     if case.state == "abandoned" and case.reason == "job_removed":
         earlier = f"; earlier attempts failed: {case.prior_failures}" if case.prior_failures else ""
-        return _hard("job_removed", f"attempt {case.attempt} was cancelled before it ran: job {case.job!r} is no "
+        return _hard("job_removed", f"attempt {case.attempt} was cancelled before it ran: job {quoted(case.job)} is no "
                                     f"longer defined in any spec (runs.reason=job_removed){earlier}", "warning")
     if case.state == "abandoned":
         return Verdict("abandoned", False, None, "abandoned by an operator", silent=True, anomalies=[])
@@ -448,7 +454,7 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
         for pat in spec.expect.forbid_output:
             hit = _first_match(pat, all_lines)
             if hit is not None:
-                found["forbidden_output"] = (f"it printed {json.dumps(hit.text[:160], ensure_ascii=False)}, "
+                found["forbidden_output"] = (f"it printed {_dq(hit.text[:160])}, "
                                              f"which expect.forbid_output /{pat}/ forbids")
                 break
     files = evidence.files_from_dicts(case.files)
@@ -490,11 +496,11 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
             kind = work.count_anomaly(ln.shape, i, value)
             if kind is not None and kind not in found:
                 rng = work.counts[(ln.shape, i)]
-                found[kind] = f"it printed {json.dumps(ln.text[:160], ensure_ascii=False)}; that count is {rng.describe()}"
+                found[kind] = f"it printed {_dq(ln.text[:160])}; that count is {rng.describe()}"
     missing = [s for s in work.always() if s not in shapes_now]
     if missing:
         example = work.examples.get(missing[0], missing[0])[:160]
-        found["missing_output"] = (f"it did not print a line like {json.dumps(example, ensure_ascii=False)}, "
+        found["missing_output"] = (f"it did not print a line like {_dq(example)}, "
                                    f"which every one of its last {n} successes printed")
     return found
 
