@@ -33,7 +33,7 @@ from core.ledger.connection import Ledger
 from core.ledger.runs import job_known
 from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
-from core.text import age, iso
+from core.text import age, iso, quoted
 
 EXIT_LOST = EXIT_FINDINGS
 TAIL_POLL_S = 0.2
@@ -108,7 +108,7 @@ def register(group: click.Group) -> None:
         with ledger:
             rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
             if job and not rows and not job_known(ledger, job):
-                fail(f"no job {shown(job)!r} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+                fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
         for e in rows:
             click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour()))
         if not rows and not as_json:
