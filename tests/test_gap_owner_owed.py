@@ -115,3 +115,20 @@ def test_tail_sees_the_crash_first_and_sweep_config_still_pages_the_owner(rig, t
     assert res.returncode == 0, res.stderr
     (note,) = sent(out)
     assert note["kind"] == "runner_gap" and note["owner"] == "ops"
+
+
+def test_owed_escalations_a_sink_never_hears_do_not_hide_newer_ones(tmp_path):
+    from core.ledger import escalations, outbox
+    from core.spec.settings import CommandSink
+
+    with Ledger(tmp_path / "wk.db") as led:
+        for i in range(5):  # five open escalations of someone else, older than ours
+            led.write(lambda c, i=i: escalations.raise_escalation(
+                c, job=f"other{i}", kind="failed", severity="critical", reason="x", run_id=None, owner="dev"))
+        led.write(lambda c: escalations.raise_escalation(
+            c, job="db", kind="failed", severity="critical", reason="x", run_id=None, owner="ops"))
+        sink = CommandSink(name="pager", command=["true"], owners=["ops"])
+        ids = led.write(lambda c: outbox.enqueue_owed(c, [sink], limit=2))
+        assert len(ids) == 1
+        (row,) = led.query("SELECT e.job FROM notifications n JOIN escalations e ON e.id = n.escalation_id")
+        assert row["job"] == "db"

@@ -21,7 +21,7 @@ from typing import Any
 
 from core.ledger.connection import inserted_id
 from core.text import invisible, safe_text
-from core.vocabulary import NotificationEvent
+from core.vocabulary import SEVERITY_RANK, NotificationEvent
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
@@ -177,10 +177,22 @@ def enqueue_owed(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float |
     ts = now if now is not None else time.time()
     ids: list[int] = []
     for sink in sinks:
+        # The sink's routing goes into the query, so escalations it never hears do not fill
+        # the ``limit`` on every pass and hide newer ones (``_hears`` still has the last word).
+        where, args = "", []
+        floor = SEVERITY_RANK.get(str(getattr(sink, "min_severity", "") or ""), 0)
+        if floor:
+            heard = [sev for sev, rank in SEVERITY_RANK.items() if sev is not None and rank >= floor]
+            where += " AND e.severity IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(heard))
+        owners = list(getattr(sink, "owners", None) or [])
+        if owners:
+            where += " AND e.owner IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(owners))
         rows = conn.execute(
             "SELECT e.* FROM escalations e WHERE e.state = 'open' AND NOT EXISTS"
             " (SELECT 1 FROM notifications n WHERE n.escalation_id = e.id AND n.sink = ?)"
-            " ORDER BY e.id LIMIT ?", (sink.name, int(limit))).fetchall()
+            f"{where} ORDER BY e.id LIMIT ?", (sink.name, *args, int(limit))).fetchall()
         for r in rows:
             esc = {k: r[k] for k in r.keys()}
             if _hears(sink, esc):
