@@ -3,6 +3,8 @@ dotted keys point at their own line."""
 
 from __future__ import annotations
 
+import pytest
+
 from console.cli.escalations import escalation_line
 from core.spec.model import load_file
 
@@ -21,3 +23,35 @@ def test_dotted_key_error_names_its_line(tmp_path):
                  'expect.output = "("\n')
     errs = load_file(p).errors
     assert len(errs) == 1 and errs[0].line == 8 and errs[0].field == "expect.output"
+
+
+@pytest.mark.slow
+def test_run_prints_each_spec_error_once(tmp_path):
+    # the CLI's own "spec error:" line, not a second copy as a log WARNING (even with --quiet)
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from core.ledger.connection import Ledger
+    from tests.harness import wait_for
+    jobs, db = tmp_path / "jobs", tmp_path / "wk.db"
+    jobs.mkdir()
+    (jobs / "ok.toml").write_text('name = "ok"\ncommand = "true"\n')
+    (jobs / "bad.toml").write_text('name = "bad"\ncommand = "true"\ntimeout = "soon"\n')
+    wk = str(Path(sys.executable).parent / "watchkeeper")
+    proc = subprocess.Popen([wk, "run", str(jobs), "--ledger", str(db), "--quiet"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        def synced():  # the runner's first load is recorded (it has logged what it logs about it)
+            if not db.exists():
+                return False
+            with Ledger(db) as led:
+                return led.one("SELECT COUNT(*) AS n FROM escalations WHERE kind = 'spec_invalid'")["n"] > 0
+        wait_for(synced, timeout=30)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert sum("timeout" in ln and "bad" in ln for ln in err.splitlines()) == 1, err
+    assert "WARNING" not in err, err
