@@ -145,3 +145,36 @@ async def test_names_owners_files_and_output_show_escaped(db):
         await pilot.press("4")
         await until(pilot, lambda: main.table.VIEW == "jobs" and main.table.rows_data)
         await until(pilot, lambda: "\\u202egnp.toml" in screen_text(app))  # the invalid spec's file
+
+
+# 2. columns sized to content --------------------------------------------------------------------
+@pytest.mark.parametrize("width", [80, 120])
+async def test_job_kind_and_owner_are_whole_before_the_why_takes_the_rest(db, width):
+    with Ledger(db) as led:
+        def tx(c):
+            rid = cf.add_run(led, "self-destruct-test", state="failed", ended_at=cf.NOW - 2, exit_code=1,
+                             reason="exit_code")
+            cf.add_escalation(led, "self-destruct-test", "false_claim", "critical", run_id=rid, last_seen=cf.NOW,
+                              reason="the handoff claims out/report.csv but the file does not exist " * 3)
+            c.execute("UPDATE escalations SET owner = 'search-team@example.com' WHERE job = 'self-destruct-test'")
+            cf.add_run(led, "orders-export-nightly", state="succeeded", ended_at=cf.NOW - 1, exit_code=0,
+                       reason="exit_code")
+        led.write(tx)
+    app = make_app(db)
+    async with app.run_test(size=(width, 24)) as pilot:
+        main = await loaded(pilot)
+
+        def shown(table) -> dict[str, int]:
+            w = table.scrollable_content_region.width
+            cols = ("sel",) + tuple(c.key for c in table._columns(w))
+            return dict(zip(cols, table._column_widths(w), strict=True))
+
+        widths = shown(main.table)
+        assert widths["job"] >= len("self-destruct-test")
+        assert widths["kind"] >= len("false_claim")
+        assert widths["owner"] >= len("search-team")
+        if width == 120:
+            assert widths["why"] >= 20  # the why takes the rest
+        await pilot.press("2")
+        await until(pilot, lambda: main.table.VIEW == "outcomes" and main.table.rows_data)
+        assert shown(main.table)["job"] >= len("orders-export-nightly")

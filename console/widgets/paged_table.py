@@ -36,6 +36,9 @@ from console import evidence, keys
 from console.safe_text import one_line
 from core.ledger.reads import Filter, Page, count_rows
 
+#: The widest a column other than the one that takes the rest (Why, Reason) grows to fit its
+#: content: a 60-character job name does not push the reason off the screen.
+NAME_CAP = 32
 #: Rows read beyond the visible ones, above and below.
 MARGIN = 40
 #: Rows left between the visible edge and the loaded edge before the next window is read.
@@ -493,8 +496,9 @@ class PagedTable(ScrollView, can_focus=True):
     def _column_widths(self, width: int) -> tuple[int, ...]:
         """Widths at ``width`` cells, sized to the loaded rows' content: a column narrower
         than its minimum shrinks to its widest cell (never below its label); the room left
-        then fills the columns whose cells are wider than their width, the smallest need
-        first (so a job name is whole before a long reason takes the rest); anything still
+        then fills the columns whose cells are wider than their width, each whole, the
+        smallest need first, and the widest-flex column (Why, Reason) last (so a job name, a
+        kind and an owner are whole before a long reason takes the rest); anything still
         left goes to the flexible columns by ``flex``."""
         cols = (Column("sel", " ", 1),) + self._columns(width)
         avail = max(0, width - 2 * len(cols))
@@ -506,18 +510,15 @@ class PagedTable(ScrollView, can_focus=True):
         spare = max(0, avail - sum(widths))
         lack = {i: natural[c.key] - widths[i] for i, c in enumerate(cols)
                 if c.flex and natural.get(c.key, 0) > widths[i]}
-        # Water-filling: every lacking column gets an equal share, capped at what it lacks.
-        while spare and lack:
-            share = max(1, spare // len(lack))
-            for i in sorted(lack, key=lack.get):
-                give = min(lack[i], share, spare)
-                widths[i] += give
-                spare -= give
-                lack[i] -= give
-                if not lack[i]:
-                    del lack[i]
-                if not spare:
-                    break
+        # The widest-flex column (Why, Reason) takes what is left; every other lacking column
+        # (Job, Kind, Owner …) first gets its whole content, smallest need first, so a short
+        # name is never cut while a long sentence has cells to spare.
+        rest = max((i for i, c in enumerate(cols) if c.flex), key=lambda i: (cols[i].flex, i), default=None)
+        for i in sorted(lack, key=lambda i: (i == rest, lack[i])):
+            give = min(lack[i], spare, spare if i == rest else NAME_CAP - widths[i])
+            widths[i] += max(0, give)
+            give = max(0, give)
+            spare -= give
         flex = sum(c.flex for c in cols) or 1
         extra = [spare * c.flex // flex for c in cols]
         return tuple(w + e for w, e in zip(widths, extra, strict=True))
