@@ -56,6 +56,7 @@ def test_report(db):
     res = _cli("report", "--since", "1h", "--ledger", str(db))
     assert res.exit_code == 0
     assert "runs judged     1" in res.output and "failed" in res.output and "sent 0, failed 0" in res.output
+    assert res.output.splitlines()[0].endswith("(1h ago)")  # the one compact age style
     rep = json.loads(_cli("report", "--json", "--ledger", str(db)).output)
     assert rep["escalated"] == 1 and rep["silent_share"] == 0
 

@@ -33,7 +33,7 @@ from core.ledger.connection import Ledger
 from core.ledger.runs import job_known
 from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
-from core.text import age, iso, quoted
+from core.text import iso, quoted, short_age
 
 EXIT_LOST = EXIT_FINDINGS
 TAIL_POLL_S = 0.2
@@ -243,7 +243,7 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps(rep, default=str))
             return
         share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
-        click.echo(f"since {iso(start)} ({age(time.time() - start)})")
+        click.echo(f"since {iso(start)} ({short_age(time.time() - start)} ago)")
         click.echo(f"runs judged     {rep['runs']}")
         click.echo(f"silent          {rep['silent']} ({share})")
         click.echo(f"notes           {rep['notes']}")
