@@ -15,9 +15,10 @@ from textual.screen import Screen
 import themes
 from console.context import ConsoleConfig
 from console.reader import LedgerThread
-from console.screens.dialogs import HelpScreen
+from console.screens.dialogs import ConfirmScreen, HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.palette import WatchkeeperCommands
+from core.ledger import reads
 from core.supervisor.supervisor import check_runner_gap
 
 __all__ = ["ConsoleConfig", "WatchkeeperApp"]
@@ -75,6 +76,34 @@ class WatchkeeperApp(App):
             await self.actor.call(lambda led: check_runner_gap(led, sinks=cfg.sinks, owner=cfg.owner))
         except Exception:  # never let the check end the console
             pass
+
+    async def action_quit(self) -> None:
+        """Quit; in ``up`` (``config.stop_runner`` set) ask first, saying how many runs are in
+        flight, and stop the runner's scheduler before the console closes (no new run starts
+        after the answer, and in-flight runs get the shutdown grace)."""
+        stop = self.config.stop_runner
+        if stop is None:
+            self.exit()
+            return
+        if isinstance(self.screen, ConfirmScreen):
+            return
+        try:
+            n: int | None = await self.reader.call(reads.runs_in_flight)
+        except Exception:  # cannot read: still ask, without a figure
+            n = None
+        if n == 0:
+            detail = "No run is in flight. No new run starts until watchkeeper runs again."
+        else:
+            flying = "Runs in flight (count unknown)" if n is None else f"{n} run{'s' if n != 1 else ''} in flight"
+            detail = (f"{flying}: each gets the shutdown grace, then is settled as interrupted."
+                      " No new run starts.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                stop()  # the scheduler first: nothing new starts while the console closes
+                self.exit()
+
+        self.push_screen(ConfirmScreen("Quit and stop the runner?", detail), answered)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -38,6 +38,9 @@ class ConsoleConfig:
     watch_runner: bool = False
     sinks: tuple = ()
     owner: str | None = None
+    #: ``up`` only: stops the embedded runner (thread-safe; its scheduler starts no new run
+    #: once called). When set, quitting asks first and calls it before the console closes.
+    stop_runner: Callable[[], None] | None = None
 
 
 class ConsoleApp(Protocol):

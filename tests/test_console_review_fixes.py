@@ -178,3 +178,36 @@ async def test_job_kind_and_owner_are_whole_before_the_why_takes_the_rest(db, wi
         await pilot.press("2")
         await until(pilot, lambda: main.table.VIEW == "outcomes" and main.table.rows_data)
         assert shown(main.table)["job"] >= len("orders-export-nightly")
+
+
+# 3. q in up asks first ---------------------------------------------------------------------------
+async def test_quit_in_up_asks_first_with_runs_in_flight_and_stops_the_runner_first(db):
+    from console.screens.dialogs import ConfirmScreen
+
+    with Ledger(db) as led:
+        led.write(lambda c: [cf.add_run(led, "report", state="running", ended_at=None, lineage=f"fly{i}")
+                             for i in range(2)])
+    stopped: list[bool] = []
+    app = make_app(db, stop_runner=lambda: stopped.append(app.is_running))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "runs in flight" in screen_text(app) and "stop the runner" in screen_text(app)
+        assert app.is_running and not stopped
+        await pilot.press("n")  # a second q (back, then quit) no longer stops anything unasked
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert not stopped
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: stopped)
+    assert stopped == [True]  # the runner was told to stop while the console was still up
+
+
+async def test_quit_without_an_embedded_runner_quits_at_once(db):
+    app = make_app(db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)

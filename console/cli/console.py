@@ -44,7 +44,8 @@ def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None,
         fail(str(exc), EXIT_CONFIG)
 
 
-def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, watch_runner: bool = False):
+def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, watch_runner: bool = False,
+         stop_runner=None):
     from console.app import ConsoleConfig, WatchkeeperApp
 
     return WatchkeeperApp(ConsoleConfig(ledger=Path(settings.ledger), operator=settings.operator,
@@ -52,7 +53,8 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
                                         themes_dir=settings.themes_dir,
                                         screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None,
                                         watch_runner=watch_runner and not read_only,
-                                        sinks=tuple(settings.notify or ()), owner=settings.runner_owner))
+                                        sinks=tuple(settings.notify or ()), owner=settings.runner_owner,
+                                        stop_runner=stop_runner))
 
 
 def _quiet_logging(path: Path) -> None:
@@ -98,7 +100,9 @@ def register(group: click.Group) -> None:
                screenshot_dir: str | None) -> None:
         """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
-        Quitting the console stops the runner cleanly (running jobs get the shutdown grace).
+        Quitting the console (q, then y) stops the runner cleanly: it asks first, saying how
+        many runs are in flight; no new run starts once confirmed, and running jobs get the
+        shutdown grace.
 
         \b
         Example:
@@ -123,7 +127,10 @@ def register(group: click.Group) -> None:
         thread = threading.Thread(target=run_runner, name="wk-runner", daemon=True)
         thread.start()
         try:
-            _app(settings, read_only, screenshot_dir).run(mouse=not no_mouse)
+            # Quitting asks first (runs in flight) and stops the scheduler before the console
+            # closes, so no run starts while it does.
+            _app(settings, read_only, screenshot_dir,
+                 stop_runner=lambda: runner.request_stop("console quit")).run(mouse=not no_mouse)
         finally:
             runner.request_stop("console quit")
             thread.join(timeout=settings.shutdown_grace + 15)

@@ -319,6 +319,13 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
     return Page(out, cursor)
 
 
+def runs_in_flight(ledger: Ledger) -> int:
+    """How many runs are live now (spawned, running or verifying in ``runs``): what stopping
+    the runner would interrupt."""
+    return int(ledger.one(f"SELECT COUNT(*) AS n FROM runs WHERE state IN ({','.join('?' * len(_LIVE))})",
+                          tuple(_LIVE))["n"])
+
+
 def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:
     """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
     first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
