@@ -20,6 +20,7 @@ The policy table lives in ``core.supervisor.rules`` and README.md ("Supervisor")
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -65,12 +66,19 @@ def _sinks(settings: Any) -> list[Any]:
     return list(getattr(settings, "notify", None) or [])
 
 
+@functools.lru_cache(maxsize=256)
+def _spec_of(text: str) -> JobSpec:
+    """``spec_from_json``, parsed once per distinct ``jobs.spec`` text (a ``JobSpec`` is
+    frozen, so one parse can be shared; settle and judge each read it for every run)."""
+    return spec_from_json(text)
+
+
 def _job_spec(conn: Conn, job: str) -> tuple[JobSpec | None, dict[str, Any] | None]:
     jrow = jobs.job_row(conn, job)
     if jrow is None:
         return None, None
     try:
-        return spec_from_json(jrow["spec"]), jrow
+        return _spec_of(jrow["spec"]), jrow
     except Exception:
         log.warning("stored spec of job %s is unreadable", job, exc_info=True)
         return None, jrow
