@@ -322,8 +322,8 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
 def runs_in_flight(ledger: Ledger) -> int:
     """How many runs are live now (spawned, running or verifying in ``runs``): what stopping
     the runner would interrupt."""
-    return int(ledger.one(f"SELECT COUNT(*) AS n FROM runs WHERE state IN ({','.join('?' * len(_LIVE))})",
-                          tuple(_LIVE))["n"])
+    return int(ledger.scalar(f"SELECT COUNT(*) FROM runs WHERE state IN ({','.join('?' * len(_LIVE))})",
+                             tuple(_LIVE)))
 
 
 def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:

@@ -251,7 +251,8 @@ class Executor:
             # output drained is outside the group by then, or was killed in it.
             # "Created after the run started" on the kernel's clock, as psutil reads it (its
             # boot time is whole seconds): the leader's own create time, not time.time().
-            since = fields["pid_create_time"] if fields["pid_create_time"] is not None else started - 1.0
+            leader_created = fields["pid_create_time"]
+            since = float(leader_created) if leader_created is not None else started - 1.0
             escaped, last = await self._end_strays(reaper, run_id, since, spec.grace, proc.pid)
             escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
         if pending:  # what held the pipe is ended now: read what it wrote, briefly
