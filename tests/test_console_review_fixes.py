@@ -211,3 +211,74 @@ async def test_quit_without_an_embedded_runner_quits_at_once(db):
         await loaded(pilot)
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running)
+
+
+# 4. next runs and success rates agree with the CLI ------------------------------------------------
+def _jobs_cli(path: Path, now: float) -> dict[str, str]:
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["jobs", "--ledger", str(path)], catch_exceptions=False).output
+    return {ln.split()[0]: ln for ln in out.splitlines()[1:] if ln and not ln.startswith(" ")}
+
+
+def test_next_run_is_one_answer_for_breaker_pause_and_once(tmp_path):
+    import json as _json
+
+    from core.ledger import reads
+
+    path = tmp_path / "wk.db"
+    cf.build(path)
+    now = time.time()
+    with Ledger(path) as led:
+        def tx(c):
+            cf._job(led, "flaky", None, every=5)
+            c.execute("UPDATE jobs SET breaker_state = 'open', breaker_until = ? WHERE name = 'flaky'", (now + 120,))
+            cf._job(led, "held", None, every=5)
+            c.execute("UPDATE jobs SET paused_at = ?, paused_by = 'operator:root' WHERE name = 'held'", (now - 10,))
+            cf._job(led, "one-shot", None)
+            spec = {"name": "one-shot", "command": ["true"], "once": True,
+                    "at": __import__("datetime").datetime.fromtimestamp(now + 35, tz=__import__("datetime").UTC).isoformat()}
+            c.execute("UPDATE jobs SET spec = ? WHERE name = 'one-shot'", (_json.dumps(spec),))
+        led.write(tx)
+        rows = {r["name"]: r for r in reads.jobs_page(led, now=now, limit=100).rows}
+    assert rows["flaky"]["next_run"] >= now + 120 and rows["flaky"]["next_held"] == "breaker"
+    assert rows["held"]["next_run"] is None and reads.next_run_word(None, "paused", now) == "paused"
+    assert abs(rows["one-shot"]["next_run"] - (now + 35)) < 1
+    cli = _jobs_cli(path, now)
+    for name in ("flaky", "held"):
+        r = rows[name]
+        assert reads.next_run_word(r["next_run"], r["next_held"], now) in cli[name]
+    assert "in 2m" in cli["flaky"] and "paused" in cli["held"] and "in 3" in cli["one-shot"]  # not "-"
+
+
+def test_success_rate_counts_each_lineage_by_its_final_attempt(tmp_path):
+    from core.ledger import reads
+
+    path = tmp_path / "wk.db"
+    cf.build(path)
+    with Ledger(path) as led:
+        def tx(c):
+            cf._job(led, "rate-limited-agent", None, every=60)
+            cf._job(led, "partial-job", None, every=60)
+            for i in range(3):
+                cf.add_run(led, "rate-limited-agent", state="failed", ended_at=cf.NOW - 100 + i * 10, attempt=1,
+                           lineage=f"rl{i}", exit_code=1, status="failed")
+                cf.add_run(led, "rate-limited-agent", state="succeeded", ended_at=cf.NOW - 95 + i * 10, attempt=2,
+                           lineage=f"rl{i}", exit_code=0)
+                cf.add_run(led, "partial-job", state="succeeded", ended_at=cf.NOW - 90 + i, lineage=f"p{i}",
+                           exit_code=0, status="partial")
+        led.write(tx)
+        rows = {r["name"]: r for r in reads.jobs_page(led, now=cf.NOW, limit=100).rows}
+        hist = reads.job_history(led, "rate-limited-agent", now=cf.NOW)
+    assert rows["rate-limited-agent"]["success_rate"] == 1.0
+    assert rows["partial-job"]["success_rate"] == 1.0
+    assert reads.lineage_success_rate(hist["runs"]) == (1.0, 3)
+
+
+def test_history_of_a_paused_job_has_no_next_run():
+    from console.screens.history import next_run_text
+
+    assert next_run_text(None, None, cf.NOW, "paused").startswith("none: paused")
+    assert "trial run" in next_run_text(cf.NOW + 60, None, cf.NOW, "breaker")

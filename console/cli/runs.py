@@ -386,7 +386,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """
     import time as _time
 
-    from core.ledger.reads import invalid_specs, jobs_page
+    from core.ledger.reads import invalid_specs, jobs_page, next_run_word
 
     now = _time.time()
     rows: list[dict[str, Any]] = []
@@ -415,12 +415,9 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         return
     click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
     for r in rows:
-        nxt = "-" if r["next_run"] is None else (
-            "now" if r["next_run"] <= now else f"in {short_age(r['next_run'] - now, 1)}")
-        if r["breaker_state"] == "open" and r.get("breaker_until") and r["breaker_until"] > now:
-            nxt = "skipped"  # slots are skipped while the breaker cools down
-        if r.get("paused_at") is not None:
-            nxt = "paused"  # slots are skipped until `watchkeeper resume`
+        # The console's Jobs view gives the same answer (reads.job_next_run): paused, the
+        # breaker's trial slot after its cool-down, a one-shot's `at`.
+        nxt = next_run_word(r["next_run"], r.get("next_held"), now)
         rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
         brk = r["breaker_state"] or "closed"
         if brk == "open" and r.get("breaker_until"):

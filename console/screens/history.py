@@ -36,12 +36,15 @@ def _in_zone(ts: float, zone: str | None) -> datetime:
     return datetime.fromtimestamp(ts, ZoneInfo(zone)) if zone else datetime.fromtimestamp(ts).astimezone()
 
 
-def next_run_text(nxt: float | None, zone: str | None, now: float) -> str:
+def next_run_text(nxt: float | None, zone: str | None, now: float, held: str | None = None) -> str:
     """"Fri 02 Jan 04:00 CET (03:00 UTC), in 15h" — the job's own zone first, then UTC
-    (UTC alone when the job's zone is UTC)."""
+    (UTC alone when the job's zone is UTC). ``nxt`` and ``held`` are
+    ``core.ledger.reads.job_next_run``'s answer (the CLI's ``jobs`` gives the same)."""
     if nxt is None:
-        return "none scheduled"
+        return "none: paused (scheduled slots are skipped)" if held == queries.HELD_PAUSED else "none scheduled"
     when = "due now" if nxt <= now else f"in {age(nxt - now)}"
+    if held == queries.HELD_BREAKER:
+        when += " (the breaker's trial run, after its cool-down)"
     local = _in_zone(nxt, zone)
     if local.utcoffset() == timedelta(0):
         return f"{local.strftime('%a %d %b %H:%M')} UTC, {when}"
@@ -70,11 +73,11 @@ def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
         out.append(clean(f" ({job['timezone']})", keep_newlines=False))
     out.append("\n")
     out.append(f"{'next run':<10}", style="bold")
-    out.append(next_run_text(h["next_run"], job.get("timezone"), now) + "\n")
-    done = [r for r in runs if r["status"] is not None]
-    ok = sum(1 for r in done if r["status"] == "success")
+    out.append(next_run_text(h["next_run"], job.get("timezone"), now, h.get("next_held")) + "\n")
+    rate, lineages = queries.lineage_success_rate(runs)
     out.append(f"{'success':<10}", style="bold")
-    out.append(f"{ok * 100 // len(done)}% of the last {len(done)} judged runs" if done else "no judged runs yet")
+    out.append(f"{rate * 100:.0f}% of the last {lineages} runs (each slot by its final attempt)"
+               if rate is not None else "no finished runs yet")
     out.append("\n")
     learned = baseline.learn(r["duration_s"] for r in runs if r["status"] == "success")
     out.append(f"{'usual':<10}", style="bold")

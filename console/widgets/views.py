@@ -194,7 +194,7 @@ class JobsTable(PagedTable):
     COLUMNS = (
         Column("name", "Job", 10, 2),
         Column("schedule", "Schedule", 10, 2),
-        Column("next", "Next", 5),
+        Column("next", "Next", 6),
         Column("last", "Last", 9),
         Column("rate", "OK%", 4),
         Column("recent", "Recent", 10),
@@ -229,8 +229,7 @@ class JobsTable(PagedTable):
             where = f"{Path(row['source']).name}:{row['line']}" if row.get("line") else Path(row["source"]).name
             return [Text("! ", style="bold red") + cell(row["name"]), cell("spec invalid", "bold red"),
                     cell("-"), cell(where), cell("-"), cell("-"), cell("-")]
-        nxt = row["next_run"]
-        next_txt = "-" if nxt is None else ("due" if nxt <= self.now else age(nxt - self.now, 1))
+        next_txt = queries.next_run_word(row["next_run"], row.get("next_held"), self.now)  # as the CLI's `jobs`
         rate = row["success_rate"]
         rate_txt = "-" if rate is None else f"{rate * 100:.0f}"
         sched = row["schedule_text"] or "manual"

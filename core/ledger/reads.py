@@ -372,8 +372,75 @@ _ORPHAN_COLS = ("r.id, r.job, r.task, r.attempt, r.state, r.pid, r.runner_id, r.
 
 # -- jobs ----------------------------------------------------------------------------------
 
-#: Outcomes counted for a job's success rate.
+#: Lineages (a slot and its retries) counted for a job's success rate.
 RATE_WINDOW = 20
+
+#: Why a job's scheduled slots are held back (``job_next_run``'s second value).
+HELD_PAUSED = "paused"
+HELD_BREAKER = "breaker"
+
+
+def job_next_run(ledger: Ledger, job: dict[str, Any], spec_text: str | None, now: float) -> tuple[float | None, str | None]:
+    """(next_run, held) of one job: the one answer the CLI's ``jobs``, the Jobs view and the
+    job history give.
+
+    ``job``: its ``jobs`` row (name, enabled, paused_at, breaker_state, breaker_until);
+    ``spec_text``: ``jobs.spec``. ``next_run`` (Unix s, or None): the earliest of a queued
+    top-level run's ``not_before`` (a queued run still starts while the job is paused) and
+    the next scheduled slot the runner will admit: none while paused; while the breaker is
+    open, the first slot at or after ``breaker_until`` (the half-open trial); for a one-shot,
+    its ``at`` until its run exists. ``held``: ``HELD_PAUSED``, ``HELD_BREAKER`` or None.
+    """
+    from core.spec.model import spec_from_json
+    from core.spec.schedule import next_fire, once_slot
+
+    at: float | None = None
+    held: str | None = None
+    if job.get("enabled"):
+        try:
+            spec = spec_from_json(spec_text) if spec_text else None
+        except Exception:  # a stored spec this version cannot read: show no next run
+            spec = None
+        if job.get("paused_at") is not None:
+            held = HELD_PAUSED
+        elif spec is not None:
+            after = now
+            until = job.get("breaker_until")
+            if job.get("breaker_state") == "open" and until is not None and until > now:
+                after, held = until - 1e-3, HELD_BREAKER
+            at = next_fire(spec, after)
+            once = once_slot(spec, now) if at is None else None
+            if once is not None and ledger.one("SELECT 1 FROM runs WHERE job = ? AND slot = ? LIMIT 1",
+                                               (job["name"], once[0])) is None:
+                at = max(once[1], after)
+    queued = ledger.one("SELECT MIN(not_before) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
+                        (job["name"],))
+    if queued and queued[0] is not None:
+        at = queued[0] if at is None else min(at, queued[0])
+    return at, held
+
+
+def next_run_word(at: float | None, held: str | None, now: float) -> str:
+    """``job_next_run``'s answer in one short word, the same in the CLI and the console:
+    ``paused`` (nothing queued), ``due``, ``in 35s`` / ``in 2m`` (``core.text.short_age``
+    style, largest unit), or ``-`` (nothing scheduled)."""
+    if at is None:
+        return "paused" if held == HELD_PAUSED else "-"
+    return "due" if at <= now else f"in {short_age(at - now, 1)}"
+
+
+def lineage_success_rate(runs: list[dict[str, Any]]) -> tuple[float | None, int]:
+    """(rate 0..1 or None, lineages counted) over finished runs with ``lineage``, ``attempt``
+    and ``state``: each lineage (a slot and its retries) counts once, by its final attempt
+    — succeeded (partial content included) or not. A failure retried to success is a success."""
+    final: dict[Any, dict[str, Any]] = {}
+    for r in runs:
+        got = final.get(r["lineage"])
+        if got is None or r["attempt"] > got["attempt"]:
+            final[r["lineage"]] = r
+    if not final:
+        return None, 0
+    return sum(1 for r in final.values() if r["state"] == "succeeded") / len(final), len(final)
 
 
 def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
@@ -382,19 +449,18 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
 
     Row keys: name, kind, schedule_text, owner, intent, enabled, breaker_state,
     breaker_until, last_error, paused_at (Unix s, None when not paused), paused_by (actor,
-    ``operator:<name>``), pause_reason (from ``jobs``); next_run (Unix s or None: the earliest of a
-    queued run's ``not_before`` and the schedule's next slot after ``now``); last_state,
+    ``operator:<name>``), pause_reason (from ``jobs``); next_run (Unix s or None) and
+    next_held (``paused``, ``breaker`` or None): ``job_next_run``; last_state,
     last_ended_at (latest finished run), last_status (its ``job_outcomes.status``: ``partial``
-    for a run that succeeded with part of its work, None before judging); success_rate (0..1 over the last ``RATE_WINDOW``
-    outcomes, None with no outcomes); recent (number of outcomes counted); recent_runs (those
-    outcomes oldest first as ``(state, status, duration_s)``, for the Jobs view's sparkline).
+    for a run that succeeded with part of its work, None before judging); success_rate (0..1,
+    None with no finished lineage: ``lineage_success_rate`` over the last ``RATE_WINDOW``
+    lineages, each by its final attempt); recent (number of outcomes in the sparkline);
+    recent_runs (the last ``RATE_WINDOW`` outcomes, every attempt, oldest first as
+    ``(state, status, duration_s)``, for the Jobs view's sparkline).
 
     Fan-out sub-task runs (``runs.task != ''``) are left out of next_run, last_state and
     success_rate: the parent run is the job's outcome.
     """
-    from core.spec.model import spec_from_json
-    from core.spec.schedule import next_fire
-
     conds, params = _where(flt, {"job": "name", "state": "breaker_state"},
                            ["name", "schedule_text", "owner", "intent"])
     if after is not None:
@@ -405,18 +471,7 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
         f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
     for r in rows:
-        spec_text = r.pop("spec")
-        nxt = None
-        if r["enabled"]:
-            try:
-                nxt = next_fire(spec_from_json(spec_text), now)
-            except Exception:  # a stored spec this version cannot read: show no next run
-                nxt = None
-        queued = ledger.one("SELECT MIN(not_before) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
-                            (r["name"],))
-        if queued and queued[0] is not None:
-            nxt = queued[0] if nxt is None else min(nxt, queued[0])
-        r["next_run"] = nxt
+        r["next_run"], r["next_held"] = job_next_run(ledger, r, r.pop("spec"), now)
         last = ledger.one("SELECT r.state, r.ended_at, o.status FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
                           " WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1",
                           (r["name"],))
@@ -428,7 +483,11 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
             " WHERE o.job = ? AND r.task = '' ORDER BY o.run_id DESC LIMIT ?", (r["name"], RATE_WINDOW))
         r["recent"] = len(recent)
         r["recent_runs"] = [(x["state"], x["status"], x["duration_s"]) for x in reversed(recent)]
-        r["success_rate"] = (sum(1 for x in recent if x["status"] == "success") / len(recent)) if recent else None
+        finals = ledger.query(
+            "SELECT r.lineage, r.attempt, r.state FROM runs r WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL"
+            " AND r.attempt = (SELECT MAX(x.attempt) FROM runs x WHERE x.lineage = r.lineage)"
+            " ORDER BY r.id DESC LIMIT ?", (r["name"], RATE_WINDOW))
+        r["success_rate"] = lineage_success_rate([dict(x) for x in finals])[0]
     cursor = (rows[-1]["name"],) if len(rows) == limit else None
     return Page(rows, cursor)
 
@@ -442,41 +501,34 @@ def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RU
 
     Keys: ``job`` (the ``jobs`` row: name, kind, schedule_text, owner, intent, enabled,
     breaker_state, paused_at, paused_by, pause_reason, last_error, plus ``timezone``: the
-    spec's IANA zone or None for UTC), ``next_run`` (Unix s or None, as ``jobs_page``), and
-    ``runs``: its last ``limit`` finished top-level runs, newest first (``runs`` id, attempt,
+    spec's IANA zone or None for UTC), ``next_run`` and ``next_held`` (``job_next_run``), and
+    ``runs``: its last ``limit`` finished top-level runs, newest first (``runs`` id, lineage, attempt,
     state, trigger, started_at, ended_at, exit_code, signal, reason; ``job_outcomes`` status,
     verdict_reason, and ``duration_s``: the outcome's, else ended_at - started_at, seconds).
     """
     from core.spec.model import spec_from_json
-    from core.spec.schedule import next_fire
 
     row = row_dict(ledger.one(
-        "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, paused_at, paused_by,"
+        "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until, paused_at, paused_by,"
         " pause_reason, last_error FROM jobs WHERE name = ?", (job,)))
     if row is None:
         return None
     spec_text = row.pop("spec")
-    nxt = None
     row["timezone"] = None
     try:
-        spec = spec_from_json(spec_text)
-        row["timezone"] = getattr(spec, "timezone", None)
-        if row["enabled"]:
-            nxt = next_fire(spec, now)
-    except Exception:  # a stored spec this version cannot read: show no next run
-        nxt = None
-    queued = ledger.one("SELECT MIN(not_before) FROM runs WHERE job = ? AND state = 'queued' AND task = ''", (job,))
-    if queued and queued[0] is not None:
-        nxt = queued[0] if nxt is None else min(nxt, queued[0])
+        row["timezone"] = getattr(spec_from_json(spec_text), "timezone", None)
+    except Exception:  # a stored spec this version cannot read
+        pass
+    nxt, held = job_next_run(ledger, row, spec_text, now)
     runs = [row_dict(r) for r in ledger.query(
-        "SELECT r.id, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code, r.signal, r.reason,"
+        "SELECT r.id, r.lineage, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code, r.signal, r.reason,"
         " o.status, o.verdict_reason, o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
         " WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL ORDER BY r.ended_at DESC, r.id DESC LIMIT ?",
         (job, limit))]
     for r in runs:
         if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
             r["duration_s"] = max(0.0, r["ended_at"] - r["started_at"])
-    return {"job": row, "next_run": nxt, "runs": runs}
+    return {"job": row, "next_run": nxt, "next_held": held, "runs": runs}
 
 
 def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:
