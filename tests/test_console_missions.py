@@ -69,9 +69,14 @@ async def test_missions_view_answer_abandon_approve(tmp_path: Path) -> None:
         screen = app.screen
         tree = screen.query_one("#tree", Tree)
         await until(pilot, lambda: len(tree.root.children) == 1)
-        labels = [str(n.label) for n in tree.root.children[0].children]
-        assert "delivered" in labels[0] and "conf 0.90" in labels[0] and "steps 3" in labels[0]
-        assert "failed" in labels[2] and "refusal" not in labels[2]  # the note is shown, escaped
+        workers = tree.root.children[0].children  # a node per worker, its figures, task and note under it
+        labels = [str(n.label) for n in workers]
+        figures = [str(n.children[0].label) for n in workers]
+        assert "delivered" in labels[0] and "conf 0.90" in figures[0] and "steps 3" in figures[0]
+        assert "failed" in labels[1]
+        notes = " ".join(str(c.label) for c in workers[1].children)
+        assert "note" in notes and "refusal" not in notes  # the note is shown, escaped
+        labels += figures + [notes]
         body = str(screen.query_one("#body", Static).render())
         for bad in ESCAPES:
             assert bad not in body and all(bad not in lab for lab in labels)
@@ -91,8 +96,8 @@ async def test_missions_view_answer_abandon_approve(tmp_path: Path) -> None:
         assert state(path, mid) == "awaiting_approval"
 
         tree.focus()
-        await until(pilot, lambda: tree.root.children and len(tree.root.children[0].children) == 4)
-        tree.cursor_line = 4  # root, coordinator, researcher, its task, writer
+        await until(pilot, lambda: tree.root.children and len(tree.root.children[0].children) == 2)
+        tree.move_cursor(tree.root.children[0].children[1])  # the writer
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")

@@ -282,3 +282,28 @@ def test_history_of_a_paused_job_has_no_next_run():
 
     assert next_run_text(None, None, cf.NOW, "paused").startswith("none: paused")
     assert "trial run" in next_run_text(cf.NOW + 60, None, cf.NOW, "breaker")
+
+
+# 5. missions layout -------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_missions_screen_has_the_header_and_shows_each_workers_figures_whole(tmp_path, size):
+    from console.screens.missions import MissionsScreen
+    from tests.test_console_missions import _ledger
+    from tests.test_console_missions import make_app as missions_app
+
+    path = tmp_path / "wk.db"
+    _ledger(path)
+    app = missions_app(path)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.screen.__class__.__name__ == "MainScreen")
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, MissionsScreen) and app.screen.mission is not None)
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        lines = text.splitlines()
+        from console.widgets.header_bar import HeaderBar
+
+        await until(pilot, lambda: "as ana" in app.screen.query_one(HeaderBar).render().plain)  # live header
+        assert "conf 0.90 · steps 3 · attempts" in text  # the worker's figures, not cut
+        assert "deliveredowner" not in text.replace(" ", "") or "delivered" not in text  # no run-in panes
+        assert not any("conf 0." in ln and "cost $" in ln for ln in lines)

@@ -16,7 +16,7 @@ from typing import Any, cast
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
@@ -25,7 +25,8 @@ from console.context import ConsoleApp
 from console.safe_text import clean, one_line
 from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
 from console.screens.operator_actions import refuse_read_only
-from console.screens.polling import PollingScreen
+from console.screens.polling import LiveHeader, PollingScreen
+from console.widgets.header_bar import HeaderBar
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.mission import actions as mactions
@@ -47,17 +48,42 @@ def _styled(word: str) -> Text:
 
 
 def worker_label(w: dict[str, Any]) -> Text:
-    """One tree leaf: seq, worker, state, status, confidence, steps, attempts, note."""
+    """A worker's node in the tree: seq, worker, state (its figures are the lines under it,
+    ``worker_lines``, so nothing is cut at 80 columns)."""
     out = Text(f"{w['seq']}. ")
-    out.append(one_line(w["worker"], 24), style="bold")
+    out.append(one_line(w["worker"], 40), style="bold")
     out.append("  ")
     out.append_text(_styled(w["state"]))
+    return out
+
+
+def _wrapped(head: str, value: str, width: int) -> list[Text]:
+    """``head`` + ``value`` on as many lines of ``width`` cells as it takes (a tree line does
+    not wrap by itself)."""
+    lines, rest, first = [], value, True
+    width = max(20, width)
+    while rest or first:
+        room = width - len(head)
+        chunk, rest = rest[:room], rest[room:]
+        t = Text(head if first else " " * len(head), style="dim")
+        t.append(chunk)
+        lines.append(t)
+        first = False
+    return lines
+
+
+def worker_lines(w: dict[str, Any], width: int) -> list[Text]:
+    """The lines under a worker: status, confidence, steps and attempts; its task; its note
+    (the verification's or the error), each wrapped to ``width`` cells."""
     conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
     steps = w.get("steps_used") if w.get("steps_used") is not None else "-"
-    out.append(f"  {one_line(w.get('status') or '-', 8)}  conf {conf}  steps {steps}  attempts {w['attempts']}")
+    figures = Text(f"status {one_line(w.get('status') or '-', 12)} · conf {conf} · steps {steps}"
+                   f" · attempts {w['attempts']}")
+    out = [figures]
+    out += _wrapped("task  ", one_line(w.get("task") or "-"), width)
     note = w.get("note") or w.get("error")
     if note:
-        out.append(f"  {one_line(note, 80)}", style="dim")
+        out += _wrapped("note  ", one_line(note, 400), width)
     return out
 
 
@@ -106,15 +132,15 @@ class AnswerScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class MissionsScreen(PollingScreen, Screen):
+class MissionsScreen(PollingScreen, LiveHeader, Screen):
     """The Missions view (``m`` from the main screen)."""
 
     BINDINGS = keys.bindings("missions")
     DEFAULT_CSS = """
-    MissionsScreen #missions { height: 8; }
+    MissionsScreen #missions { height: 6; }
     MissionsScreen #lower { height: 1fr; }
-    MissionsScreen #tree { width: 1fr; min-width: 40; }
-    MissionsScreen #body-scroll { width: 1fr; }
+    MissionsScreen #tree { height: 3fr; }
+    MissionsScreen #body-scroll { height: 2fr; border-top: solid $panel; }
     """
 
     def __init__(self) -> None:
@@ -129,21 +155,34 @@ class MissionsScreen(PollingScreen, Screen):
         return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
+        yield HeaderBar()
         yield Static(Text("Missions", style="bold"), id="title")
         table: DataTable = DataTable(id="missions", cursor_type="row", zebra_stripes=True)
         table.add_columns("id", "state", "mission", "turns", "goal")
         yield table
-        with Horizontal(id="lower"):
+        # One above the other: side by side, neither the tree nor the body has room at 80
+        # or 120 columns (the tree's lines ran into the body, the worker's figures were cut).
+        with Vertical(id="lower"):
             yield Tree(Text("no mission"), id="tree")
             with VerticalScroll(id="body-scroll"):
                 yield Static(Text(""), id="body")
         yield Footer()
 
     def on_mount(self) -> None:
+        main = self.app.screen_stack[0] if self.app.screen_stack else None
+        self.summary = getattr(main, "summary", None)
+        self.header_show()
         self.set_timer(0.01, self._tick)
 
     async def poll(self) -> None:
-        rows, mission = await self.wk.reader.call(lambda led: _read(led, self.selected))
+        now = self.wk.now()
+        try:
+            rows, mission, header = await self.wk.reader.call(
+                lambda led: (*_read(led, self.selected), self.header_read(led, now, True)))
+        except Exception:
+            self.header_stale(now)
+            return
+        self.header_show(header)
         self._show_rows(rows)
         self._show_mission(mission)
 
@@ -180,12 +219,12 @@ class MissionsScreen(PollingScreen, Screen):
         tree.reset(root)
         coord = tree.root.add(Text(f"coordinator: {m['coordinator']}  turns {m['turns']}/"
                                    f"{(m.get('budget') or {}).get('turns')}"), expand=True)
+        width = max(40, tree.size.width - 12)
         for w in m["spawned"]:
-            # Both lines of a worker carry it in ``data``, so x acts on whichever is selected.
-            coord.add_leaf(worker_label(w), data=w)
-            task = Text("   task: ", style="dim")
-            task.append(one_line(w["task"], 100))
-            coord.add_leaf(task, data=w)
+            # Every line of a worker carries it in ``data``, so x acts on whichever is selected.
+            node = coord.add(worker_label(w), data=w, expand=True)
+            for line in worker_lines(w, width):
+                node.add_leaf(line, data=w)
         tree.root.expand_all()
         self.query_one("#body", Static).update(render_body(m))
 
