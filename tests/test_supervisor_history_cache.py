@@ -74,3 +74,20 @@ def test_each_connection_keeps_its_own(ledger, tmp_path):
     with Ledger(tmp_path / "wk.db") as other:
         assert supervisor._history(other, "job", rid + 1) == fresh(ledger, rid + 1)
     same(ledger, rid + 1)
+
+
+def test_a_runners_thread_ledgers_share_one_cache(tmp_path):
+    from core.ledger.writer import Writer, WriterLedger
+    writer = Writer(tmp_path / "wk.db")
+    a, b = WriterLedger(writer), WriterLedger(writer)
+    try:
+        add_job(a, tmp_path)
+        rid = judged_run(a)
+        assert supervisor._history(a, "job", rid + 1) == fresh(a, rid + 1)
+        assert supervisor._history(b, "job", rid + 1) == fresh(b, rid + 1)
+        assert list(supervisor._history_caches[writer].jobs) == ["job"]
+        assert a not in supervisor._history_caches and b not in supervisor._history_caches
+    finally:
+        a.close()
+        b.close()
+        writer.close()

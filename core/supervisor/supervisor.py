@@ -175,8 +175,10 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
 
 # -- judging ---------------------------------------------------------------------------------
 
-#: Jobs whose history facts one connection keeps decoded (``_HistoryCache``).
-HISTORY_CACHE_JOBS = 64
+#: Jobs whose history facts one cache keeps decoded (``_HistoryCache``): at most
+#: ``HISTORY_CACHE_JOBS × HISTORY_LIMIT`` facts, each with its outcome's output slices (up to
+#: about 20 KB), so about 20 MB at worst and far less for jobs that print little.
+HISTORY_CACHE_JOBS = 16
 
 
 class _HistoryCache:
@@ -189,16 +191,21 @@ class _HistoryCache:
     that have not been written since (``job_outcomes.updated_at`` moves with every write)
     is skipped. The judge therefore sees exactly the facts a fresh read would give. A job's
     entries are those of its latest window only; at most ``HISTORY_CACHE_JOBS`` jobs are
-    kept (least recently judged dropped). One cache per ``Ledger`` (whichever connection to
-    the same file the rows are read through: a row's key names its content, not the
-    connection); a ``Ledger`` is used by one thread at a time (its ``write`` function runs in
-    the writer thread while the caller waits), so no lock.
+    kept (least recently judged dropped). One cache per ledger handle — the runner's
+    threads share one through their common writer (``WriterLedger.writer``); the rows may be
+    read through any connection to that file, since a row's key names its content, not the
+    connection. A lock serialises its use by those threads.
     """
 
     def __init__(self) -> None:
         self.jobs: OrderedDict[str, dict[tuple[int, float, bool], OutcomeFacts]] = OrderedDict()
+        self.lock = threading.Lock()
 
     def history(self, conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
+        with self.lock:
+            return self._history(conn, job, before_run)
+
+    def _history(self, conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
         keys = outcomes.job_history_keys(conn, job, before_run, HISTORY_LIMIT)
         held = self.jobs.pop(job, {})
         missing = [k[0] for k in keys if k not in held]
@@ -220,18 +227,19 @@ def _history_one(conn: Conn, job: str, run_id: int) -> OutcomeFacts | None:
     return outcome_facts({"job": job}, rows[0], retry_queued=rows[0]["retried"]) if rows else None
 
 
-_history_caches: WeakKeyDictionary[Ledger, _HistoryCache] = WeakKeyDictionary()
+_history_caches: WeakKeyDictionary[object, _HistoryCache] = WeakKeyDictionary()
 _history_caches_lock = threading.Lock()
 
 
 def _history(ledger: Ledger, job: str, before_run: int, conn: Conn | None = None) -> list[OutcomeFacts]:
     """The job's last ``HISTORY_LIMIT`` judged outcomes before ``before_run``, oldest first,
     as facts (``outcomes.job_history``), read through ``conn`` (default ``ledger.conn``) and
-    decoded once per ``ledger`` (``_HistoryCache``)."""
+    decoded once per ledger handle (``_HistoryCache``)."""
+    owner = getattr(ledger, "writer", None) or ledger  # a runner's thread ledgers share their writer
     with _history_caches_lock:
-        cache = _history_caches.get(ledger)
+        cache = _history_caches.get(owner)
         if cache is None:
-            cache = _history_caches[ledger] = _HistoryCache()
+            cache = _history_caches[owner] = _HistoryCache()
     return cache.history(ledger.conn if conn is None else conn, job, before_run)
 
 
