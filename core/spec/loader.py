@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -34,7 +34,10 @@ MAX_SPEC_FILE_BYTES = 1024 * 1024
 
 @dataclass(frozen=True)
 class SpecError:
-    """One problem in a spec file. ``line`` is 1-based or None when unknown."""
+    """One problem in a spec file. ``line`` is 1-based or None when unknown. ``KIND`` names
+    what ``job`` is the name of in the text (a subclass for mission files says "mission")."""
+
+    KIND: ClassVar[str] = "job"
 
     file: str
     line: int | None
@@ -48,7 +51,7 @@ class SpecError:
         where = f"{safe_text(self.file)}:{self.line}" if self.line else safe_text(self.file)
         parts = [where]
         if self.job:
-            parts.append(f"job '{safe_text(self.job)}'")
+            parts.append(f"{self.KIND} '{safe_text(self.job)}'")
         if self.field:
             parts.append(f"field '{safe_text(self.field)}'")
         parts.append(safe_text(self.message))

@@ -13,13 +13,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from core.spec.loader import Unreadable, read_spec_text
 from core.spec.model import (
-    NAME_RE,
     Command,
     FieldProblem,
     Int,
@@ -27,7 +26,7 @@ from core.spec.model import (
     Number,
     SpecError,
     _Strict,
-    safe_text,
+    check_name,
 )
 from core.spec.source_map import SourceMap, friendly_errors, toml_error_line
 
@@ -36,15 +35,7 @@ from core.spec.source_map import SourceMap, friendly_errors, toml_error_line
 class MissionError(SpecError):
     """A ``SpecError`` of a mission file: the name is a mission's (``job`` holds it)."""
 
-    def __str__(self) -> str:
-        where = f"{safe_text(self.file)}:{self.line}" if self.line else safe_text(self.file)
-        parts = [where]
-        if self.job:
-            parts.append(f"mission '{safe_text(self.job)}'")
-        if self.field:
-            parts.append(f"field '{safe_text(self.field)}'")
-        parts.append(safe_text(self.message))
-        return ": ".join(parts)
+    KIND: ClassVar[str] = "mission"
 
 
 #: Sub-folder of the spec folder that holds mission definitions (not loaded as jobs).
@@ -85,9 +76,7 @@ class MissionSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
-        return v
+        return check_name(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> MissionSpec:

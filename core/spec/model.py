@@ -40,6 +40,15 @@ from core.spec.durations import (  # noqa: F401 (re-exported: callers import the
 from core.text import safe_text  # noqa: F401 (re-exported: the one escaper lives in core.text)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+
+
+def check_name(v: str) -> str:
+    """``v`` unchanged when it is a valid job or mission name (``NAME_RE``); raises
+    ValueError saying the rule otherwise (pydantic reports it against the ``name`` field)."""
+    if not NAME_RE.match(v):
+        raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
+    return v
+
 #: The shortest ``every`` interval; shorter ones flood the ledger with queued runs.
 MIN_EVERY_S = 1.0
 
@@ -280,9 +289,7 @@ class JobSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("name must be 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit")
-        return v
+        return check_name(v)
 
     @model_validator(mode="before")
     @classmethod
