@@ -81,6 +81,13 @@ def get(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
 #: counts, file sizes) and lineage policy (flapping, first success).
 HISTORY_COLUMNS = ("run_id", "attempt", "state", "status", "duration_s", "exit_code", "signal", "stdout_head",
                    "stdout_tail", "stderr_tail", "handoff", "verification")
+#: The outcome's output columns, kept only for successes (only they teach the work baseline).
+_SUCCESS_ONLY = ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification")
+#: ``HISTORY_COLUMNS`` as the select list over ``job_outcomes o`` (``_SUCCESS_ONLY`` as None
+#: unless the outcome succeeded), shared by ``job_history`` and ``history_rows``.
+_HISTORY_SELECT = ", ".join(
+    [f"o.{c}" for c in HISTORY_COLUMNS if c not in _SUCCESS_ONLY]
+    + [f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}" for c in _SUCCESS_ONLY])
 
 
 def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int) -> list[dict[str, Any]]:
@@ -91,12 +98,8 @@ def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int)
     unreadable) plus ``retried`` (bool: the retry policy queued a next attempt). Output columns of
     non-successful outcomes are None: only successes teach the work baseline.
     """
-    cols = ", ".join(f"o.{c}" for c in HISTORY_COLUMNS if c not in ("stdout_head", "stdout_tail", "stderr_tail",
-                                                                      "handoff", "verification"))
-    evidence = ", ".join(f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}"
-                         for c in ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification"))
     rows = conn.execute(
-        f"SELECT {cols}, {evidence}, {_RETRIED} AS retried"
+        f"SELECT {_HISTORY_SELECT}, {_RETRIED} AS retried"
         f" FROM job_outcomes o JOIN runs r ON r.id = o.run_id WHERE {_HISTORY_WHERE}"
         " ORDER BY o.run_id DESC LIMIT ?", (job, before_run, limit)).fetchall()
     return _history_dicts(reversed(rows))
@@ -129,12 +132,8 @@ def history_rows(conn: sqlite3.Connection, run_ids: list[int]) -> list[dict[str,
     is read as well (current at the time of this read)."""
     if not run_ids:
         return []
-    cols = ", ".join(f"o.{c}" for c in HISTORY_COLUMNS if c not in ("stdout_head", "stdout_tail", "stderr_tail",
-                                                                      "handoff", "verification"))
-    evidence = ", ".join(f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}"
-                         for c in ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification"))
     rows = conn.execute(
-        f"SELECT {cols}, {evidence}, o.updated_at, {_RETRIED} AS retried FROM job_outcomes o"
+        f"SELECT {_HISTORY_SELECT}, o.updated_at, {_RETRIED} AS retried FROM job_outcomes o"
         " WHERE o.run_id IN (SELECT value FROM json_each(?)) ORDER BY o.run_id",
         (json.dumps(run_ids),)).fetchall()
     return _history_dicts(rows)
