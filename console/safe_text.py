@@ -19,11 +19,10 @@ import re
 
 from rich.text import Text
 
-from core.text import cut, invisible, safe_text
+from core.text import as_text, cut, invisible, safe_text
 
 __all__ = ["clean", "invisible", "one_line", "output", "text"]
 
-_SURROGATES = re.compile(r"[\ud800-\udfff]")
 # Select Graphic Rendition only (colours, bold …): ESC [ params m, nothing else.
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
 
@@ -40,14 +39,7 @@ def clean(value: object, *, keep_newlines: bool = True) -> str:
     (bytes, or str with surrogate escapes) as U+FFFD. ``None`` becomes ""; tabs become four
     spaces; line and paragraph separators become newlines, and with ``keep_newlines=False``
     newlines become spaces (one-line cells)."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes | bytearray):
-        s = bytes(value).decode("utf-8", "replace")
-    else:
-        s = value if isinstance(value, str) else str(value)
-    s = _SURROGATES.sub("\ufffd", s)
-    s = s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n").replace("\t", "    ")
+    s = as_text(value).replace("\t", "    ")
     if not keep_newlines:
         s = s.replace("\n", " ")
     out = safe_text(s, keep="\n", also=_escaped)

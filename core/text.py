@@ -100,13 +100,11 @@ def quoted(value: Any, mark: str = "'") -> str:
     return f"{mark}{safe_text(value, also=invisible)}{mark}"
 
 
-def clean(value: object, *, keep_newlines: bool = True) -> str:
-    """Return ``value`` as printable text: escape sequences, control and invisible characters
-    removed, invalid UTF-8 (bytes, or str with surrogate escapes) replaced by U+FFFD.
-
-    ``None`` becomes ""; other non-strings go through ``str()``. Tabs become four spaces;
-    with ``keep_newlines=False`` line breaks become spaces (for one-line cells).
-    """
+def as_text(value: object) -> str:
+    """``value`` as one ``str`` before any escaping: ``None`` is "", bytes are decoded as UTF-8
+    and other non-strings go through ``str()``; invalid UTF-8 (bytes, or str with surrogate
+    escapes) becomes U+FFFD and CRLF, U+2028 and U+2029 become newlines. Shared by both
+    ``clean``s (this one and ``console.safe_text.clean``)."""
     if value is None:
         return ""
     if isinstance(value, bytes | bytearray):
@@ -114,7 +112,17 @@ def clean(value: object, *, keep_newlines: bool = True) -> str:
     else:
         s = value if isinstance(value, str) else str(value)
     s = _SURROGATES.sub("\ufffd", s)
-    s = s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    return s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+
+
+def clean(value: object, *, keep_newlines: bool = True) -> str:
+    """Return ``value`` as printable text: escape sequences, control and invisible characters
+    removed, invalid UTF-8 (bytes, or str with surrogate escapes) replaced by U+FFFD.
+
+    ``None`` becomes ""; other non-strings go through ``str()``. Tabs become four spaces;
+    with ``keep_newlines=False`` line breaks become spaces (for one-line cells).
+    """
+    s = as_text(value)
     s = _FORMAT.sub("", s)
     s = _STRING_SEQ.sub("", s)
     s = _CSI.sub("", s)
