@@ -207,3 +207,22 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 POSITIVE_DURATION = DurationType(positive=True)
 ID = click.IntRange(1, MAX_ID)
+
+
+# The options every area repeats, written once so their names, types and help read the same
+# in every command.
+def ledger_option(f: Any) -> Any:
+    """``--ledger PATH`` → ``ledger_path`` (str or None: $WATCHKEEPER_LEDGER, then ./watchkeeper.db)."""
+    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def as_option(f: Any) -> Any:
+    """``--as NAME`` → ``operator`` (str or None: the settings' operator, $USER by default)."""
+    return click.option("--as", "operator", default=None,
+                        help="Name recorded in the audit trail [default: $USER].")(f)
+
+
+def yes_option(f: Any) -> Any:
+    """``--yes``/``-y`` → ``yes`` (bool): do not ask before a destructive action."""
+    return click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")(f)

@@ -22,8 +22,10 @@ from console.cli.common import (
     EXIT_NOT_FOUND,
     ID,
     POSITIVE_DURATION,
+    as_option,
     fail,
     ledger_errors,
+    ledger_option,
     open_ledger_at,
     open_ledger_prefer_write,
     shown,
@@ -40,15 +42,6 @@ TAIL_POLL_S = 0.2
 #: tail also checks for a runner gap this often, so a dead runner shows up over ssh.
 TAIL_GAP_CHECK_S = 5.0
 SEV_COLOURS = {"critical": "red", "warning": "yellow", "info": "cyan"}
-
-
-def _ledger_option(f: Any) -> Any:
-    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
-
-
-def _as_option(f: Any) -> Any:
-    return click.option("--as", "operator", default=None, help="Operator name [default: $USER].")(f)
 
 
 def _settings(ledger_path: str | None, config_path: str | None = None):
@@ -95,7 +88,7 @@ def register(group: click.Group) -> None:
     @click.option("--job", default=None, help="Only this job.")
     @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
         """List escalations (active ones by default), newest activity first.
@@ -122,8 +115,8 @@ def register(group: click.Group) -> None:
 
     @group.command("ack")
     @click.argument("esc_id", type=ID)
-    @_as_option
-    @_ledger_option
+    @as_option
+    @ledger_option
     @ledger_errors
     def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
         """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
@@ -140,8 +133,8 @@ def register(group: click.Group) -> None:
     @click.argument("esc_id", type=ID)
     @click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
                   help="How long, e.g. 30m, 2h (at most 10 years).")
-    @_as_option
-    @_ledger_option
+    @as_option
+    @ledger_option
     @ledger_errors
     def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str | None) -> None:
         """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
@@ -157,8 +150,8 @@ def register(group: click.Group) -> None:
 
     @group.command("resolve")
     @click.argument("esc_id", type=ID)
-    @_as_option
-    @_ledger_option
+    @as_option
+    @ledger_option
     @ledger_errors
     def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
         """Resolve escalation ESC_ID by hand.
@@ -177,7 +170,7 @@ def register(group: click.Group) -> None:
                   help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
                   help="watchkeeper.toml: its notify sinks hear a runner gap this tail opens.")
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger_path: str | None) -> None:
         """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
@@ -226,7 +219,7 @@ def register(group: click.Group) -> None:
     @click.option("--since", default="24h", show_default=True, type=DURATION,
                   help="Window, e.g. 1h, 7d (at most 10 years).")
     @click.option("--json", "as_json", is_flag=True)
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
         """Runs judged, share silent, escalations by kind, notifications sent and failed.

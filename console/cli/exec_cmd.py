@@ -11,8 +11,16 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, shown
-from console.cli.runs import config_option, ledger_option, open_settings
+from console.cli.common import (
+    EXIT_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    fail,
+    ledger_option,
+    open_ledger_at,
+    shown,
+)
+from console.cli.runs import config_option, open_settings
 from core.ledger.jobs import job_row
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import click
 
-from console.cli.common import EXIT_FINDINGS, EXIT_NOT_FOUND, fail, ledger_errors, shown
-from console.cli.runs import ledger_option, open_ledger, open_settings
+from console.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    as_option,
+    fail,
+    ledger_errors,
+    ledger_option,
+    shown,
+    yes_option,
+)
+from console.cli.runs import open_ledger, open_settings
 from core import actions
 from core.ledger.connection import Ledger
 from core.ledger.reads import job_controls
@@ -43,10 +52,10 @@ def _report(result: ActionResult) -> None:
 
 @click.command("pause")
 @click.argument("job")
-@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@as_option
 @click.option("--reason", default=None, help="Why, recorded with the pause.")
 @ledger_option
-@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@yes_option
 @ledger_errors
 def pause_cmd(job: str, operator: str | None, reason: str | None, ledger_path: str | None, yes: bool) -> None:
     """Pause JOB: its scheduled runs are skipped (each skipped slot is recorded as a
@@ -76,9 +85,9 @@ def pause_cmd(job: str, operator: str | None, reason: str | None, ledger_path: s
 
 @click.command("resume")
 @click.argument("job")
-@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@as_option
 @ledger_option
-@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@yes_option
 @ledger_errors
 def resume_cmd(job: str, operator: str | None, ledger_path: str | None, yes: bool) -> None:
     """Resume a paused JOB: its next scheduled slot runs as usual; the slots skipped while it

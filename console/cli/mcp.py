@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, ledger_errors, open_ledger_at, shown_lines
+from console.cli.common import (
+    EXIT_CONFIG,
+    EXIT_NOT_FOUND,
+    fail,
+    ledger_errors,
+    ledger_option,
+    open_ledger_at,
+    shown_lines,
+)
 from core.ledger import missions as ml
 from core.mission import actions as mactions
 from core.spec.settings import SettingsError, load_settings
@@ -25,8 +33,7 @@ def register(group: click.Group) -> None:
     @click.option("--spec", "spec_file", type=click.Path(dir_okay=False, exists=True), default=None,
                   help="Mission definition for the new mission (workers, budget, owner).")
     @click.option("--owner", default=None, help="Who the new mission's questions and report go to.")
-    @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                  help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")
+    @ledger_option
     @ledger_errors
     def mcp_cmd(mission_id: int | None, goal: str | None, workers: tuple[str, ...], spec_file: str | None,
                 owner: str | None, ledger_path: str | None) -> None:

@@ -18,11 +18,14 @@ from console.cli.common import (
     EXIT_CONFIG,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
+    as_option,
     fail,
     ledger_errors,
+    ledger_option,
     open_ledger_at,
     shown,
     shown_lines,
+    yes_option,
 )
 from core.ledger import missions as ml
 from core.mission import actions as mactions
@@ -46,15 +49,6 @@ def _finish(res: ActionResult) -> None:
     fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_FINDINGS)
 
 
-def _ledger_option(f: Any) -> Any:
-    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
-
-
-def _as_option(f: Any) -> Any:
-    return click.option("--as", "operator", default=None, help="Your name [default: $USER].")(f)
-
-
 def mission_line(m: dict[str, Any]) -> str:
     """One line: id, state, name, turns/budget, coordinator, goal."""
     b = m.get("budget") or {}
@@ -68,10 +62,6 @@ def worker_line(w: dict[str, Any]) -> str:
     return (f"  {w['seq']:>2}. {shown(w['worker'], 20):<20} {w['state']:<10} {shown(w.get('status') or '-'):<8}"
             f" conf {conf:<5} steps {w.get('steps_used') if w.get('steps_used') is not None else '-':<3}"
             f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {shown(w.get('note') or w.get('error') or '', 80)}")
-
-
-def _yes_option(f: Any) -> Any:
-    return click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")(f)
 
 
 def _ask(ledger: Any, mission_id: int, question: str, declined: str) -> None:
@@ -111,7 +101,7 @@ def register(group: click.Group) -> None:
                   help="Who plans [default: from the definition; 'auto' = claude with a key, else scripted].")
     @click.option("--owner", default=None, help="Who questions and the report go to.")
     @click.option("--turns", type=click.IntRange(1, 1000), default=None, help="Coordinator turn budget.")
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def start_cmd(goal: str | None, spec_file: str | None, name: str | None, spec_dir: str | None,
                   workers: tuple[str, ...], coordinator: str | None, owner: str | None, turns: int | None,
@@ -148,7 +138,7 @@ def register(group: click.Group) -> None:
     @mission.command("list")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def list_cmd(limit: int, as_json: bool, ledger_path: str | None) -> None:
         """Missions, newest first.
@@ -165,7 +155,7 @@ def register(group: click.Group) -> None:
     @mission.command("show")
     @click.argument("mission_id", type=click.IntRange(1))
     @click.option("--json", "as_json", is_flag=True, help="The mission, its workers and audit trail as JSON.")
-    @_ledger_option
+    @ledger_option
     @ledger_errors
     def show_cmd(mission_id: int, as_json: bool, ledger_path: str | None) -> None:
         """The mission as a tree: coordinator, workers (state, confidence, steps), question, report.
@@ -204,8 +194,8 @@ def register(group: click.Group) -> None:
     @mission.command("answer")
     @click.argument("mission_id", type=click.IntRange(1))
     @click.argument("text")
-    @_as_option
-    @_ledger_option
+    @as_option
+    @ledger_option
     @ledger_errors
     def answer_cmd(mission_id: int, text: str, operator: str | None, ledger_path: str | None) -> None:
         """Answer the mission's open question; the coordinator is woken with it.
@@ -220,9 +210,9 @@ def register(group: click.Group) -> None:
 
     @mission.command("approve")
     @click.argument("mission_id", type=click.IntRange(1))
-    @_as_option
-    @_ledger_option
-    @_yes_option
+    @as_option
+    @ledger_option
+    @yes_option
     @ledger_errors
     def approve_cmd(mission_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
         """Approve the report and close the mission (every worker delivered or abandoned).
@@ -241,9 +231,9 @@ def register(group: click.Group) -> None:
     @mission.command("abandon-worker")
     @click.argument("mission_id", type=click.IntRange(1))
     @click.argument("seq", type=click.IntRange(1))
-    @_as_option
-    @_ledger_option
-    @_yes_option
+    @as_option
+    @ledger_option
+    @yes_option
     @ledger_errors
     def abandon_worker_cmd(mission_id: int, seq: int, operator: str | None, ledger_path: str | None,
                            yes: bool) -> None:
@@ -263,9 +253,9 @@ def register(group: click.Group) -> None:
 
     @mission.command("abort")
     @click.argument("mission_id", type=click.IntRange(1))
-    @_as_option
-    @_ledger_option
-    @_yes_option
+    @as_option
+    @ledger_option
+    @yes_option
     @ledger_errors
     def abort_cmd(mission_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
         """Abort: live workers are killed, every output and artifact is kept. Asks first unless --yes.

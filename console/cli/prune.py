@@ -8,8 +8,16 @@ from typing import Any
 import click
 import humanize
 
-from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
-from console.cli.runs import config_option, ledger_option, open_settings
+from console.cli.common import (
+    DURATION,
+    EXIT_CONFIG,
+    EXIT_FINDINGS,
+    fail,
+    ledger_errors,
+    ledger_option,
+    open_ledger_at,
+)
+from console.cli.runs import config_option, open_settings
 from core.ledger import retention
 from core.text import quoted
 

@@ -16,12 +16,15 @@ from console.cli.common import (
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
     ID,
+    as_option,
     fail,
     ledger_errors,
+    ledger_option,
     open_ledger_at,
     prepare_places,
     shown,
     shown_lines,
+    yes_option,
 )
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
@@ -42,11 +45,6 @@ def use_colour() -> bool:
 def styled_state(state: str) -> str:
     text = f"{state:<10}"
     return click.style(text, fg=STATE_COLOURS.get(state)) if use_colour() else text
-
-
-def ledger_option(f: Any) -> Any:
-    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
 
 
 def config_option(f: Any) -> Any:
@@ -272,7 +270,7 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
 @click.command("trigger")
 @click.argument("job")
 @ledger_option
-@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@as_option
 @ledger_errors
 def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None:
     """Queue a run of JOB now (a running runner picks it up), attributed operator:NAME.
@@ -295,9 +293,9 @@ def trigger_cmd(job: str, ledger_path: str | None, operator: str | None) -> None
 
 @click.command("abandon")
 @click.argument("run_id", type=ID)
-@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@as_option
 @ledger_option
-@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@yes_option
 @ledger_errors
 def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
     """Abandon run RUN_ID: mark it abandoned and kill its live process group (SIGTERM, then
@@ -332,9 +330,9 @@ def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes:
 
 @click.command("retry")
 @click.argument("run_id", type=ID)
-@click.option("--as", "operator", default=None, help="Name recorded in the audit trail [default: $USER].")
+@as_option
 @ledger_option
-@click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")
+@yes_option
 @ledger_errors
 def retry_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: bool) -> None:
     """Retry run RUN_ID: queue a new attempt of its lineage (a running runner picks it up).

@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, fail, ledger_errors, open_ledger_at, shown, shown_lines
+from console.cli.common import (
+    EXIT_CONFIG,
+    fail,
+    ledger_errors,
+    ledger_option,
+    open_ledger_at,
+    shown,
+    shown_lines,
+)
 from core.ledger import runners as core_status
 from core.ledger.connection import Ledger
 from core.spec.settings import Settings, SettingsError, load_settings
@@ -23,11 +31,6 @@ def register(cli: click.Group) -> None:
     cli.add_command(sweep_cmd)
     cli.add_command(status_cmd)
     cli.add_command(doctor_cmd)
-
-
-def _ledger_option(f: Any) -> Any:
-    return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                        help="Ledger file (default: $WATCHKEEPER_LEDGER or ./watchkeeper.db).")(f)
 
 
 def _config_option(f: Any) -> Any:
@@ -69,7 +72,7 @@ def _print_report(report: core_sweep.SweepReport, watched: core_watch.WatchRepor
 
 
 @click.command("sweep")
-@_ledger_option
+@ledger_option
 @_config_option
 @click.option("--loop", is_flag=True, help="Keep sweeping every --interval seconds until interrupted.")
 @click.option("--interval", type=click.FloatRange(min=0.1, max=86400), default=None,
@@ -116,7 +119,7 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
 
 
 @click.command("status")
-@_ledger_option
+@ledger_option
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @ledger_errors
@@ -145,7 +148,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
 
 
 @click.command("doctor")
-@_ledger_option
+@ledger_option
 @_config_option
 @click.option("--repair", is_flag=True, help="Settle what can be settled safely (audited), then check again.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
