@@ -95,8 +95,8 @@ class WatchkeeperApp(App):
             detail = "No run is in flight. No new run starts until watchkeeper runs again."
         else:
             flying = "Runs in flight (count unknown)" if n is None else f"{n} run{'s' if n != 1 else ''} in flight"
-            detail = (f"{flying}: each gets the shutdown grace, then is settled as interrupted."
-                      " No new run starts.")
+            detail = (f"{flying}: they get the shutdown grace to finish; any still running then is"
+                      " settled as interrupted. No new run starts.")
 
         def answered(yes: bool | None) -> None:
             if yes:
