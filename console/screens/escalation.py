@@ -156,9 +156,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
     async def on_mount(self) -> None:
         table = self.query_one("#occurrences", DataTable)
         table.add_columns("When", "Run", "#", "State", "Exit", "Why")
-        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        self.summary = getattr(main, "summary", None)
-        self.header_show()
+        self.header_start()
         table.focus()
         await self.load()
         self.set_timer(self.wk.config.refresh, self._tick)
@@ -168,25 +166,13 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the escalation when the ledger changed (``force``: regardless)."""
-        seen = None if force or self.detail is None else self._data_version
-        now = self.wk.now()
-
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool, Any]:
-            dv = ledger.data_version()
-            if dv == seen:
-                return dv, None, False, self.header_read(ledger, now, False)
-            return dv, queries.escalation_detail(ledger, self.esc_id), True, self.header_read(ledger, now, True)
-
         try:
-            dv, detail, read, header = await self.wk.reader.call(fetch)
+            read, detail = await self.live_read(lambda ledger, now: queries.escalation_detail(ledger, self.esc_id),
+                                                have=self.detail is not None, force=force)
         except Exception as exc:
-            self.header_stale(now)
             if self.detail is None:
                 self.query_one("#summary", Static).update(Text(clean(f"could not read escalation {self.esc_id}: {exc}")))
             return
-        self._data_version = dv
-        self.polls += 1
-        self.header_show(header)
         if read:
             self.detail = detail
             self._show()

@@ -126,9 +126,7 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
 
     async def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("Ended", "Run", "#", "State", "Took", "Exit", "Why")
-        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        self.summary = getattr(main, "summary", None)
-        self.header_show()
+        self.header_start()
         self.query_one("#runs", DataTable).focus()
         await self.load()
         self.set_timer(self.wk.config.refresh, self._tick)
@@ -138,25 +136,13 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the job's history when the ledger changed (``force``: regardless)."""
-        seen = None if force or self.history is None else self._data_version
-        now = self.wk.now()
-
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, bool, Any]:
-            dv = ledger.data_version()
-            if dv == seen:
-                return dv, None, False, self.header_read(ledger, now, False)
-            return dv, queries.job_history(ledger, self.job, now=now), True, self.header_read(ledger, now, True)
-
         try:
-            dv, history, read, header = await self.wk.reader.call(fetch)
+            read, history = await self.live_read(lambda ledger, now: queries.job_history(ledger, self.job, now=now),
+                                                 have=self.history is not None, force=force)
         except Exception as exc:
-            self.header_stale(now)
             if self.history is None:
                 self.query_one("#summary", Static).update(Text(clean(f"could not read {self.job}: {exc}")))
             return
-        self._data_version = dv
-        self.polls += 1
-        self.header_show(header)
         if read:
             self.history = history
             self._show()

@@ -3,6 +3,7 @@ header those screens keep live with it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -68,6 +69,39 @@ class LiveHeader:
         cfg = self.wk.config  # type: ignore[attr-defined]
         self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False,  # type: ignore[attr-defined]
                                        follow=False, read_only=cfg.read_only, operator=cfg.operator)
+
+    def header_start(self) -> None:
+        """On mount: draw the header with the figures of the screen underneath (when it has
+        any) until this screen's first read."""
+        stack = self.app.screen_stack  # type: ignore[attr-defined]
+        self.summary = getattr(stack[-2] if len(stack) > 1 else None, "summary", None)
+        self.header_show()
+
+    async def live_read(self, read: Callable[[Any, float], Any], *, have: bool, force: bool) -> tuple[bool, Any]:
+        """One poll of the screen's data with the header: in the read thread, ``read(ledger,
+        now)`` (``now``: Unix seconds) when the ledger's ``data_version`` moved since the last
+        poll, when nothing is shown yet (``have`` False) or when ``force``d; the header figures
+        always (``header_read``). Returns ``(True, data)``, or ``(False, None)`` when nothing
+        changed; counts the poll (``polls``) and draws the header. A failed read marks the
+        header stale and re-raises, for the screen to say so when it has nothing to show."""
+        seen = None if force or not have else self._data_version  # type: ignore[attr-defined]
+        now = self.wk.now()  # type: ignore[attr-defined]
+
+        def fetch(ledger: Any) -> tuple[int, Any, bool, Any]:
+            dv = ledger.data_version()
+            if dv == seen:
+                return dv, None, False, self.header_read(ledger, now, False)
+            return dv, read(ledger, now), True, self.header_read(ledger, now, True)
+
+        try:
+            dv, data, changed, header = await self.wk.reader.call(fetch)  # type: ignore[attr-defined]
+        except Exception:
+            self.header_stale(now)
+            raise
+        self._data_version = dv
+        self.polls += 1  # type: ignore[attr-defined]
+        self.header_show(header)
+        return changed, data
 
     def header_stale(self, now: float) -> None:
         """The read failed: say since when the data is stale (the next poll tries again)."""
