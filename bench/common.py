@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -35,6 +36,34 @@ class Figure:
     @property
     def verdict(self) -> str:
         return "-" if self.met is None else ("met" if self.met else "MISSED")
+
+
+#: What a generated ledger's finished runs end as: 85 % succeeded, the rest failed, timed
+#: out or orphaned (drawn with ``rng.choice``).
+GENERATED_STATES = ["succeeded"] * 17 + ["failed", "timed_out", "orphaned"]
+#: Rows from ``finished_run`` go into ``runs`` with this statement (``executemany``).
+INSERT_FINISHED_RUN = (
+    "INSERT INTO runs (id, job, lineage, attempt, state, slot, trigger, not_before, created_at,"
+    " started_at, ended_at, updated_at, exit_code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def insert_jobs(conn: sqlite3.Connection, count: int, now: float) -> list[str]:
+    """Insert ``count`` jobs named ``job-000``… (every minute, owner ``ops``, ``updated_at``
+    ``now`` in Unix seconds) for a generated ledger; returns their names."""
+    names = [f"job-{i:03d}" for i in range(count)]
+    conn.executemany(
+        "INSERT INTO jobs (name, spec, spec_hash, schedule_text, owner, updated_at) VALUES (?,?,?,?,?,?)",
+        [(n, json.dumps({"name": n, "command": ["true"], "every": 60.0}), "h", "every 1m", "ops", now)
+         for n in names])
+    return names
+
+
+def finished_run(i: int, job: str, state: str, ended: float) -> tuple[Any, ...]:
+    """The ``runs`` row (``INSERT_FINISHED_RUN``) of generated run ``i + 1``: attempt 1 of its
+    own lineage, scheduled, queued 10 s and started 9 s before ``ended`` (Unix seconds), exit
+    0 when it succeeded else 1."""
+    return (i + 1, job, f"{job}:{i}", 1, state, f"s{i}", "schedule", ended - 10, ended - 10,
+            ended - 9, ended, ended, 0 if state == "succeeded" else 1)
 
 
 def median(xs: list[float]) -> float:

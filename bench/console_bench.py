@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import GENERATED_STATES, INSERT_FINISHED_RUN, finished_run, insert_jobs
 from core.ledger.connection import Ledger
 
 GOAL_PAINT_S = 1.0
@@ -45,27 +46,19 @@ def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
         c.execute("BEGIN")
         c.execute("INSERT INTO runners (id, hostname, pid, started_at, heartbeat_at, heartbeat_s, lease_s)"
                   " VALUES ('bench', 'bench', 1, ?, ?, 5, 30)", (now - 86400, now))
-        names = [f"job-{i:03d}" for i in range(jobs)]
-        c.executemany(
-            "INSERT INTO jobs (name, spec, spec_hash, schedule_text, owner, updated_at) VALUES (?,?,?,?,?,?)",
-            [(n, json.dumps({"name": n, "command": ["true"], "every": 60.0}), "h", "every 1m", "ops", now)
-             for n in names])
-        states = ["succeeded"] * 17 + ["failed", "timed_out", "orphaned"]
+        names = insert_jobs(c, jobs, now)
         batch = 50_000
         for start in range(0, runs, batch):
             rows, outs = [], []
             for i in range(start, min(runs, start + batch)):
                 job = names[i % jobs]
-                state = rng.choice(states)
+                state = rng.choice(GENERATED_STATES)
                 ended = now - (runs - i) * 2.0
-                rows.append((i + 1, job, f"{job}:{i}", 1, state, f"s{i}", "schedule", ended - 10, ended - 10,
-                             ended - 9, ended, ended, 0 if state == "succeeded" else 1))
+                rows.append(finished_run(i, job, state, ended))
                 outs.append((i + 1, job, f"{job}:{i}", 1, state, "success" if state == "succeeded" else state,
                              9.0, 1 if state == "succeeded" else 0, None if state == "succeeded" else f"{state}",
                              ended, ended))
-            c.executemany(
-                "INSERT INTO runs (id, job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                " started_at, ended_at, updated_at, exit_code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            c.executemany(INSERT_FINISHED_RUN, rows)
             c.executemany(
                 "INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, duration_s, silent,"
                 " verdict_reason, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)", outs)

@@ -17,7 +17,6 @@ ledger's transactions, so it does not bear on the runner's lag.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, bench_main
+from bench.common import GENERATED_STATES, INSERT_FINISHED_RUN, Figure, bench_main, finished_run, insert_jobs
 from core.ledger import retention
 from core.ledger.connection import Ledger
 
@@ -47,28 +46,20 @@ def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
         c = db.conn
         c.execute("PRAGMA synchronous=OFF")
         c.execute("BEGIN")
-        names = [f"job-{i:03d}" for i in range(jobs)]
-        c.executemany(
-            "INSERT INTO jobs (name, spec, spec_hash, schedule_text, owner, updated_at) VALUES (?,?,?,?,?,?)",
-            [(n, json.dumps({"name": n, "command": ["true"], "every": 60.0}), "h", "every 1m", "ops", now)
-             for n in names])
-        states = ["succeeded"] * 17 + ["failed", "timed_out", "orphaned"]
+        names = insert_jobs(c, jobs, now)
         batch = 50_000
         for start in range(0, runs, batch):
             rows, outs, evs = [], [], []
             for i in range(start, min(runs, start + batch)):
                 job = names[i % jobs]
-                state = rng.choice(states)
+                state = rng.choice(GENERATED_STATES)
                 ended = now - (runs - i) * SPACING_S
-                rows.append((i + 1, job, f"{job}:{i}", 1, state, f"s{i}", "schedule", ended - 10, ended - 10,
-                             ended - 9, ended, ended, 0 if state == "succeeded" else 1))
+                rows.append(finished_run(i, job, state, ended))
                 outs.append((i + 1, job, f"{job}:{i}", 1, state, "success" if state == "succeeded" else state,
                              9.0, "copied 41 files\n", ended, ended))
                 evs.append((ended - 10, i + 1, job, 1, "runner:bench", "run_queued", None, "queued"))
                 evs.append((ended, i + 1, job, 1, "runner:bench", "transition", "verifying", state))
-            c.executemany(
-                "INSERT INTO runs (id, job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                " started_at, ended_at, updated_at, exit_code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            c.executemany(INSERT_FINISHED_RUN, rows)
             c.executemany(
                 "INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, duration_s, stdout_tail,"
                 " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)", outs)
