@@ -36,16 +36,7 @@ from tests.test_sweep_support import (
 def rig(tmp_path):
     r = Runners(tmp_path)
     yield r
-    r.stop_all()
-    if r._led is not None:
-        r._led.close()
-    with Ledger(r.db) as led:  # sub-task processes left by the runner killed with -9
-        pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    r.close()
 
 
 @pytest.mark.slow

@@ -25,9 +25,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ch
 def rig(tmp_path):
     r = Runners(tmp_path)
     yield r
-    r.stop_all()
-    if r._led is not None:
-        r._led.close()
+    r.close(kill_leftovers=False)
 
 
 def sleepers(arg: str) -> list[psutil.Process]:

@@ -104,22 +104,29 @@ class Runners:
                         pass
                     p.wait(timeout=5)
 
+    def close(self, *, kill_leftovers: bool = True) -> None:
+        """Fixture teardown: stop every runner started, close the ledger, and with
+        ``kill_leftovers`` SIGKILL the process groups jobs left behind (a runner killed with
+        -9 leaves its jobs running; their pgids are in ``runs``)."""
+        self.stop_all()
+        if self._led is not None:
+            self._led.close()
+        if not kill_leftovers or not self.db.exists():
+            return
+        with Ledger(self.db) as led:
+            pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
 
 @pytest.fixture
 def rig(tmp_path):
     r = Runners(tmp_path)
     yield r
-    r.stop_all()
-    if r._led is not None:
-        r._led.close()
-    # Jobs left behind by a runner killed with -9 (pids recorded in the ledger by our runner).
-    with Ledger(r.db) as led:
-        pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    r.close()
 
 
 def run_state(rig, run_id):

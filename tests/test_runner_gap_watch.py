@@ -42,17 +42,7 @@ def sent(out: Path) -> list[dict]:
 def rig(tmp_path):
     r = Runners(tmp_path)
     yield r
-    r.stop_all()
-    if r._led is not None:
-        r._led.close()
-    if r.db.exists():  # jobs a stopped runner left behind (their pgids are in our ledger)
-        with Ledger(r.db) as led:
-            pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-        for pgid in pgids:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    r.close()
 
 
 @pytest.mark.slow

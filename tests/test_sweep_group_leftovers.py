@@ -52,16 +52,7 @@ def members(pgid: int, run_id: int | None = None) -> list[int]:
 def rig(tmp_path):
     r = Runners(tmp_path)
     yield r
-    r.stop_all()
-    if r._led is not None:
-        r._led.close()
-    with Ledger(r.db) as led:  # whatever our jobs left, by the pgids our runner recorded
-        pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    r.close()
 
 
 @pytest.mark.slow
