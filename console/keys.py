@@ -76,7 +76,8 @@ KEYS: tuple[Key, ...] = (
         "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
         "filter / leave a detail screen", show=False),
     Key("escape", "back", "Back", "General", scopes=("detail", "escalation", "history", "missions"), doc=False),
-    Key("q", "quit", "Quit", "General", "main, detail screens", "quit (main), back (detail screens)",
+    Key("q", "quit", "Quit", "General", "main, detail screens",
+        "quit (main; in `up` it asks first, as it stops the runner), back (detail screens)",
         scopes=("main",)),
     Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history", "missions"),
         show=False),
@@ -139,7 +140,8 @@ KEYS: tuple[Key, ...] = (
         "retry: a new attempt of the run's lineage (asks first)", scopes=("main", "detail"),
         palette="Retry selected run"),
     Key("x", "abandon", "Abandon", "Runs", "escalations, outcomes, live & orphans, run detail",
-        "abandon: kills a live process group, keeps every artifact (asks first)",
+        "abandon: kills a live process group, keeps every artifact (asks first; a run that already ended "
+        "is refused up front with a notice, \"run 863 already ended (✓ ok): nothing to abandon\")",
         scopes=("main", "detail"), palette="Abandon selected run"),
     Key("y,enter", "", "", "Runs", "confirm dialog",
         "yes (n / esc: no; keys typed before the dialog appeared do not answer it)", scopes=(),
