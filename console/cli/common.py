@@ -226,3 +226,11 @@ def as_option(f: Any) -> Any:
 def yes_option(f: Any) -> Any:
     """``--yes``/``-y`` → ``yes`` (bool): do not ask before a destructive action."""
     return click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask first.")(f)
+
+
+def confirm_or_exit(question: str, declined: str) -> None:
+    """Ask ``question`` (already escaped; default no) before a destructive action; a no
+    prints ``declined`` (e.g. "not abandoned") on stderr and exits 1 (``EXIT_FINDINGS``)."""
+    if not click.confirm(question, default=False):
+        click.echo(declined, err=True)
+        raise SystemExit(EXIT_FINDINGS)

@@ -12,6 +12,7 @@ from console.cli.common import (
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
     as_option,
+    confirm_or_exit,
     fail,
     ledger_errors,
     ledger_option,
@@ -76,9 +77,7 @@ def pause_cmd(job: str, operator: str | None, reason: str | None, ledger_path: s
         if row["paused_at"] is None and not yes:
             question = (f"Pause {shown(job)}? Its scheduled runs are skipped until "
                         f"`watchkeeper resume {shown(job)}`.")
-            if not click.confirm(question, default=False):
-                click.echo("not paused", err=True)
-                raise SystemExit(EXIT_FINDINGS)
+            confirm_or_exit(question, "not paused")
         result = actions.pause_job(ledger, job, settings.operator, reason=reason)
     _report(result)
 
@@ -106,8 +105,6 @@ def resume_cmd(job: str, operator: str | None, ledger_path: str | None, yes: boo
         if row["paused_at"] is not None and not yes:
             by = str(row["paused_by"] or "?").removeprefix("operator:")
             question = f"Resume {shown(job)} (paused by {shown(by)})? Its next scheduled slot runs."
-            if not click.confirm(question, default=False):
-                click.echo("not resumed", err=True)
-                raise SystemExit(EXIT_FINDINGS)
+            confirm_or_exit(question, "not resumed")
         result = actions.resume_job(ledger, job, settings.operator)
     _report(result)

@@ -19,6 +19,7 @@ from console.cli.common import (
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
     as_option,
+    confirm_or_exit,
     fail,
     ledger_errors,
     ledger_option,
@@ -70,9 +71,7 @@ def _ask(ledger: Any, mission_id: int, question: str, declined: str) -> None:
     m = ml.get(ledger.conn, mission_id)
     if m is None:
         fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
-    if not click.confirm(question.format(name=shown(m["name"], 40), id=mission_id), default=False):
-        click.echo(declined, err=True)
-        raise SystemExit(EXIT_FINDINGS)
+    confirm_or_exit(question.format(name=shown(m["name"], 40), id=mission_id), declined)
 
 
 def register(group: click.Group) -> None:

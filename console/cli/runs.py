@@ -17,6 +17,7 @@ from console.cli.common import (
     EXIT_NOT_FOUND,
     ID,
     as_option,
+    confirm_or_exit,
     fail,
     ledger_errors,
     ledger_option,
@@ -319,9 +320,7 @@ def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes:
             where = f", pid {run['pid']}" if run.get("pid") else ""
             question = (f"Abandon {_safe(_one_line(run['job'], 60))} run {run_id} ({run['state']}{where})?"
                         " Its live process group is killed; every artifact is kept.")
-            if not click.confirm(question, default=False):
-                click.echo("not abandoned", err=True)
-                raise SystemExit(EXIT_FINDINGS)
+            confirm_or_exit(question, "not abandoned")
         result = actions.abandon(ledger, run_id, settings.operator)
     click.echo(_safe(result.message), err=not result.ok)
     if not result.ok:
@@ -356,9 +355,7 @@ def retry_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: b
             fail(f"no run {run_id}", EXIT_NOT_FOUND)
         if not yes:
             question = f"Retry {_safe(_one_line(run['job'], 60))} (run {run_id})? Queues a new attempt of this run's lineage."
-            if not click.confirm(question, default=False):
-                click.echo("not retried", err=True)
-                raise SystemExit(EXIT_FINDINGS)
+            confirm_or_exit(question, "not retried")
         result = actions.retry(ledger, run_id, settings.operator)
     if result.missing:
         fail(_safe(result.message), EXIT_NOT_FOUND)
