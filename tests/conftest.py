@@ -4,6 +4,7 @@ WATCHKEEPER_* or ANTHROPIC_* variables leak in, and nothing reaches the network.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -14,3 +15,11 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if key.startswith("WATCHKEEPER_") or key.startswith("ANTHROPIC_"):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("USER", os.environ.get("USER", "tester") or "tester")
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local time is UTC for the test (TZ=UTC, applied with ``time.tzset``); console test
+    modules ask for it with ``pytestmark = pytest.mark.usefixtures("utc")``."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()

@@ -21,10 +21,8 @@ from tests import console_fixtures as cf
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture

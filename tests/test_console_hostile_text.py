@@ -3,7 +3,6 @@ literally on every rendering path and never reaches the terminal as control byte
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,8 @@ from tests.test_console_app import loaded, make_app, notes, until
 CONTROL_BYTES = ("\x1b", "\x9b", "\x9d", "\x07", "\x85", "\udcff")
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.mark.parametrize("raw", cf.HOSTILE)

@@ -18,10 +18,8 @@ from tests.test_console_app import loaded, make_app, until
 RUNS = 3000
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture(scope="module")

@@ -29,11 +29,8 @@ from tests import console_fixtures as cf
 from tests.test_console_app import loaded, make_app, notes, until
 from tests.test_console_user_report import line_of
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture

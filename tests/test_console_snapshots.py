@@ -16,11 +16,8 @@ from rich.style import Style
 from console.app import ConsoleConfig, WatchkeeperApp
 from tests import console_fixtures as cf
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 VIEWS = {"escalations": "1", "outcomes": "2", "orphans": "3", "jobs": "4"}

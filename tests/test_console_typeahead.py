@@ -9,7 +9,6 @@ every key to the driver at once, as the terminal driver does with one read."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,8 @@ from tests.test_console_app import esc_row, loaded, make_app, until
 KEY_NAMES = {"/": "slash", ":": "colon", " ": "space", "?": "question_mark"}
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture

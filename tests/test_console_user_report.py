@@ -8,7 +8,6 @@ filters are exact."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +21,8 @@ from core.ledger.connection import Ledger
 from tests import console_fixtures as cf
 from tests.test_console_app import esc_row, loaded, make_app, until
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+#: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture
