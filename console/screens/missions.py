@@ -169,9 +169,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        main = self.app.screen_stack[0] if self.app.screen_stack else None
-        self.summary = getattr(main, "summary", None)
-        self.header_show()
+        self.header_start()
         self.set_timer(0.01, self._tick)
 
     async def poll(self) -> None:
