@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from core.ledger.connection import Ledger
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +27,11 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> None:
     modules ask for it with ``pytestmark = pytest.mark.usefixtures("utc")``."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """An empty ledger at ``tmp_path / "wk.db"`` (schema applied), closed after the test. A
+    module that needs a filled one defines its own ``ledger``."""
+    with Ledger(tmp_path / "wk.db") as led:
+        yield led

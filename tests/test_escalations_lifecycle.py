@@ -7,19 +7,11 @@ import json
 import threading
 import time
 
-import pytest
-
 from core.ledger import escalations
 from core.ledger.connection import Ledger
 from core.spec.settings import Settings
 from core.supervisor import supervisor
 from tests.supervisor_kit import add_job, end_as, escalations_of, new_run, to_verifying
-
-
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
 
 
 def _fail(ledger, code=1):

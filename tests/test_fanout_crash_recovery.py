@@ -13,7 +13,6 @@ import uuid
 import pytest
 
 from core.ledger import lifecycle, retries
-from core.ledger.connection import Ledger
 from core.sweep import doctor
 from core.sweep.sweep import Sweeper
 from tests.test_runner_crash import QUICK_RETRY, Runners
@@ -106,13 +105,6 @@ command = '{record}sleep 1'
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    led = Ledger(tmp_path / "wk.db")
-    yield led
-    led.close()
-
-
-@pytest.fixture
 def settings(tmp_path):
     return fast_settings(tmp_path / "wk.db")
 
@@ -121,7 +113,6 @@ def fan_job(ledger):
     return add_job(ledger, "fan", kind="fanout", command=None, max_attempts=2,
                    tasks=[{"name": "t1", "command": "true", "max_attempts": 2},
                           {"name": "t2", "command": "true"}, {"name": "t3", "command": "true"}])
-
 
 
 def add_child(ledger, parent_id: int, task: str, *, state: str = "queued", runner_id: str | None = None) -> int:

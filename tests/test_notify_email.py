@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from core.ledger.connection import Ledger
 from core.ledger.escalations import acknowledge
 from core.spec.settings import Settings
 from core.supervisor import notify, supervisor
@@ -22,12 +21,6 @@ def smtp():
     server = SmtpServer()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
 
 
 def _fail(ledger, settings, job="job", stderr="Error: disk full on /var/backups\n", code=1):

@@ -50,12 +50,6 @@ def hook():
     h.close()
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
-
-
 def _run(ledger, settings, code):
     rid = new_run(ledger)
     # a success starts after the failures ended, so it is a real recovery (an overlapping run

@@ -43,12 +43,6 @@ def add_runs(ledger: Ledger, art, job: str, n: int, *, ended_at: float, state: s
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
-
-
-@pytest.fixture
 def art(tmp_path):
     return tmp_path / "wk-artifacts"
 

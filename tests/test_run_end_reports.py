@@ -19,12 +19,6 @@ from core.runner.failures import FailureLog
 from core.supervisor.rules import OutcomeFacts, _failure_text
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
-
-
 def test_a_verifying_run_is_listed_once(ledger, tmp_path):
     rid = ledger.write(lambda c: runs.create(c, job="job", slot="s1", trigger="manual", actor="test",
                                              not_before=0.0, spec_hash=None))

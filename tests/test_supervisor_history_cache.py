@@ -4,19 +4,11 @@ and a window longer than ``HISTORY_LIMIT``."""
 
 from __future__ import annotations
 
-import pytest
-
 from core.ledger import outcomes
 from core.ledger.connection import Ledger
 from core.supervisor import supervisor
 from core.supervisor.facts import outcome_facts
 from tests.supervisor_kit import add_job, new_run, to_verifying
-
-
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
 
 
 def fresh(ledger: Ledger, before: int, job: str = "job") -> list:

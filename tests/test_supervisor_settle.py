@@ -6,18 +6,9 @@ import json
 import os
 import time
 
-import pytest
-
 from core.ledger import outcomes
-from core.ledger.connection import Ledger
 from core.supervisor import supervisor
 from tests.supervisor_kit import add_job, escalations_of, new_run, to_verifying
-
-
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
 
 
 def _settle(ledger, rid):

@@ -12,7 +12,6 @@ import time
 import psutil
 import pytest
 
-from core.ledger.connection import Ledger
 from core.sweep.sweep import Sweeper
 from tests.test_runner_crash import Runners
 from tests.test_sweep_support import (
@@ -87,13 +86,6 @@ def test_leftover_in_the_group_of_a_dead_leader_is_killed_at_restart(rig):
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    led = Ledger(tmp_path / "wk.db")
-    yield led
-    led.close()
-
-
-@pytest.fixture
 def settings(tmp_path):
     return fast_settings(tmp_path / "wk.db")
 
@@ -104,7 +96,6 @@ def procs():
     yield started
     for p in started:
         kill_tree(p)
-
 
 
 def dead_leader_group(run_id: int) -> tuple[subprocess.Popen, float, dict[str, int]]:

@@ -27,13 +27,6 @@ from tests.test_sweep_support import (
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    led = Ledger(tmp_path / "wk.db")
-    yield led
-    led.close()
-
-
-@pytest.fixture
 def settings(tmp_path):
     return fast_settings(tmp_path / "wk.db")
 
@@ -44,7 +37,6 @@ def procs():
     yield started
     for p in started:
         kill_tree(p)
-
 
 
 def test_dead_process_of_gone_runner_is_orphaned_and_retried(ledger, settings):

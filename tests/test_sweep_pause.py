@@ -7,16 +7,8 @@ import time
 
 import pytest
 
-from core.ledger.connection import Ledger
 from core.sweep.sweep import Sweeper
 from tests.test_sweep_support import add_job, add_run, add_runner, dead_pid, events, fast_settings, run_row
-
-
-@pytest.fixture
-def ledger(tmp_path):
-    led = Ledger(tmp_path / "wk.db")
-    yield led
-    led.close()
 
 
 @pytest.fixture

@@ -13,12 +13,6 @@ from core.spec.model import JobSpec, Task
 from tests.test_sweep_support import add_job
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "wk.db") as led:
-        yield led
-
-
 def _running(led: Ledger, job: str = "job", **kw) -> int:
     rid = led.write(lambda c: runs.create(c, job=job, slot="s1", trigger="manual", actor="test", not_before=0.0,
                                           spec_hash=None, **kw))
