@@ -83,3 +83,18 @@ def test_a_runners_thread_ledgers_share_one_cache(tmp_path):
         a.close()
         b.close()
         writer.close()
+
+
+def test_history_carries_the_verdict_and_a_repeat_anomaly_escalates_again(ledger, tmp_path):
+    add_job(ledger, tmp_path)
+    for n in (15234, 15240, 15228, 15236, 15231, 15239):
+        judged_run(ledger, stdout=f"exported {n} rows\n")
+    first_zero = judged_run(ledger, stdout="exported 0 rows\n")
+    judged_run(ledger, stdout="exported 15231 rows\n")
+    again = judged_run(ledger, stdout="exported 0 rows\n")
+    hist = supervisor._history(ledger, "job", again)
+    same(ledger, again)
+    z = next(f for f in hist if f.run_id == first_zero)
+    assert z.verdict_kind == "zero_work" and z.escalated
+    row = ledger.one("SELECT verdict_kind, escalate FROM job_outcomes WHERE run_id = ?", (again,))
+    assert (row["verdict_kind"], row["escalate"]) == ("zero_work", 1)

@@ -117,3 +117,30 @@ def test_every_kind_the_rules_name_is_in_the_vocabulary():
     named = (rules.HARD_KINDS | rules.SOFT_KINDS | rules.NOTE_KINDS | rules.SILENT_KINDS
              | rules.RECOVERABLE_KINDS | set(rules._SOFT_ORDER))
     assert named <= {k.value for k in EscalationKind}, named - {k.value for k in EscalationKind}
+
+
+def _escalated(f: OutcomeFacts, kind: str) -> OutcomeFacts:
+    f.verdict_kind, f.escalated = kind, True
+    return f
+
+
+def test_a_success_escalated_as_an_anomaly_teaches_no_baseline():
+    # One earlier zero-row run, one empty file, one error line — each escalated when it
+    # happened — must not make the same wrong thing routine the next time.
+    zero = _escalated(_ok(12, 0), "zero_work")
+    v = evaluate(_ok(20, 0), [*HIST, zero, _ok(13, 15100)], SPEC)
+    assert v.kind == "zero_work" and v.escalate, v.reason
+    empty = _escalated(_ok(12, 15100, size=-37 * 12), "empty_file")
+    v = evaluate(_ok(20, 15100, size=300 - 37 * 20), [*HIST, empty], SPEC)
+    assert "small_file" in v.anomalies or "shrunken_file" in v.anomalies, v.reason
+    warned = _escalated(_ok(12, 15100), "new_output_shape")
+    warned.stdout += "\nWARNING: 3 partitions skipped (permission denied)"
+    case = _ok(20, 15500)
+    case.stdout += "\nWARNING: 4 partitions skipped (permission denied)"
+    assert evaluate(case, [*HIST, warned], SPEC).kind == "new_output_shape"
+
+
+def test_unescalated_successes_still_teach():
+    # The same zero-row run judged unremarkable (e.g. corpus history without verdicts) counts.
+    v = evaluate(_ok(20, 0), [*HIST, _ok(12, 0)], SPEC)
+    assert v.kind != "zero_work", v.reason

@@ -78,9 +78,11 @@ def get(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
 
 
 #: Columns of a history row: enough for the judge's baselines (duration, line shapes, work
-#: counts, file sizes) and lineage policy (flapping, first success).
+#: counts, file sizes), lineage policy (flapping, first success) and the verdict the outcome
+#: was given (``verdict_kind``, ``escalate``: a success escalated as an anomaly teaches no
+#: baseline, or one zero-row run would make zero rows normal).
 HISTORY_COLUMNS = ("run_id", "attempt", "state", "status", "duration_s", "exit_code", "signal", "stdout_head",
-                   "stdout_tail", "stderr_tail", "handoff", "verification")
+                   "stdout_tail", "stderr_tail", "handoff", "verification", "verdict_kind", "escalate")
 #: The outcome's output columns, kept only for successes (only they teach the work baseline).
 _SUCCESS_ONLY = ("stdout_head", "stdout_tail", "stderr_tail", "handoff", "verification")
 #: ``HISTORY_COLUMNS`` as the select list over ``job_outcomes o`` (``_SUCCESS_ONLY`` as None

@@ -75,4 +75,5 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
         output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
         ended_at=run.get("ended_at"), output_excerpt=excerpt,
         notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,
-        stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims)
+        stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims,
+        verdict_kind=out.get("verdict_kind"), escalated=bool(out.get("escalate")))

@@ -140,6 +140,10 @@ class OutcomeFacts:
     #: A manual retry only: the kind the lineage's failure was escalated as before it (from
     #: ``job_outcomes``); a failure of the retry counts on that escalation, not a new kind.
     escalated_as: str | None = None
+    #: The verdict this outcome was given when judged (``job_outcomes.verdict_kind`` /
+    #: ``escalate``); None/False for the case being judged and for corpus history without one.
+    verdict_kind: str | None = None
+    escalated: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
@@ -393,7 +397,10 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
     threshold = spec.confidence_threshold if spec is not None else 0.6
     if case.confidence is not None and case.confidence < threshold:
         found["low_confidence"] = f"its handoff confidence is {case.confidence:.2f}, under the threshold {threshold:.2f}"
-    successes = [h for h in hist if h.ok and h.status == "success"]
+    # Only successes judged unremarkable teach the baselines: a success escalated as an
+    # anomaly (zero rows, an empty file, a new error line) would otherwise widen the learned
+    # range to include it, and the same wrong thing would pass silently the next time.
+    successes = [h for h in hist if h.ok and h.status == "success" and not h.escalated]
     base = learn([h.duration_s for h in successes])
     if case.duration_s is not None:
         dur = case.duration_s
