@@ -51,6 +51,12 @@ def count(ledger, sql, *args):
     return ledger.one(sql, args)[0]
 
 
+def newest(ledger, art, now) -> int:
+    """A run ended just now, added last: it holds the highest runs.id, which prune always
+    keeps (ids are never handed out again), so the tests' old runs can all go."""
+    return add_runs(ledger, art, "recent", 1, ended_at=now)[0]
+
+
 def test_old_runs_go_with_their_rows_and_folders_keeping_each_jobs_newest(ledger, art):
     now = time.time()
     old = add_runs(ledger, art, "backup", 50, ended_at=now - 40 * DAY)
@@ -80,10 +86,12 @@ def test_a_run_an_open_escalation_cites_stays_and_resolved_ones_go_with_their_no
                         (f"job:{state}", "job", "failed", "critical", state, now, now, run_id, now))
         c.execute("INSERT INTO notifications (escalation_id, event, sink, payload, state, next_attempt_at,"
                   " created_at) VALUES (?,?,?,?,?,?,?)", (cur.lastrowid, "opened", "mail", "{}", "sent", now, now))
-    ledger.write(lambda c: (esc(c, ids[0], "open"), esc(c, ids[1], "resolved")))
+    # The open one is created last: the highest escalation id (which prune keeps) is not the resolved one.
+    ledger.write(lambda c: (esc(c, ids[1], "resolved"), esc(c, ids[0], "open")))
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
-    assert rep.runs == 19 and rep.kept_cited == 1
-    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0]]
+    # ids[-1] holds the highest runs.id: it stays so its number is never given out again.
+    assert rep.runs == 18 and rep.kept_cited == 1
+    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0], ids[-1]]
     assert [r[0] for r in ledger.query("SELECT state FROM escalations")] == ["open"]
     assert rep.escalations == 1 and rep.notifications == 1
     assert count(ledger, "SELECT COUNT(*) FROM notifications") == 1
@@ -96,6 +104,7 @@ def test_unfinished_runs_and_their_parents_stay(ledger, art):
     add_runs(ledger, art, "fan", 1, ended_at=now - 40 * DAY, state="running", parent=parent)
     done_parent = add_runs(ledger, art, "fan", 1, ended_at=now - 40 * DAY)[0]
     kids = add_runs(ledger, art, "fan", 3, ended_at=now - 40 * DAY, parent=done_parent)
+    newest(ledger, art, now)
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
     assert rep.runs == 1 and rep.subtasks == 3
     left = {r[0] for r in ledger.query("SELECT id FROM runs")}
@@ -106,10 +115,11 @@ def test_unfinished_runs_and_their_parents_stay(ledger, art):
 def test_dry_run_counts_and_deletes_nothing(ledger, art):
     now = time.time()
     add_runs(ledger, art, "job", 30, ended_at=now - 40 * DAY)
+    newest(ledger, art, now)
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now,
                           dry_run=True)
     assert rep.dry_run and rep.runs == 30 and rep.events == 60 and rep.artifact_dirs == 0
-    assert count(ledger, "SELECT COUNT(*) FROM runs") == 30 and len(list(art.iterdir())) == 30
+    assert count(ledger, "SELECT COUNT(*) FROM runs") == 31 and len(list(art.iterdir())) == 31
     assert retention.last_prune_at(ledger) is None
 
 
@@ -128,6 +138,7 @@ def test_pruning_gives_pages_back_to_the_file_system(ledger, art):
     now = time.time()
     for _ in range(10):
         add_runs(ledger, art, "job", 300, ended_at=now - 40 * DAY, folder_bytes=None)
+    newest(ledger, art, now)
     ledger.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert ledger.one("PRAGMA auto_vacuum")[0] == 2  # a new ledger is created incremental
     big = (ledger.path.stat().st_size)
@@ -191,9 +202,10 @@ def test_a_worker_run_of_an_open_mission_stays(ledger, art):
         c.execute("INSERT INTO mission_workers (mission_id, seq, worker, task, state, lineage, run_id, created_at,"
                   " updated_at) VALUES (?, 1, 'worker', 't', 'delivered', 'l', ?, ?, ?)", (cur.lastrowid, run_id, now, now))
     ledger.write(lambda c: (mission(c, "working", ids[0]), mission(c, "closed", ids[1])))
+    last = newest(ledger, art, now)
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
     assert rep.runs == 2
-    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0]]
+    assert [r[0] for r in ledger.query("SELECT id FROM runs")] == [ids[0], last]
 
 
 def test_prune_through_the_runners_writer_thread(tmp_path, art):
@@ -202,12 +214,13 @@ def test_prune_through_the_runners_writer_thread(tmp_path, art):
     with Ledger(tmp_path / "wk.db") as led:
         for _ in range(3):
             add_runs(led, art, "job", 300, ended_at=now - 40 * DAY, folder_bytes=None)
+        newest(led, art, now)
     writer = Writer(tmp_path / "wk.db")
     try:
         led = WriterLedger(writer)
         rep = retention.prune(led, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
         assert rep.runs == 900 and rep.vacuumed_pages > 0
-        assert led.one("SELECT COUNT(*) FROM runs")[0] == 0
+        assert led.one("SELECT COUNT(*) FROM runs")[0] == 1
         led.close()
     finally:
         writer.close()
@@ -222,6 +235,33 @@ def test_every_run_an_open_escalation_lists_as_an_occurrence_stays(ledger, art):
     for rid in (ids[2], ids[4]):
         ledger.write(lambda c, rid=rid: escalations.raise_escalation(
             c, job="job", kind="interrupted", severity="warning", reason="x", run_id=rid, owner=None, now=now))
+    last = newest(ledger, art, now)
     rep = retention.prune(ledger, max_age=1, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
-    assert {r[0] for r in ledger.query("SELECT id FROM runs")} == {ids[2], ids[4]}
+    assert {r[0] for r in ledger.query("SELECT id FROM runs")} == {ids[2], ids[4], last}
     assert rep.runs == 4 and rep.kept_cited == 2
+
+
+def test_ids_shown_to_people_are_never_handed_out_again(ledger, art):
+    """The highest runs, escalations and notifications ids stay taken after a prune (their
+    ids are INTEGER PRIMARY KEY: SQLite would give a deleted highest id to the next row), so
+    an old mail's 'Escalation: 3' never names a different item."""
+    now = time.time()
+    ids = add_runs(ledger, art, "job", 5, ended_at=now - 40 * DAY, state="failed")
+
+    def esc(c, run_id):
+        cur = c.execute("INSERT INTO escalations (dedup_key, job, kind, severity, state, first_seen, last_seen,"
+                        " latest_run_id, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                        ("job:failed", "job", "failed", "critical", "resolved", now, now, run_id, now))
+        c.execute("INSERT INTO notifications (escalation_id, event, sink, payload, state, next_attempt_at,"
+                  " created_at) VALUES (?,?,?,?,?,?,?)", (cur.lastrowid, "opened", "mail", "{}", "sent", now, now))
+    # The highest escalation cites ids[2]; the highest run is ids[4].
+    ledger.write(lambda c: (esc(c, ids[0]), esc(c, ids[1]), esc(c, ids[2])))
+    top = {t: count(ledger, f"SELECT MAX(id) FROM {t}") for t in ("runs", "escalations", "notifications")}
+    rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now)
+    assert rep.runs == 3 and rep.escalations == 2
+    assert [r[0] for r in ledger.query("SELECT id FROM runs ORDER BY id")] == [ids[2], ids[4]]
+    for table, highest in top.items():
+        assert count(ledger, f"SELECT MAX(id) FROM {table}") == highest
+    ledger.write(lambda c: esc(c, ids[2]))
+    assert count(ledger, "SELECT MAX(id) FROM escalations") == top["escalations"] + 1
+    assert count(ledger, "SELECT MAX(id) FROM notifications") == top["notifications"] + 1

@@ -7,8 +7,10 @@ state) older than ``max_age`` seconds, and — while the ledger plus artifacts e
 (``escalations.latest_run_id``) together with their ``notifications``. Each run's artifact
 folder is removed after its rows are gone.
 
-What stays, whatever its age: a run an active (not resolved) escalation cites (its latest
-run or any of its occurrences: ``escalation_opened``/``escalation_updated`` events); a worker run
+What stays, whatever its age: the run holding the highest ``runs.id``, and the run an
+escalation holding the highest ``escalations.id`` or ``notifications.id`` cites (with that
+escalation and its notifications), so no id once shown to people is handed out again; a run
+an active (not resolved) escalation cites (its latest run or any of its occurrences: ``escalation_opened``/``escalation_updated`` events); a worker run
 of a mission still open; a run that has not ended, or whose sub-tasks have not; the newest ``keep_per_job`` ended top-level runs
 of each job (the history ``core.supervisor.baseline`` learns a normal success from).
 
@@ -168,10 +170,31 @@ def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int,
             yield int(r["id"]), r["artifacts_dir"]
 
 
+#: The row holding each table's highest id, per table whose ids people see (``runs``, and
+#: ``escalations``/``notifications`` in mails and ``watchkeeper ack N``). Their ids are
+#: ``INTEGER PRIMARY KEY`` without AUTOINCREMENT, so SQLite hands out max(id)+1: deleting the
+#: highest row would give its number to the next new one, and an old mail's "Escalation: 11"
+#: would then name a different item. Keeping that one row (and the run it hangs from) keeps
+#: every number once given out unique.
+_PINNED_SQL = (
+    "SELECT COALESCE(parent_run_id, id) FROM runs WHERE id = (SELECT MAX(id) FROM runs)"
+    " UNION SELECT COALESCE(r.parent_run_id, r.id) FROM runs r JOIN escalations e ON e.latest_run_id = r.id"
+    " WHERE e.id = (SELECT MAX(id) FROM escalations)"
+    " UNION SELECT COALESCE(r.parent_run_id, r.id) FROM runs r JOIN escalations e ON e.latest_run_id = r.id"
+    " JOIN notifications n ON n.escalation_id = e.id WHERE n.id = (SELECT MAX(id) FROM notifications)")
+
+
+def _pinned_runs(conn: sqlite3.Connection) -> set[int]:
+    """Top-level run ids that must stay so the highest ``runs``, ``escalations`` and
+    ``notifications`` ids stay taken (see ``_PINNED_SQL``)."""
+    return {int(r[0]) for r in conn.execute(_PINNED_SQL).fetchall() if r[0] is not None}
+
+
 def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_run: bool) -> dict[str, Any]:
     """Delete runs ``ids`` (re-checked: still terminal, not cited, sub-tasks ended) and
     everything that belongs to them; returns counts and the ids actually removed."""
-    arr = json.dumps(ids)
+    pinned = _pinned_runs(conn)
+    arr = json.dumps([i for i in ids if i not in pinned])
     ok = [int(r[0]) for r in conn.execute(
         # "+r.state": the id list must drive the lookup; an index on state would scan every ended run.
         f"SELECT r.id FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)) AND +r.state IN {TERMINAL_SQL}"
