@@ -84,3 +84,41 @@ def test_retried_transient_failures_do_not_trip(tmp_path):
         rid = led.one("SELECT id FROM runs WHERE attempt = 2")[0]
         assert led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", now=1e12)) is None
         assert breaker.recent_failures(led.conn, "j", 60, 1e12) == 0
+
+
+def test_breaker_reason_says_how_each_run_failed_and_keeps_them_after_a_failed_trial(tmp_path):
+    specs = tmp_path / "jobs"
+    write_specs(specs, f'name = "j"\ncommand = ["{PY}", "-c", "pass"]\nevery = "1m"\n'
+                       '[breaker]\nfailures = 2\nwindow = "1h"\ncooldown = "10m"\n')
+    with Ledger(tmp_path / "wk.db") as led:
+        res = load_dir(specs)
+        sync_jobs(led, res)
+        spec = res.jobs["j"].spec
+        ver = '{"ok": false, "checks": [{"name": "expect_file", "ok": false, "detail": "out/report.csv is missing"}]}'
+
+        def failed_run(at: float, exit_code: int, verification: str | None, stderr: str = "") -> int:
+            def tx(conn):
+                rid = conn.execute(
+                    "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
+                    " updated_at, ended_at, exit_code) VALUES ('j', ?, 1, 'failed', ?, 'schedule', 0, 0, 0, ?, ?)",
+                    (f"L{at}", f"s{at}", at, exit_code)).lastrowid
+                conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, exit_code,"
+                             " stderr_head, verification, created_at, updated_at)"
+                             " VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, ?, ?, 0, 0)",
+                             (rid, f"L{at}", exit_code, stderr, verification))
+                return rid
+            rid = led.write(tx)
+            led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", now=at))
+            return rid
+
+        t = 1e9
+        a = failed_run(t, 0, ver)
+        b = failed_run(t + 1, 1, None, "ERROR: disk full")
+        esc = led.one("SELECT reason FROM escalations WHERE kind = 'circuit_open'")["reason"]
+        assert f"run {a} failed verification (expect_file: out/report.csv is missing; exit 0)" in esc, esc
+        assert f"run {b} failed (exit 1: ERROR: disk full)" in esc, esc
+        assert led.write(lambda c: breaker.admit(c, spec, "s2", actor="t", now=t + 3600))  # half-open trial
+        trial = failed_run(t + 3601, 0, ver)
+        esc = led.one("SELECT reason FROM escalations WHERE kind = 'circuit_open'")["reason"]
+        assert esc.startswith(f"half-open trial run {trial} failed verification (expect_file"), esc
+        assert f"first opened after run {b} failed (exit 1: ERROR: disk full), run {a} failed verification" in esc, esc

@@ -19,6 +19,7 @@ transaction; all times are Unix seconds (UTC).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -57,29 +58,60 @@ def recent_failures(conn: sqlite3.Connection, job: str, window: float, now: floa
     return int(conn.execute(sql, params).fetchone()[0])
 
 
+#: The columns a failure is described with (``runs`` r, ``job_outcomes`` o). A short stderr
+#: is kept whole in stderr_head (stderr_tail stays empty): its last line is there.
+_FAILURE_SELECT = ("SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.reason,"
+                   " COALESCE(NULLIF(o.stderr_tail, ''), o.stderr_head) AS stderr_tail, o.verification,"
+                   " o.verdict_kind FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id")
+
+
 def failures_within(conn: sqlite3.Connection, job: str, window: float, now: float,
                     limit: int = 10) -> list[dict[str, Any]]:
     """The final failures ``recent_failures`` counts, newest first, at most ``limit``: each
-    ``{"id", "ended_at" (Unix s), "state", "exit_code", "signal", "reason", "stderr_tail"}``
-    from ``runs`` and ``job_outcomes``. The evidence a breaker opening is escalated with."""
+    ``{"id", "ended_at" (Unix s), "state", "exit_code", "signal", "reason", "stderr_tail",
+    "verification" (JSON text or None), "verdict_kind" (None until judged)}`` from ``runs``
+    and ``job_outcomes``. The evidence a breaker opening is escalated with."""
     rows = conn.execute(
-        # A short stderr is kept whole in stderr_head (stderr_tail stays empty): its last line is there.
-        "SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.reason,"
-        " COALESCE(NULLIF(o.stderr_tail, ''), o.stderr_head) AS stderr_tail FROM runs r"
-        " LEFT JOIN job_outcomes o ON o.run_id = r.id"
-        f" WHERE r.job = ? AND r.task = '' AND r.state IN {sql_set(FAILED_FINAL)} AND r.ended_at >= ?"
+        f"{_FAILURE_SELECT} WHERE r.job = ? AND r.task = '' AND r.state IN {sql_set(FAILED_FINAL)} AND r.ended_at >= ?"
         " AND NOT EXISTS (SELECT 1 FROM runs n WHERE n.lineage = r.lineage AND n.attempt = r.attempt + 1)"
         " ORDER BY r.ended_at DESC, r.id DESC LIMIT ?", (job, now - window, int(limit))).fetchall()
     return [{k: row[k] for k in row.keys()} for row in rows]
 
 
+def _failures_by_id(conn: sqlite3.Connection, ids: list[int]) -> list[dict[str, Any]]:
+    """The runs ``ids`` described as ``failures_within`` does, newest first."""
+    rows = conn.execute(f"{_FAILURE_SELECT} WHERE r.id IN (SELECT value FROM json_each(?))"
+                        " ORDER BY r.ended_at DESC, r.id DESC", (json.dumps([int(i) for i in ids]),)).fetchall()
+    return [{k: row[k] for k in row.keys()} for row in rows]
+
+
+def _failed_checks(raw: Any) -> list[str]:
+    """``name: detail`` of each hard verification check that failed (``job_outcomes.verification``)."""
+    try:
+        ver = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    checks = ver.get("checks", []) if isinstance(ver, dict) else []
+    return [f"{c.get('name')}: {str(c.get('detail') or '')[:80]}".rstrip(": ") for c in checks
+            if isinstance(c, dict) and not c.get("ok") and not c.get("soft")]
+
+
 def _failure_words(f: dict[str, Any]) -> str:
-    """``run 12 failed (exit 1: disk full)``: one failure with its own last stderr line."""
+    """How one failure ended, with its own evidence: ``run 12 failed (exit 1: disk full)``,
+    ``run 9 failed verification (expect_file: out.csv missing; exit 0)``, or with the
+    verdict's kind when it says more than the state (``…; judged false_claim``)."""
+    checks = _failed_checks(f.get("verification"))
+    kind = f.get("verdict_kind")
+    judged = f"; judged {kind}" if kind and kind not in (f["state"], "failed", "verification_failed") else ""
+    if f["exit_code"] == 0 and checks:
+        return f"run {f['id']} failed verification ({'; '.join(checks[:2])}; exit 0{judged})"
     how = f"exit {f['exit_code']}" if f["exit_code"] is not None else (
         f"signal {f['signal']}" if f["signal"] else (f["reason"] or f["state"]))
+    if f["exit_code"] == 0 and f["reason"]:
+        how += f", {str(f['reason'])[:80]}"  # exited 0 yet failed: the run's own words say why
     lines = [ln.strip() for ln in str(f.get("stderr_tail") or "").splitlines() if ln.strip()]
     said = f": {lines[-1][:80]}" if lines else ""
-    return f"run {f['id']} {f['state']} ({how}{said})"
+    return f"run {f['id']} {f['state']} ({how}{said}{judged})"
 
 
 def held_back(conn: sqlite3.Connection, spec: JobSpec, run_id: int, cooldown: float, *, another: bool = False) -> str:
@@ -103,9 +135,22 @@ def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, held: 
 
 def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, held: str,
                   now: float) -> str:
-    trial = [f for f in failures_within(conn, job, window, now, limit=3) if f["id"] == run_id]
+    """The failed trial, then the failures that first opened the breaker (their ids are in
+    the latest ``breaker_open`` event from closed), so a re-opening does not hide why."""
+    trial = _failures_by_id(conn, [run_id])
     what = _failure_words(trial[0]) if trial else f"run {run_id} failed"
-    return f"half-open trial {what}; {held}"
+    row = conn.execute("SELECT detail FROM events WHERE job = ? AND kind = 'breaker_open' AND from_state = ?"
+                       " ORDER BY id DESC LIMIT 1", (job, CLOSED)).fetchone()
+    try:
+        ids = [int(i) for i in json.loads(row[0]).get("failures", [])] if row and row[0] else []
+    except (ValueError, TypeError, AttributeError):
+        ids = []
+    first = _failures_by_id(conn, [i for i in ids if i != run_id])
+    opened = ""
+    if first:
+        more = f" and {len(first) - 5} more" if len(first) > 5 else ""
+        opened = f"; first opened after {', '.join(_failure_words(f) for f in first[:5])}{more}"
+    return f"half-open trial {what}{opened}; {held}"
 
 
 def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
