@@ -33,3 +33,7 @@ def test_reasons_and_notifications_write_x1b_not_u001b():
     for text in (p["text"], p["title"], p["body"]):
         assert "\\u001b" not in text and "\x1b" not in text and "\\\\x1b" not in text
     assert "x\\x1b[2J" in p["title"] and "out \\x1b[2J" in p["body"]
+    # The structured fields a command sink reads with ``jq -r`` are escaped the same way.
+    assert p["evidence"] == ["out \\x1b[2J"]
+    esc["reason"] = "stderr said \x1b]0;PWNED\x07"
+    assert payload_for(esc, "opened", host="h")["reason"] == "stderr said \\x1b]0;PWNED\\x07"

@@ -93,13 +93,17 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
     title = safe_text(title, also=invisible)
     text = safe_text(text, also=invisible)
     body = [safe_text(line, also=invisible) for line in body]
+    # The structured fields a sink's script reads (``jq -r .evidence[]``) get the same escaper:
+    # JSON string escaping alone hands the raw ESC back to whoever decodes it.
+    evidence_lines = [safe_text(line, also=invisible) for line in lines]
+    reason = safe_text(esc["reason"], also=invisible) if esc.get("reason") is not None else None
     return {
         "text": text[:2000], "title": title[:250], "body": "\n".join(body)[:8000], "event": event,
         "escalation_id": esc["id"], "job": esc["job"], "kind": esc["kind"], "severity": esc.get("severity"),
         "state": esc.get("state"), "count": esc.get("count"), "owner": esc.get("owner"),
-        "reason": esc.get("reason"), "first_seen": esc.get("first_seen"), "last_seen": esc.get("last_seen"),
+        "reason": reason, "first_seen": esc.get("first_seen"), "last_seen": esc.get("last_seen"),
         "latest_run_id": run_id, "run_id": run_id, "host": host, "open_command": show,
-        "evidence": list(lines),
+        "evidence": evidence_lines,
     }
 
 
