@@ -101,7 +101,27 @@ def test_slots_in_gap_follow_the_misfire_policy():
     manual = JobSpec(name="c", command="true")
     got = watch.slots_in_gap([once, skip, manual], 1000.0, 1035.0)
     assert [(g["job"], g["count"], g["outcome"]) for g in got] == [
-        ("a", 3, "skipped"), ("b", 3, "run late once (the newest), 2 skipped")]
+        ("a", 3, "skipped"), ("b", 2, "skipped; the newest runs late once")]
+
+
+def test_gap_slots_are_the_ones_not_run_as_the_scheduler_counts_them():
+    """Slots queued before the runner died (they ran, or were orphaned) and the slot due at the
+    new runner's first tick are not skipped; the count agrees with the scheduler's
+    misfire_skipped event (plan_slots) and a long list says it is truncated."""
+    from core.spec import schedule
+
+    spec = JobSpec(name="exporter", command="true", every="2s")
+    since = 1000.0  # the dead runner's last heartbeat
+    last_queued = schedule.next_fire(spec, schedule.next_fire(spec, schedule.next_fire(spec, since)))
+    until = last_queued + 60.0
+    (got,) = watch.slots_in_gap([spec], since, until, last_slots={"exporter": last_queued})
+    plan = schedule.plan_slots(spec, last_queued, until, tolerance=watch.FIRST_TICK_TOLERANCE_S)
+    assert got["count"] == plan.missed == 28
+    assert got["truncated"] and len(got["slots"]) == watch.MAX_SLOTS_LISTED
+    assert got["slots"][-1] == schedule.slot_key(plan.missed_last)
+    assert schedule.slot_key(plan.missed_first) not in got["slots"]  # the oldest fell off the list
+    assert schedule.slot_key(last_queued) not in got["slots"] and all(
+        schedule.slot_key(t) not in got["slots"] for t in plan.due)
 
 
 def test_owner_defaults_to_the_operator(tmp_path, monkeypatch):
@@ -170,10 +190,18 @@ def test_restart_after_a_crash_records_the_gap_and_resolves_it(rig, tmp_path):
     wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap'"))
     (esc,) = rig.query("SELECT * FROM escalations WHERE kind = 'runner_gap'")
     assert esc["job"] == "(runner)" and esc["severity"] == "warning"
-    assert "no runner from" in esc["reason"] and "tick:" in esc["reason"] and "run late once" in esc["reason"]
+    assert "no runner from" in esc["reason"] and "tick:" in esc["reason"] and "skipped" in esc["reason"]
     (ev,) = rig.query("SELECT * FROM events WHERE kind = 'runner_gap_recorded'")
     detail = json.loads(ev["detail"])
-    assert detail["seconds"] >= 3 and detail["slots"][0]["job"] == "tick" and detail["slots"][0]["count"] >= 2
+    (ticks,) = detail["slots"]
+    assert detail["seconds"] >= 3 and ticks["job"] == "tick" and ticks["count"] >= 1
+    # Only slots that were not run: none of them has a run, and the scheduler (whose first
+    # tick comes a little after the start) skipped at least as many.
+    assert not rig.query(f"SELECT 1 FROM runs WHERE job = 'tick' AND slot IN ({','.join('?' * len(ticks['slots']))})",
+                         tuple(ticks["slots"]))
+    wait_for(lambda: rig.query("SELECT 1 FROM events WHERE kind = 'misfire_skipped' AND job = 'tick'"))
+    (skipped,) = rig.query("SELECT detail FROM events WHERE kind = 'misfire_skipped' AND job = 'tick'")
+    assert ticks["count"] <= json.loads(skipped["detail"])["missed"] and not ticks["truncated"]
     # The new runner's heartbeat resolves it; the record stays.
     wait_for(lambda: rig.query("SELECT 1 FROM escalations WHERE kind = 'runner_gap' AND state = 'resolved'"))
 

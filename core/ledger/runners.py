@@ -259,9 +259,9 @@ def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, 
     escalation for a gap found after the fact by runner ``runner_id``, and append a
     ``runner_gap_recorded`` event with the structured record.
 
-    ``slots``: one dict per job with slots inside the gap, ``{"job", "slots": [ISO UTC],
-    "count", "policy": "skip" | "run_once", "outcome": "skipped" | "run late (newest), rest
-    skipped"}``. The reason says how long, from when to when (UTC) and what fell in it. An
+    ``slots``: one dict per job with slots that fell inside the gap and were not run
+    (``core.sweep.watch.slots_in_gap``), ``{"job", "slots": [ISO UTC, the newest ones],
+    "count", "truncated": count > len(slots), "policy": "skip" | "run_once", "outcome"}``. The reason says how long, from when to when (UTC) and what fell in it. An
     escalation already open (``watchkeeper sweep`` saw the gap live) keeps its higher severity.
     Returns the escalation id.
     """

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.ledger import escalations, runners
+from core.ledger import escalations, queue, runners
 from core.ledger.connection import Ledger, StorageError
 from core.spec import schedule
 from core.spec.model import JobSpec
@@ -88,32 +88,50 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
     return out
 
 
-def slots_in_gap(specs: Iterable[JobSpec], since: float, until: float) -> list[dict[str, Any]]:
-    """For each scheduled job (cron ``schedule`` or ``every``), the slots strictly after
-    ``since`` and at most ``until`` (Unix seconds), with what the misfire policy does to
-    them: ``{"job", "count", "slots": [ISO UTC, at most MAX_SLOTS_LISTED, newest last],
-    "policy", "outcome"}``. Jobs with no slot in the gap are left out; sorted by job name."""
+#: Seconds a slot may be late at the scheduler's first tick and still run (its least
+#: tolerance, ``core.runner.scheduler``): such a slot is run, not skipped.
+FIRST_TICK_TOLERANCE_S = 2.0
+
+
+def slots_in_gap(specs: Iterable[JobSpec], since: float, until: float,
+                 last_slots: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """For each scheduled job (cron ``schedule`` or ``every``), the slots that fell in the gap
+    and were not run, as the scheduler's ``misfire_skipped`` event counts them: after the
+    job's newest queued slot (``last_slots``, ``core.ledger.queue.last_scheduled_slots``;
+    slots already queued ran or were judged) or ``since`` when later, and more than
+    ``FIRST_TICK_TOLERANCE_S`` before ``until`` (a later one is due at the new runner's first
+    tick and runs). Unix seconds throughout. Each entry: ``{"job", "count", "slots": [ISO UTC,
+    the newest MAX_SLOTS_LISTED, oldest first], "truncated": bool (count > len(slots)),
+    "policy", "outcome"}``; with ``misfire = "run_once"`` the newest missed slot runs late and
+    is not counted. Jobs with no such slot are left out; sorted by job name."""
     out = []
+    last_slots = last_slots or {}
     for spec in sorted(specs, key=lambda s: s.name):
         if not (spec.schedule or spec.every):
             continue
-        slots: list[float] = []
+        cursor = max(since, last_slots.get(spec.name, since))
+        missed: list[float] = []
         count = 0
-        nxt = schedule.next_fire(spec, since)
-        while nxt is not None and nxt <= until and count < 100000:
+        nxt = schedule.next_fire(spec, cursor)
+        while nxt is not None and until - nxt > FIRST_TICK_TOLERANCE_S and count < 100000:
             count += 1
-            slots.append(nxt)
-            if len(slots) > MAX_SLOTS_LISTED:
-                slots.pop(0)
+            missed.append(nxt)
+            if len(missed) > MAX_SLOTS_LISTED + 1:
+                missed.pop(0)
             nxt = schedule.next_fire(spec, nxt)
-        if not count:
-            continue
-        if spec.misfire == "run_once":
-            outcome = "run late once (the newest)" + (f", {count - 1} skipped" if count > 1 else "")
+        due_now = nxt is not None and nxt <= until
+        late = spec.misfire == "run_once" and count > 0 and not due_now
+        if late:
+            missed.pop()  # the newest missed slot runs late once: not skipped
+            count -= 1
+            outcome = "skipped; the newest runs late once"
         else:
             outcome = "skipped"
-        out.append({"job": spec.name, "count": count, "slots": [schedule.slot_key(t) for t in slots],
-                    "policy": spec.misfire, "outcome": outcome})
+        if not count:
+            continue
+        listed = missed[-MAX_SLOTS_LISTED:]
+        out.append({"job": spec.name, "count": count, "slots": [schedule.slot_key(t) for t in listed],
+                    "truncated": count > len(listed), "policy": spec.misfire, "outcome": outcome})
     return out
 
 
@@ -127,7 +145,9 @@ def record_past_gap(ledger: Ledger, settings: Any, *, runner_id: str, started_at
     gap = runners.past_gap(ledger, runner_id=runner_id, started_at=started_at)
     if gap is None:
         return None
-    slots = slots_in_gap(specs, gap.since, gap.until)
+    with ledger.read() as conn:
+        last_slots = queue.last_scheduled_slots(conn)
+    slots = slots_in_gap(specs, gap.since, gap.until, last_slots=last_slots)
     sinks = list(getattr(settings, "notify", None) or [])
     esc_id = ledger.write(lambda conn: runners.record_gap_after(
         conn, gap, runner_id=runner_id, slots=slots, sinks=sinks, owner=settings.runner_owner))
