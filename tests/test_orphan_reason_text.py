@@ -35,3 +35,17 @@ def test_clean_stop_says_the_run_was_interrupted_and_who_ended_it():
     assert text.startswith("attempt 1 was interrupted by a clean runner stop and not retried")
     assert "the sweep ended the still-running process (SIGTERM)" in text
     assert "died without reporting" not in text
+
+
+def test_an_exec_run_names_its_wrapper_not_a_runner():
+    text = _reason(reason="runner_gone", exit_code=None, signal=signal.SIGTERM, trigger="exec")
+    assert "its watchkeeper exec wrapper was gone" in text and "its runner" not in text, text
+    text = _reason(reason="lease_expired", exit_code=3, signal=None, trigger="exec")
+    assert "its watchkeeper exec wrapper died before recording" in text and "its runner" not in text, text
+
+
+def test_clean_stop_reason_says_it_once_and_keeps_the_jobs_last_lines():
+    text = _reason(reason="interrupted", exit_code=None, signal=None, stderr="halfway through batch 7\n")
+    assert text.count("clean runner stop") == 1, text
+    assert text == ("attempt 1 was interrupted by a clean runner stop and not retried: it ended unobserved, its exit"
+                    ' status never recorded (interrupted); last output: "halfway through batch 7"'), text

@@ -62,7 +62,7 @@ from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
 from core.supervisor.baseline import WorkBaseline, learn, learn_work
 from core.text import quoted
-from core.vocabulary import OrphanReason, max_severity
+from core.vocabulary import OrphanReason, Trigger, max_severity
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
                         "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted",
@@ -144,6 +144,7 @@ class OutcomeFacts:
     #: ``escalate``); None/False for the case being judged and for corpus history without one.
     verdict_kind: str | None = None
     escalated: bool = False
+    trigger: str | None = None        # runs.trigger (a ``Trigger``): why the run row exists
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
@@ -248,26 +249,27 @@ def _orphan_text(f: OutcomeFacts) -> str:
     anyone could record it. The reason code closes the sentence for grep."""
     sig = _signal_name(f.signal) if f.signal is not None else None
     code = f.exit_code
+    # A ``watchkeeper exec`` run (``runs.trigger = exec``) has no runner: its wrapper
+    # process held the lease and was to record the outcome.
+    holder = "its watchkeeper exec wrapper" if f.trigger == Trigger.EXEC else "its runner"
     if f.reason == OrphanReason.RUNNER_GONE:
-        what = ("was declared orphaned: its runner was gone (crash, kill -9, OOM) while the job still ran,"
-                f" so the sweep ended the process ({sig})" if sig else
-                "was declared orphaned: its runner was gone (crash, kill -9, OOM) and the process had ended"
-                " unobserved, its exit status never recorded")
+        gone = f"{holder} was gone ({'killed, crash, OOM' if f.trigger == Trigger.EXEC else 'crash, kill -9, OOM'})"
+        what = (f"was declared orphaned: {gone} while the job still ran, so the sweep ended the process ({sig})"
+                if sig else
+                f"was declared orphaned: {gone} and the process had ended unobserved, its exit status never recorded")
     elif f.reason == OrphanReason.INTERRUPTED:
-        what = ("was left running by a clean runner stop, and the sweep ended the still-running process"
-                f" ({sig})" if sig else
-                "was left running by a clean runner stop and ended unobserved, its exit status never recorded")
+        what = f"was left running by a clean runner stop, and {_interrupted_end(f)}"
     elif f.reason == OrphanReason.LEASE_EXPIRED:
         if sig:
-            what = f"was killed by {sig}, but its runner died before recording the outcome (the lease expired)"
+            what = f"was killed by {sig}, but {holder} died before recording the outcome (the lease expired)"
         elif code == 0:
-            what = ("finished with exit 0 but its verification never completed: its runner died and the lease"
+            what = (f"finished with exit 0 but its verification never completed: {holder} died and the lease"
                     " expired")
         elif code is not None:
-            what = (f"exited with code {code}, but its runner died before recording the outcome (the lease"
+            what = (f"exited with code {code}, but {holder} died before recording the outcome (the lease"
                     " expired)")
         else:
-            what = ("was declared orphaned: its runner died and the lease expired; the process had already"
+            what = (f"was declared orphaned: {holder} died and the lease expired; the process had already"
                     " ended, its exit status never recorded")
     elif f.reason == OrphanReason.START_TIMEOUT:
         what = "never started: it stayed spawned past start_timeout (its runner died or hung while launching it)"
@@ -276,6 +278,13 @@ def _orphan_text(f: OutcomeFacts) -> str:
     else:
         what = "was declared orphaned: nobody recorded how its process ended"
     return what + (f" ({f.reason})" if f.reason else "")
+
+
+def _interrupted_end(f: OutcomeFacts) -> str:
+    """How a run a clean runner stop left behind ended (``runs.reason = interrupted``)."""
+    if f.signal is not None:
+        return f"the sweep ended the still-running process ({_signal_name(f.signal)})"
+    return "it ended unobserved, its exit status never recorded"
 
 
 def _failure_text(f: OutcomeFacts) -> str:
@@ -344,8 +353,10 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         if case.retry_queued:
             return Verdict("retry_pending", False, None, f"attempt {case.attempt} interrupted by a clean runner"
                            " stop; retry queued", silent=True, anomalies=["interrupted"])
+        # Said once: how it ended after the stop, then the job's own last lines.
+        told = _failure_text(case).removeprefix(f"{_orphan_text(case)}")
         return _hard("interrupted", f"attempt {case.attempt} was interrupted by a clean runner stop and not"
-                                    f" retried: it {_failure_text(case)}", "warning")
+                                    f" retried: {_interrupted_end(case)} ({case.reason}){told}", "warning")
     if not case.ok and case.state != "blocked":
         kind = case.state if case.state in ("timed_out", "orphaned") else "failed"
         if case.reason == "verification_failed":
