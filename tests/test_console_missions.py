@@ -97,6 +97,11 @@ async def test_missions_view_answer_abandon_approve(tmp_path: Path) -> None:
 
         tree.focus()
         await until(pilot, lambda: tree.root.children and len(tree.root.children[0].children) == 2)
+        tree.move_cursor(tree.root.children[0].children[0])  # the researcher, delivered
+        await pilot.press("x")
+        await until(pilot, lambda: any("only a failed or running worker can be abandoned" in str(n.message)
+                                       for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
         tree.move_cursor(tree.root.children[0].children[1])  # the writer
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

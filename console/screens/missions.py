@@ -30,9 +30,11 @@ from console.widgets.header_bar import HeaderBar
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.mission import actions as mactions
-from core.vocabulary import MISSION_ENDED
+from core.vocabulary import MISSION_ENDED, WorkerState
 
 MISSION_LIMIT = 200
+#: ``mission_workers.state`` values a person may abandon (``core.mission.actions.abandon_worker``).
+ABANDONABLE = frozenset({WorkerState.FAILED, WorkerState.RUNNING})
 STATE_STYLES = {"delivered": "green", "failed": "red", "abandoned": "dim", "running": "yellow",
                 "closed": "green", "aborted": "dim", "awaiting_approval": "bold cyan", "waiting_person": "bold yellow"}
 
@@ -277,6 +279,11 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
             self.notify("select a worker in the tree first (tab, then j/k)", markup=False)
             return
         mid, seq, who = m["id"], w["seq"], self.wk.config.operator
+        if w.get("state") not in ABANDONABLE:
+            # Refused up front, as core.mission.actions.abandon_worker would refuse it after the dialog.
+            self.notify(f"worker {seq} ({one_line(w['worker'], 30)}) is {one_line(str(w.get('state')), 20)}:"
+                        " only a failed or running worker can be abandoned", markup=False)
+            return
         self._confirm(f"Abandon worker {seq} ({one_line(w['worker'], 30)}) of mission {mid}?",
                       lambda led: mactions.abandon_worker(led, mid, seq, who))
 
