@@ -105,6 +105,7 @@ LABELS: dict[str, dict[str, Label]] = {  # keys: StrEnum members (str subclasses
         NotificationState.PENDING: Label("… pending", "dim"),
         NotificationState.SENT: Label("✓ sent", "green"),
         NotificationState.FAILED: Label("✗ failed", "bold red"),
+        NotificationState.CANCELLED: Label("– cancelled", "dim"),
     },
     # a job's pause flag (jobs.paused), shown in the Jobs view and the job history
     "job_control": {

@@ -139,11 +139,14 @@ class BreakerState(StrEnum):
 
 
 class NotificationState(StrEnum):
-    """``notifications.state``: pending until sent, or failed for good after its retries."""
+    """``notifications.state``: pending until sent, or failed for good after its retries;
+    ``cancelled``: a ``repeated`` row dropped at delivery because its escalation was no longer
+    open and unacknowledged (``last_error`` says why)."""
 
     PENDING = "pending"
     SENT = "sent"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class NotificationEvent(StrEnum):

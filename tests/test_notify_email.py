@@ -124,6 +124,25 @@ def test_an_unacknowledged_critical_is_repeated_until_acknowledged(ledger, tmp_p
     assert notify.repeat_unacknowledged(ledger, settings.notify, now=opened + 99999) == 0
 
 
+def test_a_repeat_queued_before_an_ack_is_cancelled_not_sent(ledger, tmp_path, smtp):
+    """The repeat row was created, then the escalation acknowledged before delivery: the
+    repeat is not mailed; the outbox keeps the row as cancelled, saying why."""
+    settings = _mail(ledger, tmp_path, smtp, repeat="1h")
+    add_job(ledger, tmp_path)
+    _fail(ledger, settings)
+    notify.deliver_due(ledger, settings.notify)
+    assert len(smtp.box.messages) == 1
+    opened = ledger.one("SELECT created_at FROM notifications")["created_at"]
+    assert notify.repeat_unacknowledged(ledger, settings.notify, now=opened + 3601) == 1
+    esc = ledger.one("SELECT id FROM escalations")["id"]
+    assert acknowledge(ledger, esc, "ana").ok
+    stats = notify.deliver_due(ledger, settings.notify, now=opened + 3602)
+    assert stats.sent == 0 and stats.cancelled == 1 and len(smtp.box.messages) == 1
+    row = ledger.one("SELECT state, last_error, attempts FROM notifications WHERE event = 'repeated'")
+    assert (row["state"], row["attempts"]) == ("cancelled", 0)
+    assert row["last_error"] == f"not sent: escalation {esc} is acknowledged"
+
+
 def test_a_bad_apprise_url_is_a_settings_error_naming_the_field(tmp_path):
     from core.spec.settings import SettingsError, load_settings
     (tmp_path / "watchkeeper.toml").write_text('[[notify]]\ntype = "apprise"\nname = "x"\nurl = "nosuch://here"\n')

@@ -251,4 +251,5 @@ def register(group: click.Group) -> None:
             click.echo(f"  {shown(r['kind']):<{kw}} {r['escalations']:>{ew}} escalation(s),"
                        f" {r['occurrences'] or 0:>{ow}} occurrence(s)")
         n = rep["notifications"]
-        click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}")
+        click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}"
+                   + (f", cancelled {n['cancelled']}" if n.get("cancelled") else ""))

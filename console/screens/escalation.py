@@ -113,6 +113,8 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
         out.append(lab.text + " ", style=lab.style)
         if n["state"] == "sent" and n.get("sent_at"):
             out.append(f" at {clock(n['sent_at'], now)}")
+        elif n["state"] == "cancelled":
+            out.append(": " + one_line(n.get("last_error") or "", 60))
         elif n["state"] != "sent":
             out.append(f" after {n['attempts']} attempt{'s' if n['attempts'] != 1 else ''}")
             if n.get("last_error"):

@@ -21,7 +21,7 @@ from typing import Any
 
 from core.ledger.connection import inserted_id
 from core.text import invisible, safe_text
-from core.vocabulary import SEVERITY_RANK, NotificationEvent
+from core.vocabulary import SEVERITY_RANK, NotificationEvent, NotificationState
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
@@ -220,6 +220,36 @@ def fresh_for_sink(conn: sqlite3.Connection, sink: str, *, exclude: Sequence[int
     return [{k: r[k] for k in r.keys()} for r in rows]
 
 
+def cancel_stale_repeats(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Of pending ``rows`` (as read), the ``repeated`` ones whose escalation is no longer
+    ``open`` (acknowledged, snoozed or resolved since the row was queued) go to ``cancelled``
+    with ``last_error`` saying why: a repeat nags about an unacknowledged escalation, so one
+    sent after the ack would page for nothing. Call inside the write transaction that claims
+    the rest. Returns the ids cancelled."""
+    cancelled = []
+    for r in rows:
+        if r["event"] != NotificationEvent.REPEATED or r["escalation_id"] is None:
+            continue
+        row = conn.execute("SELECT state FROM escalations WHERE id = ?", (r["escalation_id"],)).fetchone()
+        state = row[0] if row is not None else "gone"
+        if state == "open":
+            continue
+        if conn.execute("UPDATE notifications SET state = ?, last_error = ? WHERE id = ? AND state = 'pending'",
+                        (NotificationState.CANCELLED, f"not sent: escalation {r['escalation_id']} is {state}",
+                         r["id"])).rowcount == 1:
+            cancelled.append(int(r["id"]))
+    return cancelled
+
+
+def cancel_stale_then_claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]],
+                            until: float) -> tuple[list[int], list[int]]:
+    """``cancel_stale_repeats`` then ``claim`` of the rest, in one transaction: an ack
+    committed before it cancels the repeat, one committed after finds it claimed. Returns
+    (ids cancelled, ids claimed)."""
+    dropped = cancel_stale_repeats(conn, rows)
+    return dropped, claim(conn, [r for r in rows if r["id"] not in dropped], until)
+
+
 def claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]], until: float) -> list[int]:
     """Claim pending ``rows`` (as read) for one delivery: ``next_attempt_at = until``, each
     conditional on the value read, so of two processes exactly one sends a row. Returns the
@@ -252,8 +282,9 @@ def mark_failed_try(conn: sqlite3.Connection, ids: Sequence[int], error: str, *,
 
 
 def summary(conn: sqlite3.Connection, since: float) -> dict[str, int]:
-    """Counts of notifications created since ``since`` by state: ``{pending, sent, failed}``."""
-    out = {"pending": 0, "sent": 0, "failed": 0}
+    """Counts of notifications created since ``since`` by state: ``{pending, sent, failed,
+    cancelled}``."""
+    out = {"pending": 0, "sent": 0, "failed": 0, "cancelled": 0}
     for r in conn.execute("SELECT state, COUNT(*) FROM notifications WHERE created_at >= ? GROUP BY state",
                           (since,)).fetchall():
         out[r[0]] = int(r[1])

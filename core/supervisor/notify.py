@@ -143,6 +143,7 @@ class DeliveryStats:
     failed: int = 0
     deferred: int = 0
     messages: int = 0
+    cancelled: int = 0  # repeats dropped: their escalation was acknowledged, snoozed or resolved since
 
 
 def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
@@ -181,7 +182,9 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
             rows = rows + outbox.fresh_for_sink(ledger.conn, sink_name, exclude=[r["id"] for r in rows],
                                                 limit=GROUP_MAX)
         rows = rows[:GROUP_MAX]
-        won = set(ledger.write(partial(outbox.claim, rows=rows, until=ts + CLAIM_S)))
+        dropped, claimed = ledger.write(partial(outbox.cancel_stale_then_claim, rows=rows, until=ts + CLAIM_S))
+        stats.cancelled += len(dropped)
+        won = set(claimed)
         rows = [r for r in rows if r["id"] in won]
         if not rows:
             continue
