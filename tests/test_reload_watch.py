@@ -90,3 +90,24 @@ async def test_editor_temp_files_and_settings_are_ignored(tmp_path: Path):
 def test_reload_dir_of_missing_folder_is_an_error_not_a_crash(tmp_path: Path):
     res = reload_dir(tmp_path / "nope")
     assert res.jobs == {} and len(res.errors) == 1
+
+
+async def test_an_edit_between_the_first_load_and_the_watch_starting_is_reloaded(tmp_path: Path):
+    # A loaded machine can start the watch well after the runner's first load: an edit made
+    # in between changed nothing the watch sees, so it must compare with the first load.
+    from core.runner.reload import signature
+
+    specs = tmp_path / "jobs"
+    specs.mkdir()
+    spec = specs / "a.toml"
+    spec.write_text('name = "a"\ncommand = "true"\nevery = "soon"\n')
+    before = signature(specs)
+    assert load_dir(specs).errors  # what the first load saw
+    spec.write_text('name = "a"\ncommand = "true"\nevery = "1h"\n')  # fixed before the watch
+    results: list[LoadResult] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(watch_specs(specs, results.append, stop, debounce_ms=50,
+                                           loaded_signature=before))
+    await _wait_for(results, lambda r: "a" in r.jobs and not r.errors)
+    stop.set()
+    await asyncio.wait_for(task, 5)

@@ -65,7 +65,7 @@ def _identity(root: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
-def _signature(root: Path) -> tuple[tuple[str, int, int], ...] | None:
+def signature(root: Path) -> tuple[tuple[str, int, int], ...] | None:
     """Names, sizes and mtimes of the job files: a cheap 'did anything change' check."""
     try:
         out = []
@@ -91,7 +91,8 @@ async def _sleep_or_stop(stop_event: asyncio.Event, seconds: float) -> bool:
 
 async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[LoadResult], None],
                       stop_event: asyncio.Event, *, debounce_ms: int = 300,
-                      force_polling: bool | None = None, folder_poll_s: float = FOLDER_POLL_S) -> None:
+                      force_polling: bool | None = None, folder_poll_s: float = FOLDER_POLL_S,
+                      loaded_signature: tuple[tuple[str, int, int], ...] | None = None) -> None:
     """Call ``on_change(load_dir(spec_dir))`` after each burst of changes to job files.
 
     Args:
@@ -107,6 +108,10 @@ async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[Loa
         force_polling: passed to watchfiles (None: its own choice; True for filesystems
             without inotify).
         folder_poll_s: how often the folder's existence and identity are checked.
+        loaded_signature: ``signature(spec_dir)`` taken just before the caller's own first
+            load; a file written between that load and the watch starting is then reloaded
+            (without it, the signature is taken when the watch starts, and such a write is
+            missed until the next change).
 
     Returns when ``stop_event`` is set.
     """
@@ -135,7 +140,8 @@ async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[Loa
             if ident is None:
                 continue
             deliver(reload_dir(root))
-        loaded_sig = _signature(root)
+        loaded_sig = loaded_signature if loaded_signature is not None else signature(root)
+        loaded_signature = None  # only for the first watch; after a folder swap, take it afresh
         first_tick = True
         try:
             async for changes in awatch(root, stop_event=stop_event, debounce=debounce_ms, step=50,
@@ -155,7 +161,7 @@ async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[Loa
                     break
                 if changes:
                     log.info("spec folder changed (%d files), reloading", len(changes))
-                elif first_tick and _signature(root) != loaded_sig:
+                elif first_tick and signature(root) != loaded_sig:
                     # Files written between the last load and the watch starting.
                     log.info("spec folder changed while the watch started, reloading")
                 else:

@@ -44,7 +44,7 @@ from core.runner.executor import Context, Executor, Finished
 from core.runner.failures import FailureLog
 from core.runner.fanout import FanoutParent
 from core.runner.reaper import Reaper
-from core.runner.reload import watch_specs
+from core.runner.reload import signature, watch_specs
 from core.runner.scheduler import Scheduler
 from core.runner.strays import TreeScans
 from core.runner.systemd import ServiceNotifier
@@ -96,6 +96,7 @@ class Runner:
     _kick: asyncio.Event  # the scheduler: specs changed
     _mission_wake: asyncio.Event
     _reload_lock: asyncio.Lock  # reloads are applied one at a time, in order
+    _loaded_signature: tuple[tuple[str, int, int], ...] | None  # spec files as of the first load
     _settle_pool: ThreadPoolExecutor
     writer: Writer  # the one writer thread
     ledger: Ledger  # the loop's read connection
@@ -167,6 +168,7 @@ class Runner:
         self._kick = asyncio.Event()
         self._mission_wake = asyncio.Event()
         self._reload_lock = asyncio.Lock()
+        self._loaded_signature = None
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
@@ -185,6 +187,8 @@ class Runner:
         registered_at = time.time()
         self._register()
         await self._reconcile()
+        # Taken before the load: a spec written between it and the watch starting is reloaded.
+        self._loaded_signature = signature(Path(self.spec_dir))
         self._load_specs(load_dir(self.spec_dir, prefer=job_sources(self.ledger)))
         self._record_past_gap(registered_at)
         self.started.set()
@@ -497,7 +501,8 @@ class Runner:
 
     async def _reload_loop(self) -> None:
         try:
-            await watch_specs(self.spec_dir, self._on_reload, self._stop)
+            await watch_specs(self.spec_dir, self._on_reload, self._stop,
+                              loaded_signature=self._loaded_signature)
         except Exception:
             log.exception("spec watcher stopped; specs will not hot-reload")
 
