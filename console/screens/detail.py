@@ -13,7 +13,7 @@ import re
 import textwrap
 import time
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -23,7 +23,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from console import evidence, keys
-from console.context import ConsoleApp
 from console.labels import label, word
 from console.safe_text import clean, one_line, output
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
@@ -253,17 +252,12 @@ class DetailScreen(PollingScreen, Screen):
         self.detail: dict[str, Any] | None = None
         self.summary: queries.Summary | None = None
         self.stale_since: float | None = None
-        self.polls = 0  # completed polls, for tests waiting on a live update
-        self._data_version: int | None = None
         self._last_mono = 0.0
         self.term = ""
         self.raw_json = False  # J: handoff and verification as the stored JSON
         self._matches: list[int] = []
         self._match_i = -1
 
-    @property
-    def wk(self) -> ConsoleApp:
-        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar()

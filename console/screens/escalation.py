@@ -7,7 +7,7 @@ string goes through ``console.safe_text``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -19,7 +19,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console import keys
-from console.context import ConsoleApp
 from console.labels import label
 from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
@@ -139,12 +138,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         super().__init__()
         self.esc_id = esc_id
         self.detail: dict[str, Any] | None = None
-        self.polls = 0
-        self._data_version: int | None = None
 
-    @property
-    def wk(self) -> ConsoleApp:
-        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar()

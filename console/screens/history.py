@@ -8,7 +8,7 @@ runs it now (each asks first and is attributed), ``o`` shows its outcomes in the
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from rich.text import Text
@@ -18,7 +18,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console import keys
-from console.context import ConsoleApp
 from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
 from console.screens.operator_actions import confirm_job_action, job_controls_available, refuse_read_only
@@ -110,12 +109,7 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
         super().__init__()
         self.job = job
         self.history: dict[str, Any] | None = None
-        self.polls = 0
-        self._data_version: int | None = None
 
-    @property
-    def wk(self) -> ConsoleApp:
-        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -21,7 +21,6 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from console import keys
-from console.context import ConsoleApp
 from console.labels import canonical_filter, word
 from console.safe_text import clean, one_line
 from console.screens.detail import DetailScreen
@@ -117,22 +116,17 @@ class MainScreen(PollingScreen, Screen):
         self.follow = False
         self.stale_since: float | None = None
         self.summary: queries.Summary | None = None
-        self._data_version: int | None = None
         self._last_mono = 0.0
         self._loaded: set[str] = set()
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
         self._counting: set[str] = set()
         self._changes = 0  # how many polls saw the ledger change; a count begun before one is stale
-        self.polls = 0  # completed polls, for tests waiting on a live update
         self._evidence: dict[int, dict[str, Any] | None] = {}  # run id → run_evidence (preview's why)
         self._evidence_wanted: set[int] = set()
         self._evidence_stale: set[int] = set()  # run ids to read again (still shown meanwhile)
         # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
         self._back_to_jobs: tuple[int, str] | None = None
 
-    @property
-    def wk(self) -> ConsoleApp:
-        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")

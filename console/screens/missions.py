@@ -11,7 +11,7 @@ text, never markup.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -21,7 +21,6 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
 from console import keys
-from console.context import ConsoleApp
 from console.safe_text import clean, one_line
 from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
 from console.screens.operator_actions import refuse_read_only
@@ -152,9 +151,6 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         self._rows_sig: Any = None
         self._tree_sig: Any = None
 
-    @property
-    def wk(self) -> ConsoleApp:
-        return cast(ConsoleApp, self.app)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+from console.context import ConsoleApp
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads as queries
 
@@ -22,6 +23,12 @@ class PollingScreen:
     stale itself); covered by a dialog, it re-reads when uncovered."""
 
     _data_version: int | None = None
+    polls: int = 0  # completed polls, for tests waiting on a live update
+
+    @property
+    def wk(self) -> ConsoleApp:
+        """The console app, typed (screens reach it through this protocol, not app.py)."""
+        return cast(ConsoleApp, self.app)  # type: ignore[attr-defined]
 
     async def poll(self) -> None:  # pragma: no cover - each screen defines it
         raise NotImplementedError
