@@ -43,7 +43,7 @@ def _output(rng: random.Random, i: int, rich: bool) -> str:
 def _ledger(path: Path, rich: bool, n: int) -> list[int]:
     from core.ledger.connection import Ledger
     from core.supervisor import supervisor
-    from tests.supervisor_kit import add_job, new_run, to_verifying
+    from tests.kit.supervisor import add_job, new_run, to_verifying
 
     rng = random.Random(7)
     ids = []

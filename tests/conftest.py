@@ -35,3 +35,13 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     module that needs a filled one defines its own ``ledger``."""
     with Ledger(tmp_path / "wk.db") as led:
         yield led
+
+
+@pytest.fixture
+def rig(tmp_path):
+    """Runner subprocesses on ``tmp_path`` (tests.kit.runners.Runners), all ended at teardown."""
+    from tests.kit.runners import Runners
+
+    r = Runners(tmp_path)
+    yield r
+    r.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from console.cli.main import cli
-from tests.fake_anthropic import FakeAnthropic
+from tests.kit.fake_anthropic import FakeAnthropic
 
 from .build_corpus import OUT
 

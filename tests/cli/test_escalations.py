@@ -1,0 +1,126 @@
+"""CLI: escalations, ack/snooze/resolve with --as, report, and tail over a pipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.ledger.connection import Ledger
+from core.supervisor import supervisor
+from tests.kit.supervisor import add_job, new_run, to_verifying
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "wk.db"
+    with Ledger(path) as ledger:
+        add_job(ledger, tmp_path, owner="ana")
+        rid = new_run(ledger)
+        to_verifying(ledger, rid, exit_code=4)
+        supervisor.settle(ledger, rid)
+    return path
+
+
+def _cli(*args):
+    return CliRunner().invoke(cli, [*args], catch_exceptions=False)
+
+
+def test_list_ack_race_message_and_resolve(db):
+    res = _cli("escalations", "--ledger", str(db))
+    assert res.exit_code == 0 and " failed " in res.output and "critical" in res.output and "ana" in res.output
+    row = json.loads(_cli("escalations", "--json", "--ledger", str(db)).output.splitlines()[0])
+    esc_id = row["id"]
+    assert _cli("ack", str(esc_id), "--as", "ana", "--ledger", str(db)).exit_code == 0
+    lost = _cli("ack", str(esc_id), "--as", "bob", "--ledger", str(db))
+    assert lost.exit_code == 1 and "already acknowledged by ana at" in lost.output
+    assert _cli("snooze", str(esc_id), "--for", "2h", "--as", "bob", "--ledger", str(db)).exit_code == 0
+    assert "snoozed" in _cli("escalations", "--ledger", str(db)).output
+    assert _cli("resolve", str(esc_id), "--as", "bob", "--ledger", str(db)).exit_code == 0
+    assert _cli("escalations", "--state", "resolved", "--ledger", str(db)).output.count("\n") == 1
+    bad = _cli("snooze", str(esc_id), "--for", "soon", "--ledger", str(db))
+    assert bad.exit_code == 2
+
+
+def test_report(db):
+    res = _cli("report", "--since", "1h", "--ledger", str(db))
+    assert res.exit_code == 0
+    assert "runs judged     1" in res.output and "failed" in res.output and "sent 0, failed 0" in res.output
+    assert res.output.splitlines()[0].endswith("(1h ago)")  # the one compact age style
+    rep = json.loads(_cli("report", "--json", "--ledger", str(db)).output)
+    assert rep["escalated"] == 1 and rep["silent_share"] == 0
+
+
+def test_missing_ledger_is_a_clear_error(tmp_path):
+    res = CliRunner().invoke(cli, ["escalations", "--ledger", str(tmp_path / "none.db")])
+    assert res.exit_code == 2 and "no ledger" in res.output
+
+
+def _tail(db, *extra):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "console.cli", "tail", "--ledger", str(db), *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+@pytest.mark.slow
+def test_tail_streams_changes_and_exits_quietly_on_ctrl_c(db, tmp_path):
+    proc = _tail(db, "--since", "1h", "--json")
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["kind"] == "failed" and first["count"] == 1
+        with Ledger(db) as ledger:  # a second failure: the same escalation, count 2, streams live
+            rid = new_run(ledger)
+            to_verifying(ledger, rid, exit_code=4)
+            supervisor.settle(ledger, rid)
+        second = json.loads(proc.stdout.readline())
+        assert second["id"] == first["id"] and second["count"] == 2
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) in (0, -signal.SIGINT, 130)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_tail_exits_on_closed_pipe(db):
+    proc = _tail(db, "--since", "1h")
+    try:
+        line = proc.stdout.readline().decode()
+        assert "critical" in line and "x1" in line
+        proc.stdout.close()
+        with Ledger(db) as ledger:  # the next write makes tail print into the closed pipe
+            for _ in range(3):
+                rid = new_run(ledger)
+                to_verifying(ledger, rid, exit_code=4)
+                supervisor.settle(ledger, rid)
+                time.sleep(0.3)
+        proc.wait(timeout=10)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_report_rows_stay_aligned_with_a_long_kind(db):
+    from core.ledger import escalations
+    with Ledger(db) as led:
+        led.write(lambda c: escalations.raise_escalation(c, job="job", kind="mission_worker_failed",
+                                                         severity="warning", reason="worker 2 failed",
+                                                         run_id=None, owner=None))
+    out = _cli("report", "--since", "1h", "--ledger", str(db)).output
+    rows = [ln for ln in out.splitlines() if "escalation(s)" in ln]
+    assert len(rows) == 2 and len({ln.index(" escalation(s)") for ln in rows}) == 1, rows
+    assert len({ln.index(" occurrence(s)") for ln in rows}) == 1, rows

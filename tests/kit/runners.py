@@ -1,0 +1,116 @@
+"""Runner subprocesses for crash tests: each in its own session, all ended at teardown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from core.ledger.connection import Ledger
+from core.spec.settings import load_settings
+from tests.kit.sweep import wait_for
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parents[2]
+FAST_TOML = "heartbeat = 0.2\nlease = 1.0\nsweep_interval = 0.2\nstart_timeout = 5.0\nshutdown_grace = 0.5\n"
+QUICK_RETRY = "backoff = { initial = 0.1, factor = 1, max = 0.1, jitter = false }\n"
+
+
+class Runners:
+    """Runner subprocesses this test started (own session each); all ended at teardown."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.specs = tmp / "jobs"
+        self.db = tmp / "wk.db"
+        self.procs: list[subprocess.Popen] = []
+        self._led: Ledger | None = None
+
+    @property
+    def led(self) -> Ledger:
+        """One connection for the whole test, closed only after the runners stopped.
+
+        A runner opens several connections, and each new ``Ledger`` in a process closes an fd
+        on the file (``_create_private``), which drops that process's POSIX locks; a
+        connection closed elsewhere then believes it is the last and removes the WAL. So the
+        test never opens and closes connections while a runner runs.
+        """
+        if self._led is None:
+            self._led = Ledger(self.db)
+        return self._led
+
+    def write(self, toml: str) -> None:
+        self.specs.mkdir(exist_ok=True)
+        (self.specs / "watchkeeper.toml").write_text(FAST_TOML)
+        (self.specs / "jobs.toml").write_text(toml)
+
+    def start(self) -> subprocess.Popen:
+        log = open(self.tmp / f"runner{len(self.procs)}.log", "w")
+        p = subprocess.Popen([PY, "-m", "console.cli", "run", str(self.specs), "--ledger", str(self.db), "--quiet"],
+                             cwd=ROOT, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        self.wait_ready()
+        return p
+
+    def wait_ready(self) -> None:
+        """Wait until a runner has created and migrated the ledger and registered itself.
+
+        Opening the ledger while a runner is still creating it can leave that runner's
+        connection failing with 'disk I/O error' (reported to the ledger's owner), so no
+        test connection touches the file before this.
+        """
+        def ready() -> bool:
+            if not Path(f"{self.db}-wal").exists():
+                return False
+            try:
+                conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+                try:
+                    return conn.execute("SELECT count(*) FROM runners").fetchone()[0] >= len(self.procs)
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                return False
+        assert wait_for(ready, timeout=15), "runner did not start"
+
+    def settings(self):
+        return load_settings(self.specs, ledger=str(self.db))
+
+    def query(self, sql: str, params: tuple = ()) -> list[dict]:
+        return [dict(r) for r in self.led.query(sql, params)]
+
+    def runs(self, job: str) -> list[dict]:
+        return self.query("SELECT * FROM runs WHERE job = ? ORDER BY attempt, id", (job,))
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGCONT)
+                    os.killpg(p.pid, signal.SIGTERM)
+                    p.wait(timeout=10)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    p.wait(timeout=5)
+
+    def close(self, *, kill_leftovers: bool = True) -> None:
+        """Fixture teardown: stop every runner started, close the ledger, and with
+        ``kill_leftovers`` SIGKILL the process groups jobs left behind (a runner killed with
+        -9 leaves its jobs running; their pgids are in ``runs``)."""
+        self.stop_all()
+        if self._led is not None:
+            self._led.close()
+        if not kill_leftovers or not self.db.exists():
+            return
+        with Ledger(self.db) as led:
+            pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

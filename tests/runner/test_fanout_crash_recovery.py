@@ -1,0 +1,253 @@
+"""A fan-out parent that ends (orphaned after a runner crash, timed out, failed …) takes its
+queued sub-tasks with it, and none of its sub-tasks is retried: each sub-task runs once per
+parent attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from core.ledger import lifecycle, retries
+from core.sweep import doctor
+from core.sweep.sweep import Sweeper
+from tests.kit.runners import QUICK_RETRY, Runners
+from tests.kit.sweep import (
+    add_job,
+    add_run,
+    add_runner,
+    dead_pid,
+    events,
+    fast_settings,
+    gone_runner,
+    run_row,
+    wait_for,
+)
+
+# -- end to end: a real runner killed -9 in the middle of a fan-out -------------------------
+
+
+@pytest.fixture
+def rig(tmp_path):
+    r = Runners(tmp_path)
+    yield r
+    r.close()
+
+
+@pytest.mark.slow
+def test_runner_crash_mid_fanout_runs_each_subtask_once_per_parent_attempt(rig, tmp_path):
+    log = tmp_path / "executions.log"
+    record = f'echo "$WATCHKEEPER_PARENT_RUN_ID $WATCHKEEPER_TASK $WATCHKEEPER_RUN_ID" >> {log}; '
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+max_attempts = 2
+synthesize = "cat >/dev/null; echo synth"
+{QUICK_RETRY}
+[[tasks]]
+name = "t1"
+command = '{record}sleep 2'
+max_attempts = 2
+
+[[tasks]]
+name = "t2"
+command = '{record}sleep 0.2'
+
+[[tasks]]
+name = "t3"
+command = '{record}sleep 1'
+''')
+    runner = rig.start()
+    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t1" and r["state"] == "running"])
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait()
+    first = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = '' AND attempt = 1")[0]
+    queued_kids = [r["id"] for r in rig.query("SELECT id FROM runs WHERE parent_run_id = ? AND state = 'queued'",
+                                              (first["id"],))]
+    assert len(queued_kids) == 2  # t2 and t3 wait behind t1 (concurrency 1)
+
+    rig.start()
+
+    def second_parent_done():
+        rows = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = '' AND attempt = 2")
+        return rows and rows[0]["state"] in lifecycle.TERMINAL
+    assert wait_for(second_parent_done, timeout=30)
+    time.sleep(1.0)  # room for a (wrong) extra run under the dead parent to start
+
+    second = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = '' AND attempt = 2")[0]
+    assert run_row(rig.led, first["id"])["state"] == "orphaned"
+    assert second["state"] == "succeeded"
+
+    ran = [line.split() for line in log.read_text().splitlines()]
+    per_parent: dict[str, list[str]] = {}
+    for parent, task, _run in ran:
+        per_parent.setdefault(parent, []).append(task)
+    assert per_parent == {str(first["id"]): ["t1"], str(second["id"]): ["t1", "t2", "t3"]}, ran
+
+    kids = rig.query("SELECT * FROM runs WHERE parent_run_id = ? ORDER BY id", (first["id"],))
+    assert [(k["task"], k["attempt"], k["state"]) for k in kids] == [
+        ("t1", 1, "orphaned"), ("t2", 1, "abandoned"), ("t3", 1, "abandoned")]
+    for kid in kids[1:]:
+        assert kid["reason"] == "parent_ended"
+        moves = [e for e in events(rig.led, kid["id"], "transition")]
+        assert [(e["from_state"], e["to_state"]) for e in moves] == [("queued", "abandoned")]
+    t1_decision = events(rig.led, kids[0]["id"], "retry_decision")
+    assert [e["reason"] for e in t1_decision] == ["parent_ended"]
+    assert doctor.check(rig.led, rig.settings()) == []
+
+
+# -- the same rules, one step at a time -----------------------------------------------------
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return fast_settings(tmp_path / "wk.db")
+
+
+def fan_job(ledger):
+    return add_job(ledger, "fan", kind="fanout", command=None, max_attempts=2,
+                   tasks=[{"name": "t1", "command": "true", "max_attempts": 2},
+                          {"name": "t2", "command": "true"}, {"name": "t3", "command": "true"}])
+
+
+def add_child(ledger, parent_id: int, task: str, *, state: str = "queued", runner_id: str | None = None) -> int:
+    """A sub-task of ``parent_id`` as ``create_children`` inserts it, moved (audited) to ``state``."""
+    parent = run_row(ledger, parent_id)
+    now = time.time()
+    run_id = ledger.write(lambda c: int(c.execute(
+        "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, not_before,"
+        " created_at, updated_at) VALUES (?,?,1,'queued',?,?,'fanout',?,?,?,?)",
+        (parent["job"], uuid.uuid4().hex, f"{parent['slot']}#{parent['attempt']}", task, parent_id,
+         now, now, now)).lastrowid))
+    if state != "queued":
+        pid, ctime = dead_pid()
+        assert lifecycle.transition(ledger, run_id, 1, "queued", "spawned", actor="test", fields={
+            "runner_id": runner_id, "spawned_at": now - 1, "pid": pid, "pgid": pid, "pid_create_time": ctime,
+            "lease_until": now - 1})
+        assert lifecycle.transition(ledger, run_id, 1, "spawned", "running", actor="test")
+    return run_id
+
+
+def test_orphaning_a_parent_abandons_its_queued_subtasks_in_the_same_transaction(ledger, settings):
+    fan_job(ledger)
+    runner = gone_runner(ledger)
+    parent = add_run(ledger, "fan", runner_id=runner)
+    t1 = add_child(ledger, parent, "t1", state="running", runner_id=runner)
+    t2, t3 = add_child(ledger, parent, "t2"), add_child(ledger, parent, "t3")
+
+    report = Sweeper(settings, actor="sweep").sweep_once(ledger)
+
+    assert sorted(report.orphaned) == [parent, t1]
+    for kid in (t2, t3):
+        row = run_row(ledger, kid)
+        assert (row["state"], row["reason"]) == ("abandoned", "parent_ended")
+        outcome = ledger.one("SELECT status, reason FROM job_outcomes WHERE run_id = ?", (kid,))
+        assert (outcome["status"], outcome["reason"]) == ("abandoned", "parent_ended")
+        move = events(ledger, kid, "transition")[-1]
+        assert move["actor"] == "sweep" and json.loads(move["detail"])["parent_run_id"] == parent
+    # Same transaction as the parent's move: the parent's event comes right before.
+    parent_move = events(ledger, parent, "transition")[-1]
+    kid_moves = [events(ledger, kid, "transition")[-1] for kid in (t2, t3)]
+    assert parent_move["id"] < kid_moves[0]["id"]
+    # The orphaned t1 is not retried under its dead parent; the parent itself is.
+    assert [e["reason"] for e in events(ledger, t1, "retry_decision")] == ["parent_ended"]
+    assert ledger.one("SELECT count(*) FROM runs WHERE parent_run_id = ? AND state = 'queued'", (parent,))[0] == 0
+    assert ledger.one("SELECT count(*) FROM runs WHERE job = 'fan' AND task = '' AND attempt = 2")[0] == 1
+    assert doctor.check(ledger, settings) == []
+
+
+def test_subtask_retry_is_refused_once_its_parent_is_terminal(ledger):
+    spec = fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    t1 = add_child(ledger, parent, "t1", state="running", runner_id=None)
+
+    def fail(conn):
+        assert lifecycle.apply(conn, t1, 1, "running", "timed_out", actor="test")
+        return retries.follow_up(conn, t1, "timed_out", actor="test", spec=spec)
+    assert ledger.write(fail) is None
+    decision = events(ledger, t1, "retry_decision")[-1]
+    assert decision["reason"] == "parent_ended" and json.loads(decision["detail"])["retry"] is False
+    assert ledger.one("SELECT count(*) FROM runs WHERE task = 't1'")[0] == 1
+
+
+def test_a_failed_parent_settles_subtasks_queued_under_it(ledger):
+    """Any terminal move that runs the retry policy (timed out, failed …) settles them."""
+    spec = fan_job(ledger)
+    parent = add_run(ledger, "fan", state="running")
+    t2 = add_child(ledger, parent, "t2")
+
+    def time_out(conn):
+        assert lifecycle.apply(conn, parent, 1, "running", "timed_out", actor="runner:x")
+        return retries.follow_up(conn, parent, "timed_out", actor="runner:x", spec=spec)
+    assert ledger.write(time_out) is not None  # the parent's next attempt
+    row = run_row(ledger, t2)
+    assert (row["state"], row["reason"]) == ("abandoned", "parent_ended")
+
+
+def test_sweep_settles_subtasks_left_queued_under_an_ended_parent(ledger, settings):
+    """A parent ended by a path that does not run the retry policy (an operator's abandon):
+    the next sweep pass settles its queued sub-tasks."""
+    fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    t2 = add_child(ledger, parent, "t2")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    found = doctor.check(ledger, settings)
+    assert [(v.check, v.run_id, v.repairable) for v in found] == [("subtask_of_ended_parent", t2, True)]
+
+    report = Sweeper(settings, actor="sweep").sweep_once(ledger)
+
+    assert report.orphaned == [] and report.settled_subtasks == [t2]
+    assert (run_row(ledger, t2)["state"], run_row(ledger, t2)["reason"]) == ("abandoned", "parent_ended")
+    assert doctor.check(ledger, settings) == []
+
+
+def test_doctor_leaves_a_live_subtask_under_an_ended_parent_alone(ledger, settings):
+    """A parent that timed out leaves its running sub-tasks to their own exit or timeout:
+    normal, not a violation."""
+    fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    me = add_runner(ledger, pid=os.getpid())  # alive: its runs are its own business
+    t1 = add_child(ledger, parent, "t1", state="running", runner_id=me)
+    assert doctor.check(ledger, settings) == []
+    doctor.diagnose(ledger, settings, repair=True)
+    assert run_row(ledger, t1)["state"] == "running"
+
+
+def test_operator_abandoning_a_parent_takes_its_queued_subtasks_in_the_same_transaction(ledger, settings):
+    from core import actions
+    fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    t1 = add_child(ledger, parent, "t1", state="queued")
+    assert actions.abandon(ledger, parent, operator="ana").ok
+    assert (run_row(ledger, t1)["state"], run_row(ledger, t1)["reason"]) == ("abandoned", "parent_ended")
+
+
+def test_operator_abandoning_a_parent_abandons_and_kills_its_running_subtasks(ledger, settings):
+    import subprocess
+
+    import psutil
+
+    from core import actions
+    fan_job(ledger)
+    parent = add_run(ledger, "fan", state="queued")
+    t1 = add_child(ledger, parent, "t1", state="running")
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        ctime = psutil.Process(proc.pid).create_time()
+        ledger.write(lambda c: c.execute("UPDATE runs SET pid = ?, pgid = ?, pid_create_time = ? WHERE id = ?",
+                                         (proc.pid, proc.pid, ctime, t1)))
+        res = actions.abandon(ledger, parent, operator="ana", grace_s=1.0)
+        assert res.ok and f"runs {t1}" in res.message
+        assert run_row(ledger, t1)["state"] == "abandoned"
+        assert proc.wait(timeout=10) < 0  # killed by a signal
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

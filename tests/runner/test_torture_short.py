@@ -1,0 +1,32 @@
+"""The short torture run (the long one is `make torture`): mixed runs while the runner is
+SIGKILLed and restarted, the write lock is held by another process and the artifacts folder
+is tiny. Afterwards doctor is clean, nothing is lost and no job process survives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_short_torture_leaves_a_clean_ledger_and_no_processes():
+    proc = subprocess.run([sys.executable, "-m", "bench.torture", "--runs", "60", "--kills", "4", "--seconds", "40",
+                           "--seed", "7", "--json"], capture_output=True, text=True, timeout=110, cwd=ROOT)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    r = json.loads(proc.stdout)
+    assert r["kills_survived"] >= 4
+    # A deploy midway (SIGTERM, restart) leaves runs behind that are settled as interrupted and never page.
+    assert r["clean_stops"] == 1 and r["critical_from_clean_stops"] == 0
+    assert r["left_by_clean_stops"] >= 1 and r["interrupted_runs"] == r["left_by_clean_stops"]
+    assert r["queued_by_torture"] >= 60 and r["runs"] >= 60
+    assert r["violations"] == 0, r["violation_list"]
+    assert r["doctor_ok"]
+    assert r["leaked_processes"] == 0, r["leaked"]
+    assert sum(r["by_state"].values()) == r["runs"]  # every run is in some terminal state
+    assert proc.returncode == 0

@@ -1,0 +1,85 @@
+"""``watchkeeper status`` shows runner heartbeats and says plainly when no runner is alive."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.ledger import runners as status
+from core.ledger.connection import Ledger
+from tests.kit.sweep import add_runner, dead_pid
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "wk.db"
+
+
+@pytest.fixture
+def ledger(db):
+    led = Ledger(db)
+    yield led
+    led.close()
+
+
+def test_gap_text_names_the_time_and_how_long_ago():
+    now = time.time()
+    since = now - 7 * 60
+    text = status.gap_text(since, now)
+    assert text == f"no runner since {datetime.fromtimestamp(since):%H:%M}, 7m ago"
+
+
+def test_no_runner_ever(ledger):
+    gap = status.runner_gap(ledger)
+    assert gap is not None and gap.since is None and "ever" in gap.text
+
+
+def test_live_runner_means_no_gap(ledger):
+    add_runner(ledger, pid=os.getpid())
+    assert status.runner_gap(ledger) is None
+
+
+def test_runner_with_expired_heartbeat_is_a_gap(ledger):
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=420)
+    gap = status.runner_gap(ledger)
+    assert gap is not None and 419 < gap.seconds < 430 and "7m ago" in gap.text
+    assert not gap.stopped_cleanly
+
+
+def test_killed_runner_is_a_gap_before_its_heartbeat_expires(ledger):
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=0.0, lease_s=30)
+    assert status.runner_gap(ledger) is not None
+
+
+def test_stalled_runner_is_shown_as_stalled_and_is_a_gap(ledger):
+    rid = add_runner(ledger, pid=os.getpid(), heartbeat_age=60)
+    st = status.status(ledger)
+    assert st["stalled"] == [rid] and st["gap"] is not None
+    assert any("stalled" in line for line in status.format_status(st))
+
+
+def test_cli_status_exit_code_and_text(ledger, db):
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=420)
+    res = CliRunner().invoke(cli, ["status", "--ledger", str(db)])
+    assert res.exit_code == 2 and "no runner since" in res.output
+    add_runner(ledger, pid=os.getpid())
+    res = CliRunner().invoke(cli, ["status", "--ledger", str(db), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["gap"] is None
+
+
+def test_status_ages_use_the_one_compact_style(ledger):
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=76)
+    beat = ledger.one("SELECT heartbeat_at FROM runners")["heartbeat_at"]
+    lines = status.format_status(status.status(ledger, now=beat + 76.5))
+    assert lines[0].endswith(", 1m 16s ago"), lines[0]
+    assert "last heartbeat 1m 16s ago" in lines[1], lines[1]
