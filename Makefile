@@ -4,13 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench torture lint clean eval
+.PHONY: demo test test-fast bench torture lint clean eval docs screenshots
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,docs]'
 	touch $(STAMP)
 
 # A fresh ledger each time, so the demo tells one story from its first second. The sample
@@ -38,6 +38,20 @@ test-fast: $(STAMP)
 eval: $(STAMP)
 	$(BIN)/python -m tests.eval.figures
 
+# The manual (docs/, mkdocs.yml): built strict, so a broken link, anchor or missing page fails;
+# the reference pages (commands, settings, keys) are generated from the code while it builds.
+# Not --quiet: it hides the warnings that --strict counts, and the build would pass anyway.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
+# The manual's console pictures (docs/images/*.svg): Textual's SVG export of the real console,
+# after the sample jobs have run on a fresh ledger for a minute or so.
+screenshots: $(STAMP)
+	$(BIN)/python docs/gen/screenshots.py
+
+# make test builds the manual too (a separate rule, so the test recipe above stays as it is).
+test: docs
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
@@ -45,4 +59,4 @@ torture: $(STAMP)
 	$(BIN)/python -m bench.torture
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache
+	rm -rf $(VENV) demo .pytest_cache site

@@ -1,8 +1,8 @@
-"""The one key registry: bindings, the help screen, the command palette and the README's key
-table all come from ``KEYS``, so they never disagree.
+"""The one key registry: bindings, the help screen, the command palette and the manual's key
+reference (``docs/`` via ``console.reference``) all come from ``KEYS``, so they never disagree.
 
 A ``Key`` is bound on the screens named in ``scopes`` (``bindings(scope)`` builds a screen's
-``BINDINGS``); ``doc`` rows make the help screen and README table (``help_rows()``,
+``BINDINGS``); ``doc`` rows make the help screen and key reference (``help_rows()``,
 ``readme_table()``); ``palette`` entries are the command palette's commands for a screen
 (``palette(scope)``). Keys that are handled in ``on_key`` (dialog answers) or not keys at all
 (the mouse) are documented with ``bind=False``.
@@ -28,8 +28,8 @@ class Key:
 
     ``key``: Textual key names, comma-separated (``"down,j"``). ``action``: the action run on
     the scope's screen (``"view('jobs')"``, ``"app.help"``). ``label``: the footer's word.
-    ``section``: the help screen's group. ``shown``: how help and README write the key
-    (default: from ``key``). ``where`` / ``does``: README columns (``does`` is the help text
+    ``section``: the help screen's group. ``shown``: how help and the manual write the key
+    (default: from ``key``). ``where`` / ``does``: the key reference's columns (``does`` is the help text
     too). ``doc=False``: a second binding of a documented row (not listed again).
     """
 
@@ -46,7 +46,7 @@ class Key:
     palette: str = ""
     doc: bool = True
     bind: bool = True
-    code: bool = True  # README writes the keys as `code` (not for "mouse click, wheel")
+    code: bool = True  # the manual writes the keys as `code` (not for "mouse click, wheel")
 
     @property
     def display(self) -> str:
@@ -205,8 +205,8 @@ def palette(scope: str) -> list[tuple[str, str, str]]:
 
 
 def readme_table() -> str:
-    """The README's "Keys" table (Markdown), rendered from the registry; a test keeps
-    README.md equal to it."""
+    """The manual's key table (Markdown), rendered from the registry (``console.reference``
+    puts it in docs/reference/keys.md when the manual is built)."""
     lines = ["| Key | Where | Does |", "|-----|-------|------|"]
     for k in KEYS:
         if k.doc:

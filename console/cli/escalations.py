@@ -63,7 +63,7 @@ def _colour() -> bool:
 
 def escalation_line(e: dict[str, Any], *, colour: bool = False) -> str:
     """One line: time, severity, job, kind, count, owner, state, reason."""
-    # Lower-case severity words, so `tail | grep critical` works as the README shows.
+    # Lower-case severity words, so `tail | grep critical` works as the manual shows.
     sev = e.get("severity") or "-"
     sev_txt = f"{sev:<8}"
     if colour:

@@ -160,7 +160,7 @@ class Runner:
         self._stop.set()
 
     async def run(self) -> None:
-        """Run until ``request_stop`` or SIGINT/SIGTERM; then shut down (see README)."""
+        """Run until ``request_stop`` or SIGINT/SIGTERM; then shut down (see docs/settings.md)."""
         self._loop = asyncio.get_running_loop()
         self.watchdog = Watchdog()
         self._stop = asyncio.Event()

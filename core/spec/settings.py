@@ -160,7 +160,7 @@ class RetentionSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Validated runner-wide settings. See README "Settings" for the table of defaults."""
+    """Validated runner-wide settings. See docs/settings.md and the generated settings reference."""
 
     # An empty variable (``WATCHKEEPER_LEDGER=``) means unset, not "the current folder".
     model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", env_nested_delimiter="__", extra="forbid",

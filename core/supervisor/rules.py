@@ -3,7 +3,7 @@
 No database here: ``evaluate(case, history, spec)`` is what ``judge_run`` calls with facts read
 from the ledger, and what ``watchkeeper eval`` calls with facts read from a labeled corpus.
 
-Policy table (also in README.md, "Supervisor"). Hard classes cannot be overruled by anything,
+Policy table (also in docs/supervisor.md). Hard classes cannot be overruled by anything,
 including the Claude judge; "note" verdicts are recorded on the outcome but open no
 escalation; routine success is silent.
 

@@ -15,7 +15,7 @@ Entry points (the runner and the sweep call them from worker threads, each with 
 * ``periodic(ledger, settings)`` — every heartbeat: runner-gap check, snooze expiry, outbox
   delivery (bounded time).
 
-The policy table lives in ``core.supervisor.rules`` and README.md ("Supervisor").
+The policy table lives in ``core.supervisor.rules`` and docs/supervisor.md.
 """
 
 from __future__ import annotations

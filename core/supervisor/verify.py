@@ -13,7 +13,7 @@ A worker hands back evidence, never authority (DESIGN rule 2). ``verify_outcome`
 * every spec ``verify`` command exits 0 within its timeout (whole process group killed on
   timeout),
 * ``expect.output`` matches stdout head + tail. A mismatch is recorded but does not fail
-  verification: it is a soft anomaly the judge reports (policy table in README.md, "Supervisor").
+  verification: it is a soft anomaly the judge reports (policy table in docs/supervisor.md).
   The match runs with the ``regex`` package, bounded by ``OUTPUT_MATCH_TIMEOUT_S`` and with
   the GIL released: the pattern is the operator's, but the output is the job's, and a
   catastrophic backtrack must not freeze the runner's other threads.

@@ -4,7 +4,7 @@ A process cannot report its own death, so something outside it must. The sweep r
 every runner (``Sweeper.sweep_once`` every ``sweep_interval``), as ``watchkeeper sweep`` (one
 pass, or ``--loop``), and once at runner start (``reconcile_startup``).
 
-Policy, per live run (see README.md, "Orphan sweep"):
+Policy, per live run (see docs/sweep.md):
 
 * owned by the sweeping runner itself → skipped (that runner is the process's parent);
 * owner runner ``alive`` (fresh heartbeat) → never touched;

@@ -1,8 +1,6 @@
-"""One key registry feeds the bindings, the help screen, the palette and README's key table."""
+"""One key registry feeds the bindings, the help screen, the palette and the manual's key reference."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from console import keys
 from console.screens.detail import DetailScreen
@@ -10,16 +8,6 @@ from console.screens.escalation import EscalationScreen
 from console.screens.history import JobHistoryScreen
 from console.screens.main import MainScreen
 from console.widgets.paged_table import PagedTable
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def test_readme_key_table_is_the_registry():
-    text = README.read_text(encoding="utf-8")
-    start, end = "<!-- keys:start -->\n", "<!-- keys:end -->"
-    assert start in text and end in text, "README needs the keys:start / keys:end markers"
-    table = text.split(start, 1)[1].split(end, 1)[0]
-    assert table == keys.readme_table(), "README key table differs: paste console.keys.readme_table()"
 
 
 def test_screens_bind_exactly_the_registry():

@@ -67,13 +67,13 @@ def test_every_glyph_exists_in_dejavu_sans_mono():
     assert not missing, f"glyphs missing from DejaVu Sans Mono: {missing}"
 
 
-def test_readmes_list_of_short_kinds_is_the_labels_table():
-    # README's Escalations row lists every short kind word; the labels table is the source
+def test_manuals_list_of_short_kinds_is_the_labels_table():
+    # the manual's Escalations row lists every short kind word; the labels table is the source
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    listed = re.search(r"Long kinds show as short words \((.*?)\); the preview", readme)
-    assert listed, "README lost its list of short kind words"
+    manual = (Path(__file__).resolve().parents[2] / "docs" / "console.md").read_text()
+    listed = re.search(r"Long kinds show as short words \((.*?)\); the preview", manual)
+    assert listed, "docs/console.md lost its list of short kind words"
     pairs = dict(re.findall(r"`([^`]+)` = (\w+)", listed.group(1)))
     assert pairs == {lab.text: str(kind) for kind, lab in labels.LABELS["escalation_kind"].items()}
