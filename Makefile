@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench torture lint clean eval docs screenshots
+.PHONY: demo test test-fast soak bench torture lint clean eval docs screenshots
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
@@ -27,12 +27,19 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# The suite runs on every core (pytest-xdist); test-fast skips the real-process tests (slow).
+# The suite runs on every core (pytest-xdist). Slow tests (real processes, Pilot, tmux) share
+# one xdist group (tests/conftest.py), so --dist loadgroup never runs two of them at once.
+# --durations=15 prints the slowest tests, so a creeping one is seen in every CI log.
+# test-fast skips the slow ones; soak runs what needs minutes of real time (never in test).
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
 test: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto
+	$(PYTEST) --durations=15 -m "not soak"
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto -m "not slow"
+	$(PYTEST) -m "not slow and not soak"
+
+soak: $(STAMP)
+	$(PYTEST) --durations=15 -m soak -o timeout=1800
 
 # The judge's figures on tests/eval/corpus.jsonl: rules alone and via a local fake Claude.
 eval: $(STAMP)

@@ -13,6 +13,15 @@ import pytest
 from core.ledger.connection import Ledger
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests (real processes, Pilot, tmux) share one xdist group, so under
+    ``--dist loadgroup`` at most one of them runs at a time while the other worker takes the
+    fast ones: two heavy tests never fight over a 2-core machine's CPU and time out."""
+    for item in items:
+        if item.get_closest_marker("slow") or item.get_closest_marker("soak"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
+
+
 @pytest.fixture(autouse=True)
 def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
