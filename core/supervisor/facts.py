@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.ledger.records import HistoryOutcome, JudgingCase, columns
 from core.supervisor import evidence
 from core.supervisor.rules import CLAIM_CHECKS, OutcomeFacts
+from core.vocabulary import Trigger
 
 #: Characters of job output carried in ``output_excerpt`` (what the Claude judge sees).
 OUTPUT_CHARS = 4000
@@ -77,3 +79,19 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
         notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,
         stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims,
         verdict_kind=out.get("verdict_kind"), escalated=bool(out.get("escalate")), trigger=run.get("trigger"))
+
+
+def case_facts(case: JudgingCase) -> OutcomeFacts:
+    """Facts of the run a judging case is about (``outcome_facts`` over its run and outcome
+    records, with the case's retry and earlier-failure counts)."""
+    out = columns(case.outcome) if case.outcome is not None else {}
+    facts = outcome_facts(columns(case.run), out, retry_queued=case.retry_queued,
+                          prior_failures=case.prior_failures)
+    if case.run.trigger == Trigger.MANUAL_RETRY:
+        facts.escalated_as = case.escalated_before
+    return facts
+
+
+def history_facts(job: str, h: HistoryOutcome) -> OutcomeFacts:
+    """Facts of one outcome of a job's history (its baselines and lineage policy)."""
+    return outcome_facts({"job": job}, columns(h), retry_queued=h.retried)

@@ -30,15 +30,18 @@ from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from core.ledger import escalations, events, jobs, lifecycle, outcomes, runners, runs, terminal
-from core.ledger.connection import Conn, Ledger, StorageError, add_event
+from core.ledger import escalations, runners
+from core.ledger.connection import Ledger, StorageError
 from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.records import Job, JudgingCase, RaiseEscalation, Run, VerdictWrite
+from core.ledger.sql_store import SqlStore
+from core.ledger.store import Store
 from core.spec.model import JobSpec, spec_from_json
 from core.supervisor import notify
-from core.supervisor.facts import outcome_facts
+from core.supervisor.facts import case_facts, history_facts
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
 from core.supervisor.verify import verify_outcome
-from core.vocabulary import EscalationKind, Trigger
+from core.vocabulary import EscalationKind
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +76,16 @@ def _spec_of(text: str) -> JobSpec:
     return spec_from_json(text)
 
 
-def _job_spec(conn: Conn, job: str) -> tuple[JobSpec | None, dict[str, Any] | None]:
-    jrow = jobs.job_row(conn, job)
-    if jrow is None:
-        return None, None
+def _job_spec(job: Job | None) -> JobSpec | None:
+    """The spec of a ``jobs`` record, None for an unknown job or a stored spec that no longer
+    reads (logged)."""
+    if job is None:
+        return None
     try:
-        return _spec_of(jrow["spec"]), jrow
+        return _spec_of(job.spec)
     except Exception:
-        log.warning("stored spec of job %s is unreadable", job, exc_info=True)
-        return None, jrow
+        log.warning("stored spec of job %s is unreadable", job.name, exc_info=True)
+        return None
 
 
 def job_cwd(source: str | None, spec: JobSpec | None) -> str:
@@ -113,22 +117,22 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
         it), nothing is done and its current state is returned (``"missing"`` for no run).
     """
     settings = _settings(settings)
-    run = runs.get(ledger.conn, run_id)
-    if run is None:
+    store = SqlStore(ledger)
+    case = store.judging_case(run_id)
+    if case is None:
         return "missing"
-    if run["state"] != State.VERIFYING:
-        return str(run["state"])
-    spec, jrow = _job_spec(ledger.conn, run["job"])
-    spec = spec or JobSpec(name=run["job"], command="true")
-    outcome = outcomes.get(ledger.conn, run_id) or {}
-    exit_code = outcome.get("exit_code", run["exit_code"]) if outcome else run["exit_code"]
-    sig = outcome.get("signal", run["signal"]) if outcome else run["signal"]
+    run, outcome = case.run, case.outcome
+    if run.state != State.VERIFYING:
+        return run.state
+    spec = _job_spec(case.job) or JobSpec(name=run.job, command="true")
+    exit_code = outcome.exit_code if outcome is not None else run.exit_code
+    sig = outcome.signal if outcome is not None else run.signal
     exit_ok = exit_code == 0 and sig is None
-    cwd = job_cwd(jrow["source"] if jrow else None, spec)
+    cwd = job_cwd(case.job.source if case.job else None, spec)
     # An operator may abandon the run while its verify commands run: they are stopped then.
-    vf = verify_outcome({**outcome, "exit_code": exit_code}, run, spec, cwd, run_commands=exit_ok,
-                        stop_when=lambda: runs.state_of(ledger.conn, run_id) != State.VERIFYING)
-    handoff = outcome.get("handoff") if isinstance(outcome.get("handoff"), dict) else None
+    vf = verify_outcome(outcome, run, spec, cwd, exit_code=exit_code, run_commands=exit_ok,
+                        stop_when=lambda: store.run_state(run_id) != State.VERIFYING)
+    handoff = outcome.handoff_dict if outcome is not None else None
     blockers = [str(b) for b in (handoff or {}).get("blockers") or []]
 
     if not exit_ok:
@@ -145,32 +149,16 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     handoff_error = str(handoff_error) if handoff_error is not None else None
 
     detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
-    lifecycle.check(State.VERIFYING, to)
-
-    def tx(conn: Conn) -> bool | None:
-        if not terminal.finish(conn, run_id, run["attempt"], State.VERIFYING, to, actor=actor, reason=reason,
-                               detail=detail, spec=spec, handoff_error=handoff_error,
-                               outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
-                                        "signal": sig}):
-            return None
-        # The verdict in the same transaction when the rules decide alone (a routine success:
-        # one commit instead of two). Judging that fails is undone alone and retried by
-        # ``judge_run`` after the commit; it never holds back the terminal move.
-        conn.execute("SAVEPOINT judge")
-        try:
-            judged = _judge_in(ledger, conn, run_id, settings)
-        except Exception:
-            conn.execute("ROLLBACK TO judge")
-            log.warning("run %s: judging in the terminal move's transaction failed; judging after it",
-                        run_id, exc_info=True)
-            judged = False
-        conn.execute("RELEASE judge")
-        return judged
-
-    judged = ledger.write(tx)
+    # The verdict in the same transaction when the rules decide alone (a routine success:
+    # one commit instead of two); when Claude is to be consulted, ``judge_run`` after it.
+    judged = store.settle_run(run_id, run.attempt, State.VERIFYING, to, actor=actor, reason=reason, detail=detail,
+                              spec=spec, handoff_error=handoff_error,
+                              outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
+                                       "signal": sig},
+                              judge=lambda c, s: _verdict_in_move(ledger, c, s, settings))
     if judged is False:
         judge_run(ledger, run_id, settings=settings)
-    return runs.state_of(ledger.conn, run_id) or "missing"
+    return store.run_state(run_id) or "missing"
 
 
 # -- judging ---------------------------------------------------------------------------------
@@ -182,92 +170,80 @@ HISTORY_CACHE_JOBS = 16
 
 
 class _HistoryCache:
-    """Decoded history facts of one ``Ledger`` connection, per job, keyed by
-    ``(run_id, updated_at, retried)``.
+    """Decoded history facts of one ledger handle, per job, keyed by
+    ``(run_id, updated_at, retried)`` (``HistoryOutcome.key``).
 
-    Which outcomes make the history is still asked of the ledger every time
-    (``outcomes.job_history_keys``: the same rows as ``outcomes.job_history``), so the set,
-    its order and each lineage's ``retried`` are always current; only the decoding of rows
-    that have not been written since (``job_outcomes.updated_at`` moves with every write)
-    is skipped. The judge therefore sees exactly the facts a fresh read would give. A job's
-    entries are those of its latest window only; at most ``HISTORY_CACHE_JOBS`` jobs are
-    kept (least recently judged dropped). One cache per ledger handle — the runner's
-    threads share one through their common writer (``WriterLedger.writer``); the rows may be
-    read through any connection to that file, since a row's key names its content, not the
-    connection. A lock serialises its use by those threads.
+    Which outcomes make the history is still asked of the store every time
+    (``Store.history_keys``), so the set, its order and each lineage's ``retried`` are always
+    current; only the reading and decoding of outcomes that have not been written since
+    (``job_outcomes.updated_at`` moves with every write) is skipped. The judge therefore sees
+    exactly the facts a fresh read would give. A job's entries are those of its latest window
+    only; at most ``HISTORY_CACHE_JOBS`` jobs are kept (least recently judged dropped). One
+    cache per ledger handle — the runner's threads share one through their common writer
+    (``WriterLedger.writer``); the outcomes may be read through any store of that ledger,
+    since a key names its content, not the connection. A lock serialises its use by those
+    threads.
     """
 
     def __init__(self) -> None:
         self.jobs: OrderedDict[str, dict[tuple[int, float, bool], OutcomeFacts]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def history(self, conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
+    def history(self, store: Store, job: str, before_run: int) -> list[OutcomeFacts]:
         with self.lock:
-            return self._history(conn, job, before_run)
+            return self._history(store, job, before_run)
 
-    def _history(self, conn: Conn, job: str, before_run: int) -> list[OutcomeFacts]:
-        keys = outcomes.job_history_keys(conn, job, before_run, HISTORY_LIMIT)
+    def _history(self, store: Store, job: str, before_run: int) -> list[OutcomeFacts]:
+        keys = store.history_keys(job, before_run=before_run, limit=HISTORY_LIMIT)
         held = self.jobs.pop(job, {})
         missing = [k[0] for k in keys if k not in held]
         if missing:
-            for r in outcomes.history_rows(conn, missing):
-                key = (int(r["run_id"]), r["updated_at"], r["retried"])
-                held[key] = outcome_facts({"job": job}, r, retry_queued=r["retried"])
-        # A row written between the two reads has a newer key than ``keys`` names: read
-        # alone, without caching, so it is decoded afresh next time.
-        out = [held.get(k) or _history_one(conn, job, k[0]) for k in keys]
+            for h in store.history_outcomes(missing):
+                held[h.key] = history_facts(job, h)
+        # An outcome written between the two reads has a newer key than ``keys`` names: it is
+        # left out of the cache, so it is decoded afresh next time.
+        out = [held.get(k) or _history_one(store, job, k) for k in keys]
         self.jobs[job] = {k: held[k] for k in keys if k in held}
         while len(self.jobs) > HISTORY_CACHE_JOBS:
             self.jobs.popitem(last=False)
         return [f for f in out if f is not None]
 
 
-def _history_one(conn: Conn, job: str, run_id: int) -> OutcomeFacts | None:
-    rows = [r for r in outcomes.job_history(conn, job, run_id + 1, 1) if r["run_id"] == run_id]
-    return outcome_facts({"job": job}, rows[0], retry_queued=rows[0]["retried"]) if rows else None
+def _history_one(store: Store, job: str, key: tuple[int, float, bool]) -> OutcomeFacts | None:
+    got = store.history_outcomes([key[0]])
+    return history_facts(job, got[0]) if got else None
 
 
 _history_caches: WeakKeyDictionary[object, _HistoryCache] = WeakKeyDictionary()
 _history_caches_lock = threading.Lock()
 
 
-def _history(ledger: Ledger, job: str, before_run: int, conn: Conn | None = None) -> list[OutcomeFacts]:
+def _history(ledger: Ledger, job: str, before_run: int, store: Store | None = None) -> list[OutcomeFacts]:
     """The job's last ``HISTORY_LIMIT`` judged outcomes before ``before_run``, oldest first,
-    as facts (``outcomes.job_history``), read through ``conn`` (default ``ledger.conn``) and
-    decoded once per ledger handle (``_HistoryCache``)."""
+    as facts, read through ``store`` (default: ``ledger``'s) and decoded once per ledger
+    handle (``_HistoryCache``)."""
     owner = getattr(ledger, "writer", None) or ledger  # a runner's thread ledgers share their writer
     with _history_caches_lock:
         cache = _history_caches.get(owner)
         if cache is None:
             cache = _history_caches[owner] = _HistoryCache()
-    return cache.history(ledger.conn if conn is None else conn, job, before_run)
+    return cache.history(store or SqlStore(ledger), job, before_run)
 
 
-def gather(ledger: Ledger, run_id: int, conn: Conn | None = None) -> tuple[
-        OutcomeFacts, list[OutcomeFacts], JobSpec | None, dict[str, Any]] | None:
-    """Facts for judging run ``run_id`` from ``runs``, ``job_outcomes`` and ``jobs``, read
-    through ``conn`` (a write transaction's connection; default ``ledger.conn``).
+def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts], JobSpec | None, Run] | None:
+    """Facts for judging run ``run_id``: its judging case (``Store.judging_case``, one read)
+    and the job's history.
 
-    Returns ``(facts, history oldest first, spec or None, runs row)``, or None when the run
-    does not exist.
+    Returns ``(facts, history oldest first, spec or None, run)``, or None when the run does
+    not exist.
     """
-    conn = ledger.conn if conn is None else conn
-    run = runs.get(conn, run_id)
-    if run is None:
+    case = SqlStore(ledger).judging_case(run_id)
+    if case is None:
         return None
-    out = outcomes.get(conn, run_id) or {}
-    # Only the retry policy's own retry: an operator's later retry must not change how this
-    # attempt reads, or a replay (``eval --ledger``) would invent a retry_pending verdict.
-    retry = runs.retry_queued(conn, run["lineage"], run["attempt"])
-    prior = runs.failed_attempts_before(conn, run["lineage"], run["attempt"])
-    spec, _ = _job_spec(conn, run["job"])
-    facts = outcome_facts(run, out, retry_queued=retry, prior_failures=int(prior))
-    if run.get("trigger") == Trigger.MANUAL_RETRY:
-        facts.escalated_as = outcomes.escalated_kind_before(conn, run["lineage"], run["attempt"])
-    return facts, _history(ledger, run["job"], run_id, conn), spec, run
+    return case_facts(case), _history(ledger, case.run.job, run_id), _job_spec(case.job), case.run
 
 
-def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[OutcomeFacts],
+def _consult(settings: Any, store: Store, facts: OutcomeFacts, history: list[OutcomeFacts],
              spec: JobSpec | None, rules: Verdict) -> Verdict:
     if not _needs_claude(settings, rules):
         return rules
@@ -277,20 +253,19 @@ def _consult(settings: Any, ledger: Ledger, facts: OutcomeFacts, history: list[O
     res = claude_judge.shared(judge_settings).consult(facts, history, spec, rules)
     if res.verdict is None:
         if res.status in ("error", "budget"):
-            ledger.write(lambda c: add_event(c, actor=ACTOR, kind="judge_error", run_id=facts.run_id,
-                                             job=facts.job, attempt=facts.attempt, reason=res.status,
-                                             detail={"error": res.error}))
+            store.record_event(actor=ACTOR, kind="judge_error", run_id=facts.run_id, job=facts.job,
+                               attempt=facts.attempt, reason=res.status, detail={"error": res.error})
         return rules
     return merge(rules, res.verdict)
 
 
-def _escaped_finding(conn: Conn, run_id: int) -> str | None:
+def _escaped_finding(case: JudgingCase) -> str | None:
     """The reason sentence for an ``escaped_processes`` finding on the run's outcome
-    (``job_outcomes.handoff_findings``), or None."""
-    out = outcomes.get(conn, run_id) or {}
-    for f in out.get("handoff_findings") or []:
+    (``Outcome.handoff_findings``), or None."""
+    findings = case.outcome.handoff_findings if case.outcome is not None else None
+    for f in findings if isinstance(findings, list) else []:
         if isinstance(f, dict) and f.get("code") == EscalationKind.ESCAPED_PROCESSES:
-            return f"run {run_id} left processes outside its process group: {f.get('message') or ''}"[:1000]
+            return f"run {case.run.id} left processes outside its process group: {f.get('message') or ''}"[:1000]
     return None
 
 
@@ -300,38 +275,42 @@ def judge_run(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     Writes ``job_outcomes`` verdict, escalate, severity, verdict_kind, verdict_reason, silent,
     judged_by (inserting the outcome row when the terminal move left none); opens or counts an
     escalation of the verdict's kind; after a success auto-resolves the job's other
-    recoverable escalations; appends a ``verdict`` event. A second call finds ``judged_by``
-    set and does nothing. A run not (yet) terminal is ignored.
+    recoverable escalations; appends a ``verdict`` event (``Store.record_verdict``). A second
+    call finds the run judged and does nothing. A run not (yet) terminal is ignored.
     """
     settings = _settings(settings)
-    got = _judgeable(ledger, run_id, ledger.conn)
+    store = SqlStore(ledger)
+    case = store.judging_case(run_id)
+    if case is None:
+        return
+    got = _judgeable(ledger, case, store)
     if got is None:
         return
-    facts, history, spec, run, rules = got
-    if not run.get("task"):
-        rules = _consult(settings, ledger, facts, history, spec, rules)
-    ledger.write(lambda conn: _record_verdict(conn, run_id, run, facts, rules, spec, settings))
+    facts, history, spec, rules = got
+    if not case.run.is_subtask:
+        rules = _consult(settings, store, facts, history, spec, rules)
+    store.record_verdict(run_id, _verdict_write(case, facts, rules, spec, settings))
 
 
-def _judgeable(ledger: Ledger, run_id: int, conn: Conn) -> tuple[
-        OutcomeFacts, list[OutcomeFacts], JobSpec | None, dict[str, Any], Verdict] | None:
-    """Facts, history, spec, runs row and the rules verdict (a sub-task's own: never pages)
-    of a terminal, not yet judged run, read through ``conn``; None when there is nothing to
-    judge."""
-    got = gather(ledger, run_id, conn)
-    if got is None:
+def _judgeable(ledger: Ledger, case: JudgingCase, store: Store) -> tuple[
+        OutcomeFacts, list[OutcomeFacts], JobSpec | None, Verdict] | None:
+    """Facts, history, spec and the rules verdict (a sub-task's own: never pages) of a
+    terminal, not yet judged run, its history read through ``store``; None when there is
+    nothing to judge."""
+    run = case.run
+    if run.state not in {s.value for s in TERMINAL}:
         return None
-    facts, history, spec, run = got
-    if run["state"] not in {s.value for s in TERMINAL}:
+    if case.outcome is not None and case.outcome.judged_by is not None:
         return None
-    if outcomes.judged_by(conn, run_id) is not None:
-        return None
+    facts = case_facts(case)
+    history = _history(ledger, run.job, run.id, store)
+    spec = _job_spec(case.job)
     rules = evaluate(facts, history, spec)
-    if run.get("task"):
+    if run.is_subtask:
         # A fan-out sub-task never pages on its own: the parent run's verdict names what is missing.
-        rules = Verdict("subtask", False, None, f"sub-task {run['task']}: {rules.reason}", silent=True,
+        rules = Verdict("subtask", False, None, f"sub-task {run.task}: {rules.reason}", silent=True,
                         anomalies=list(rules.anomalies))
-    return facts, history, spec, run, rules
+    return facts, history, spec, rules
 
 
 def _needs_claude(settings: Any, rules: Verdict) -> bool:
@@ -341,58 +320,48 @@ def _needs_claude(settings: Any, rules: Verdict) -> bool:
     return not (judge_settings is None or rules.hard or rules.silent or not judge_settings.is_enabled())
 
 
-def _judge_in(ledger: Ledger, conn: Conn, run_id: int, settings: Any) -> bool:
-    """Judge run ``run_id`` inside the caller's write transaction on ``conn`` (the one that
-    just moved it to a terminal state) when the rules decide alone. Returns False, with
-    nothing written, when the Claude judge must be consulted (``judge_run`` after the
-    commit does it); True otherwise (judged, or nothing to judge)."""
-    got = _judgeable(ledger, run_id, conn)
+def _verdict_in_move(ledger: Ledger, case: JudgingCase, store: Store, settings: Any) -> VerdictWrite | None:
+    """The verdict of a run judged inside the transaction that just moved it to a terminal
+    state (``Store.settle_run``), when the rules decide alone; None when the Claude judge must
+    be consulted (``judge_run`` after the commit does it)."""
+    got = _judgeable(ledger, case, store)
     if got is None:
-        return True
-    facts, _history_facts, spec, run, rules = got
-    if not run.get("task") and _needs_claude(settings, rules):
-        return False
-    _record_verdict(conn, run_id, run, facts, rules, spec, settings)
-    return True
+        return None
+    facts, _history_facts, spec, rules = got
+    if not case.run.is_subtask and _needs_claude(settings, rules):
+        return None
+    return _verdict_write(case, facts, rules, spec, settings)
 
 
-def _record_verdict(conn: Conn, run_id: int, run: dict[str, Any], facts: OutcomeFacts, verdict: Verdict,
-                    spec: JobSpec | None, settings: Any) -> None:
-    """``judge_run``'s writes, inside the caller's write transaction (see ``judge_run``)."""
-    sinks = _sinks(settings)
-    owner = (spec.owner if spec else None) or None
-    if not outcomes.exists(conn, run_id):
-        outcomes.record(conn, run_id, state=run["state"], status=run["state"], reason=run["reason"],
-                        exit_code=run["exit_code"], signal=run["signal"])
-    if not outcomes.set_verdict(conn, run_id, verdict=verdict.to_json(), escalate=verdict.escalate,
-                                severity=verdict.severity, kind=verdict.kind, reason=verdict.reason,
-                                silent=verdict.silent, judged_by=verdict.judged_by):
-        return  # judged concurrently: the first verdict stands
-    esc_id = None
+def _verdict_write(case: JudgingCase, facts: OutcomeFacts, verdict: Verdict, spec: JobSpec | None,
+                   settings: Any) -> VerdictWrite:
+    """What ``Store.record_verdict`` writes for ``verdict``: its escalation, an escaped-processes
+    warning, and on a top-level success the recoverable escalations it resolves."""
+    run = case.run
+    raised: list[RaiseEscalation] = []
     if verdict.escalate:
-        esc_id, _ = escalations.raise_escalation(
-            conn, job=facts.job, kind=verdict.kind, severity=verdict.severity or "warning",
-            reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else ""),
-            run_id=run_id, owner=owner, sinks=sinks)
-    escaped = None if run.get("task") else _escaped_finding(conn, run_id)
+        raised.append(RaiseEscalation(
+            kind=verdict.kind, severity=verdict.severity or "warning",
+            reason=verdict.reason + (f" [claude: {verdict.annotation}]" if verdict.annotation else "")))
+    escaped = None if run.is_subtask else _escaped_finding(case)
     if escaped is not None:
         # Whatever the outcome: the runner ended what the job left outside its process
         # group; the job should not leave it, so its owner hears of it (a warning).
-        escalations.raise_escalation(conn, job=facts.job, kind=EscalationKind.ESCAPED_PROCESSES,
-                                     severity="warning", reason=escaped, run_id=run_id, owner=owner, sinks=sinks)
-    if facts.state == State.SUCCEEDED and not run.get("task"):
+        raised.append(RaiseEscalation(kind=EscalationKind.ESCAPED_PROCESSES, severity="warning", reason=escaped))
+    resolve: list[str] = []
+    if facts.state == State.SUCCEEDED and not run.is_subtask:
         keep = set(verdict.anomalies) if verdict.escalate else set()
         keep |= {EscalationKind.ESCAPED_PROCESSES} if escaped is not None else set()
+        resolve = sorted(RECOVERABLE_KINDS - keep)
+    return VerdictWrite(
+        verdict=verdict.to_json(), escalate=verdict.escalate, severity=verdict.severity, kind=verdict.kind,
+        reason=verdict.reason, silent=verdict.silent, judged_by=verdict.judged_by, escalations=tuple(raised),
+        owner=(spec.owner if spec else None) or None, resolve_kinds=tuple(resolve),
+        resolve_reason=f"recovered: run {run.id} succeeded ({verdict.kind})",
         # Only failures that had ended before this run started: an overlapping run (concurrency
         # > 1) never resolves another's escalation.
-        started = run.get("started_at") or run.get("spawned_at") or run.get("created_at")
-        escalations.auto_resolve(conn, facts.job, sorted(RECOVERABLE_KINDS - keep), run_id=run_id,
-                                 reason=f"recovered: run {run_id} succeeded ({verdict.kind})", sinks=sinks,
-                                 started_at=started)
-    add_event(conn, actor=ACTOR, kind="verdict", run_id=run_id, job=facts.job, attempt=facts.attempt,
-              reason=verdict.kind, detail={"escalate": verdict.escalate, "severity": verdict.severity,
-                                           "silent": verdict.silent, "judged_by": verdict.judged_by,
-                                           "escalation_id": esc_id})
+        resolve_started_at=run.started_at or run.spawned_at or run.created_at,
+        sinks=tuple(_sinks(settings)))
 
 
 def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
@@ -403,38 +372,28 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     and verdict are not changed.
     """
     settings = _settings(settings)
-    run = runs.get(ledger.conn, run_id)
-    if run is None:
+    store = SqlStore(ledger)
+    case = store.judging_case(run_id)
+    if case is None:
         return
-    ev = events.latest(ledger.conn, run_id, "late_result")
-    detail = (ev or {}).get("detail") or {}
-    facts = OutcomeFacts(run_id=run_id, job=run["job"], attempt=run["attempt"], state=run["state"],
-                         status=run["state"], reason=run["reason"], exit_code=detail.get("exit_code"),
+    run = case.run
+    ev = store.latest_event(run_id, "late_result")
+    detail = (ev.detail if ev is not None else None) or {}
+    facts = OutcomeFacts(run_id=run_id, job=run.job, attempt=run.attempt, state=run.state,
+                         status=run.state, reason=run.reason, exit_code=detail.get("exit_code"),
                          signal=detail.get("signal"), late_result=True)
-    spec, _ = _job_spec(ledger.conn, run["job"])
+    spec = _job_spec(case.job)
     verdict = evaluate(facts, [], spec)
-    sinks = _sinks(settings)
-
     # An operator's abandon kills the process: its death by signal is the abandon itself,
     # not news. A process that exited on its own after the abandon (it finished its work
     # after all) is still a late result a person must see.
-    own_kill = run["state"] == State.ABANDONED and detail.get("signal") is not None
-
-    def tx(conn: Conn) -> None:
-        if events.exists(conn, run_id, "late_result_judged"):
-            return
-        if own_kill:
-            add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
-                      attempt=run["attempt"], reason="killed by the operator's abandon",
-                      detail={"escalation_id": None})
-            return
-        esc_id, _ = escalations.raise_escalation(conn, job=run["job"], kind="late_result",
-                                                 severity=verdict.severity or "warning", reason=verdict.reason,
-                                                 run_id=run_id, owner=spec.owner if spec else None, sinks=sinks)
-        add_event(conn, actor=ACTOR, kind="late_result_judged", run_id=run_id, job=run["job"],
-                  attempt=run["attempt"], reason="late_result", detail={"escalation_id": esc_id})
-
-    ledger.write(tx)
+    if run.state == State.ABANDONED and detail.get("signal") is not None:
+        store.judge_late_result(run_id, escalation=None, reason="killed by the operator's abandon", owner=None)
+        return
+    store.judge_late_result(run_id, reason="late_result", owner=spec.owner if spec else None,
+                            sinks=_sinks(settings),
+                            escalation=RaiseEscalation(kind="late_result", severity=verdict.severity or "warning",
+                                                       reason=verdict.reason))
 
 
 # -- periodic --------------------------------------------------------------------------------
@@ -445,7 +404,7 @@ def check_runner_gap(ledger: Ledger, *, sinks: Any = (), owner: str | None = Non
     one is expected, resolve it once a runner heartbeats again
     (``core.ledger.runners.check_gap``, in one write transaction). Returns ``"opened"``,
     ``"resolved"`` or None (no change)."""
-    return ledger.write(lambda conn: runners.check_gap(conn, sinks=sinks, owner=owner, now=now, actor=ACTOR))
+    return SqlStore(ledger).check_runner_gap(sinks=sinks, owner=owner, now=now, actor=ACTOR)
 
 
 def periodic(ledger: Ledger, settings: Any) -> None:
@@ -480,14 +439,13 @@ def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: fl
     outcome in the same transaction, then judged: a ``job_removed`` warning escalation.
     ``now`` is Unix seconds. Returns the run ids cancelled."""
     now = time.time() if now is None else now
-    rows = runs.queued_of_removed_jobs(ledger.conn, removed_before=now - grace_s)
+    store = SqlStore(ledger)
     done: list[int] = []
-    for row in rows:
-        run_id = row["id"]
-        if terminal.finish_run(ledger, run_id, row["attempt"], State.QUEUED, State.ABANDONED, actor=ACTOR,
-                               reason="job_removed", fields={"ended_at": now}):
-            done.append(run_id)
-            judge_run(ledger, run_id, settings=settings)
+    for run in store.queued_runs_of_removed_jobs(removed_before=now - grace_s):
+        if store.finish_run(run.id, run.attempt, State.QUEUED, State.ABANDONED, actor=ACTOR,
+                            reason="job_removed", fields={"ended_at": now}):
+            done.append(run.id)
+            judge_run(ledger, run.id, settings=settings)
     return done
 
 
@@ -499,7 +457,7 @@ def report(ledger: Ledger, since: float) -> dict[str, Any]:
     notifications: {pending, sent, failed}}`` from ``job_outcomes``, ``escalations`` and
     ``notifications``.
     """
-    counts = outcomes.judged_counts(ledger.conn, since)
+    counts = SqlStore(ledger).judged_counts(since)
     n = counts["runs"]
     return {"since": since, "runs": n, "silent": counts["silent"], "notes": counts["notes"],
             "escalated": counts["escalated"], "silent_share": (counts["silent"] / n) if n else None,

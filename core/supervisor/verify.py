@@ -35,6 +35,7 @@ from typing import Any
 
 import regex
 
+from core.ledger.records import Outcome, Run
 from core.processes import forget_child, signal_group, start_child
 from core.spec.model import JobSpec
 
@@ -207,14 +208,15 @@ def match_output(pattern: str, text: str, timeout: float | None = None) -> tuple
     return matched, f"stdout {'matches' if matched else 'does not match'} /{pattern}/"
 
 
-def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, cwd: str | os.PathLike[str],
-                   *, run_commands: bool = True, stop_when: Callable[[], bool] | None = None) -> Verification:
+def verify_outcome(outcome: Outcome | None, run: Run, spec: JobSpec, cwd: str | os.PathLike[str],
+                   *, exit_code: int | None = None, run_commands: bool = True,
+                   stop_when: Callable[[], bool] | None = None) -> Verification:
     """Check one run's evidence (see module docstring).
 
     Args:
-        outcome: the ``job_outcomes`` row as a dict (``handoff``/``handoff_findings`` as JSON
-            text or decoded).
-        run: the ``runs`` row as a dict (``started_at``, ``artifacts_dir``, ``id``, ``attempt``).
+        outcome: the run's outcome record (None: no evidence recorded yet).
+        run: the run record (``started_at``, ``artifacts_dir``, ``id``, ``attempt``).
+        exit_code: the exit code the run ended with (the outcome's, else the run's).
         spec: the job's spec (``jobs.spec``).
         cwd: the job's working directory: relative paths and verify commands use it.
         run_commands: False skips the spec's ``verify`` commands (used for runs that already
@@ -228,23 +230,21 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
     """
     vf = Verification()
     base = Path(cwd)
-    art = Path(run["artifacts_dir"]) if run.get("artifacts_dir") else None
+    art = Path(run.artifacts_dir) if run.artifacts_dir else None
     roots = [Path(os.path.normpath(base))]
     if art is not None:
         roots.append(Path(os.path.normpath(art)))
     for f in [*spec.expect.files, *spec.expect.min_bytes]:
         roots.append(Path(os.path.normpath(_resolve(f, base))).parent)
-    started = run.get("started_at")
+    started = run.started_at
 
-    findings = _loads(outcome.get("handoff_findings")) or []
+    findings = _loads(outcome.handoff_findings if outcome is not None else None) or []
     bad = [f for f in findings if isinstance(f, dict) and f.get("code") not in BENIGN_FINDINGS]
     if bad:
         vf.add("handoff_valid", False, "; ".join(f"{f.get('code')}: {f.get('message', '')}"[:200] for f in bad))
-    handoff = _loads(outcome.get("handoff"))
+    handoff = _loads(outcome.handoff if outcome is not None else None)
     if not isinstance(handoff, dict):
         handoff = None
-
-    exit_code = outcome.get("exit_code")
     if handoff is not None and handoff.get("status") in ("success", "failed", "partial"):
         status = handoff["status"]
         if exit_code == 0 and status == "failed":
@@ -266,13 +266,14 @@ def verify_outcome(outcome: dict[str, Any], run: dict[str, Any], spec: JobSpec, 
             _path_check(vf, "expect_file", raw, base, roots, since=None, soft=True)
 
     if spec.expect.output is not None:
-        text = (outcome.get("stdout_head") or "") + "\n" + (outcome.get("stdout_tail") or "")
+        head, tail = (outcome.stdout_head, outcome.stdout_tail) if outcome is not None else (None, None)
+        text = (head or "") + "\n" + (tail or "")
         matched, detail = match_output(spec.expect.output, text)
         vf.add("expect_output", matched, detail, soft=True)
 
     if run_commands and spec.verify:
-        env = {**os.environ, **spec.env, "WATCHKEEPER_RUN_ID": str(run.get("id", "")),
-               "WATCHKEEPER_ATTEMPT": str(run.get("attempt", ""))}
+        env = {**os.environ, **spec.env, "WATCHKEEPER_RUN_ID": str(run.id),
+               "WATCHKEEPER_ATTEMPT": str(run.attempt)}
         if art is not None:
             env["WATCHKEEPER_ARTIFACTS"] = str(art)
         for vc in spec.verify:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.ledger.records import Outcome, Run
 from core.spec.model import JobSpec, load_file
 from core.supervisor import verify
 from core.supervisor.verify import verify_outcome
@@ -19,14 +20,15 @@ EVIL = "^(a|aa)+$"
 EVIL_OUTPUT = "a" * 40 + "!"  # ~24 s of backtracking with the stdlib re
 
 
-def _run(tmp_path: Path) -> dict:
-    return {"id": 1, "attempt": 1, "started_at": time.time(), "artifacts_dir": None}
+def _run(tmp_path: Path) -> Run:
+    return Run(id=1, job="j", lineage="l", attempt=1, state="verifying", started_at=time.time())
 
 
 def _verify_output(tmp_path: Path, pattern: str, stdout: str) -> verify.Check:
     spec = JobSpec(name="j", command="true", expect={"output": pattern})
-    vf = verify_outcome({"exit_code": 0, "stdout_head": stdout, "stdout_tail": ""}, _run(tmp_path), spec,
-                        tmp_path, run_commands=False)
+    out = Outcome(run_id=1, job="j", lineage="l", attempt=1, state="verifying", status="success",
+                  exit_code=0, stdout_head=stdout, stdout_tail="")
+    vf = verify_outcome(out, _run(tmp_path), spec, tmp_path, exit_code=0, run_commands=False)
     [check] = [c for c in vf.checks if c.name == "expect_output"]
     return check
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.ledger import outcomes
+from core.ledger import outcomes, sql_store
 from core.ledger.writer import Writer, WriterLedger
 from core.supervisor import supervisor
 from tests.kit.supervisor import add_job, new_run, to_verifying
@@ -54,7 +54,7 @@ def test_verdict_that_raises_is_undone_alone_and_written_after_the_commit(wled, 
     add_job(wled, tmp_path)
     rid = new_run(wled)
     to_verifying(wled, rid, exit_code=0)
-    real, calls = supervisor._record_verdict, []
+    real, calls = sql_store._write_verdict, []
 
     def flaky(conn, *args, **kwargs):
         calls.append(1)
@@ -62,7 +62,7 @@ def test_verdict_that_raises_is_undone_alone_and_written_after_the_commit(wled, 
             real(conn, *args, **kwargs)  # written, then undone by the savepoint
             raise RuntimeError("boom")
         return real(conn, *args, **kwargs)
-    monkeypatch.setattr(supervisor, "_record_verdict", flaky)
+    monkeypatch.setattr(sql_store, "_write_verdict", flaky)
     assert supervisor.settle(wled, rid, settings=None) == "succeeded"
     assert len(calls) == 2
     assert outcomes.get(wled.conn, rid)["judged_by"] == "rules"

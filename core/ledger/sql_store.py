@@ -1,0 +1,242 @@
+"""``SqlStore``: the store protocol (``core.ledger.store.Store``) over the ledger's SQL.
+
+It wraps a ``Ledger`` (or a runner's ``WriterLedger``, whose writes join the runner's group
+commits) and composes the ledger's statement modules (``runs``, ``lifecycle``, ``terminal``,
+``outcomes``, ``escalations``, ...) into one transaction per operation. The statements are
+shared by every backend: the connection's dialect runs them on SQLite or PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
+
+from core.ledger import escalations, events, jobs, lifecycle, outcomes, runners, runs, terminal
+from core.ledger.connection import Conn, Ledger, add_event
+from core.ledger.records import (
+    Event,
+    HistoryOutcome,
+    Job,
+    JudgingCase,
+    Outcome,
+    RaiseEscalation,
+    Run,
+    VerdictWrite,
+)
+from core.ledger.store import JudgeInMove
+from core.spec.model import JobSpec
+from core.vocabulary import Trigger
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _InTransaction:
+    """A ``Ledger`` stand-in bound to one open write transaction: reads and writes go through
+    its connection, inside it (what a ``JudgeInMove`` reads sees the move it judges)."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def read(self) -> Iterator[Conn]:
+        yield self.conn
+
+    def write(self, fn: Callable[[Conn], T], *, max_wait_s: float | None = None) -> T:
+        return fn(self.conn)
+
+
+class SqlStore:
+    """The ``Store`` over one ``Ledger`` handle (same-thread, like the ``Ledger`` itself).
+
+    Args:
+        ledger: the open ledger; its ``write`` gives each operation its transaction.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    @property
+    def _conn(self) -> Conn:
+        return self.ledger.conn
+
+    # -- runs ------------------------------------------------------------------------------
+    def run(self, run_id: int) -> Run | None:
+        return _run(self._conn, run_id)
+
+    def run_state(self, run_id: int) -> str | None:
+        return runs.state_of(self._conn, run_id)
+
+    def runs_in_states(self, states: Collection[str], *, limit: int = 100_000) -> list[Run]:
+        return [Run.from_row(r) for r in runs.in_states(self._conn, states, limit=limit)]
+
+    def queued_runs_of_removed_jobs(self, *, removed_before: float, limit: int = 100) -> list[Run]:
+        rows = self._conn.execute(
+            "SELECT r.* FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = 'queued'"
+            " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
+            (removed_before, limit)).fetchall()
+        return [Run.from_row(r) for r in rows]
+
+    def queue_manual_run(self, job: str, *, actor: str) -> int:
+        return runs.trigger(self.ledger, job, actor=actor)
+
+    def move_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                 reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                 detail: dict[str, Any] | None = None) -> bool:
+        return lifecycle.transition(self.ledger, run_id, attempt, from_state, to_state, actor=actor,
+                                    reason=reason, fields=fields, detail=detail)
+
+    def finish_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                   reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                   detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
+                   spec: JobSpec | None = None, handoff_error: str | None = None,
+                   max_wait_s: float | None = None) -> bool:
+        return terminal.finish_run(self.ledger, run_id, attempt, from_state, to_state, actor=actor,
+                                   reason=reason, fields=fields, detail=detail, outcome=outcome, spec=spec,
+                                   handoff_error=handoff_error, max_wait_s=max_wait_s)
+
+    def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                   judge: JudgeInMove, reason: str | None = None, detail: dict[str, Any] | None = None,
+                   outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
+                   handoff_error: str | None = None) -> bool | None:
+        lifecycle.check(from_state, to_state)
+
+        def tx(conn: Conn) -> bool | None:
+            if not terminal.finish(conn, run_id, attempt, from_state, to_state, actor=actor, reason=reason,
+                                   detail=detail, outcome=outcome, spec=spec, handoff_error=handoff_error):
+                return None
+            # The verdict in the move's transaction (one commit instead of two). Judging that
+            # fails is undone alone and left to the caller; it never holds back the move.
+            conn.execute("SAVEPOINT judge")
+            try:
+                judged = _judge_in(conn, run_id, judge)
+            except Exception:
+                conn.execute("ROLLBACK TO judge")
+                log.warning("run %s: judging in the terminal move's transaction failed; judging after it",
+                            run_id, exc_info=True)
+                judged = False
+            conn.execute("RELEASE judge")
+            return judged
+
+        return self.ledger.write(tx)
+
+    # -- judging ---------------------------------------------------------------------------
+    def outcome(self, run_id: int) -> Outcome | None:
+        row = outcomes.get(self._conn, run_id)
+        return None if row is None else Outcome.from_row(row)
+
+    def job(self, name: str) -> Job | None:
+        row = jobs.job_row(self._conn, name)
+        return None if row is None else Job.from_row(row)
+
+    def judging_case(self, run_id: int) -> JudgingCase | None:
+        with self.ledger.read() as conn:
+            return _case(conn, run_id)
+
+    def history_keys(self, job: str, *, before_run: int, limit: int) -> list[tuple[int, float, bool]]:
+        return outcomes.job_history_keys(self._conn, job, before_run, limit)
+
+    def history_outcomes(self, run_ids: Sequence[int]) -> list[HistoryOutcome]:
+        return [HistoryOutcome.from_row(r) for r in outcomes.history_rows(self._conn, list(run_ids))]
+
+    def record_verdict(self, run_id: int, verdict: VerdictWrite) -> bool:
+        return self.ledger.write(lambda conn: _write_verdict(conn, run_id, verdict))
+
+    def judge_late_result(self, run_id: int, *, escalation: RaiseEscalation | None, reason: str,
+                          owner: str | None, sinks: Sequence[Any] = ()) -> bool:
+        def tx(conn: Conn) -> bool:
+            run = _run(conn, run_id)
+            if run is None or events.exists(conn, run_id, "late_result_judged"):
+                return False
+            esc_id = None
+            if escalation is not None:
+                esc_id, _ = escalations.raise_escalation(
+                    conn, job=run.job, kind=escalation.kind, severity=escalation.severity,
+                    reason=escalation.reason, run_id=run_id, owner=owner, sinks=sinks)
+            add_event(conn, actor="supervisor", kind="late_result_judged", run_id=run_id, job=run.job,
+                      attempt=run.attempt, reason=reason, detail={"escalation_id": esc_id})
+            return True
+        return self.ledger.write(tx)
+
+    def latest_event(self, run_id: int, kind: str | None = None) -> Event | None:
+        row = events.latest(self._conn, run_id, kind)
+        return None if row is None else Event.from_row(row)
+
+    def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
+                     attempt: int | None = None, reason: str | None = None,
+                     detail: dict[str, Any] | None = None) -> int:
+        return self.ledger.write(lambda conn: add_event(conn, actor=actor, kind=kind, run_id=run_id, job=job,
+                                                        attempt=attempt, reason=reason, detail=detail))
+
+    def judged_counts(self, since: float) -> dict[str, Any]:
+        return outcomes.judged_counts(self._conn, since)
+
+    # -- runners ---------------------------------------------------------------------------
+    def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
+                         now: float | None = None, actor: str = "supervisor") -> str | None:
+        return self.ledger.write(lambda conn: runners.check_gap(conn, sinks=sinks, owner=owner, now=now,
+                                                                actor=actor))
+
+
+def _run(conn: Conn, run_id: int) -> Run | None:
+    row = runs.get(conn, run_id)
+    return None if row is None else Run.from_row(row)
+
+
+def _case(conn: Conn, run_id: int) -> JudgingCase | None:
+    """The judging case of ``run_id`` read through ``conn`` (a read snapshot, or the write
+    transaction that just moved the run)."""
+    run = _run(conn, run_id)
+    if run is None:
+        return None
+    out = outcomes.get(conn, run_id)
+    job = jobs.job_row(conn, run.job)
+    # Only the retry policy's own retry: an operator's later retry must not change how this
+    # attempt reads, or a replay (``eval --ledger``) would invent a retry_pending verdict.
+    retry = runs.retry_queued(conn, run.lineage, run.attempt)
+    prior = runs.failed_attempts_before(conn, run.lineage, run.attempt)
+    before = (outcomes.escalated_kind_before(conn, run.lineage, run.attempt)
+              if run.trigger == Trigger.MANUAL_RETRY else None)
+    return JudgingCase(run=run, outcome=None if out is None else Outcome.from_row(out),
+                       job=None if job is None else Job.from_row(job), retry_queued=retry,
+                       prior_failures=int(prior), escalated_before=before)
+
+
+def _judge_in(conn: Conn, run_id: int, judge: JudgeInMove) -> bool:
+    case = _case(conn, run_id)
+    if case is None or case.run.state not in lifecycle.TERMINAL:
+        return True
+    if case.outcome is not None and case.outcome.judged_by is not None:
+        return True  # judged already
+    verdict = judge(case, SqlStore(cast(Ledger, _InTransaction(conn))))
+    if verdict is None:
+        return False
+    _write_verdict(conn, run_id, verdict)
+    return True
+
+
+def _write_verdict(conn: Conn, run_id: int, v: VerdictWrite) -> bool:
+    row = runs.get(conn, run_id)
+    if row is None:
+        return False
+    run = Run.from_row(row)
+    if not outcomes.exists(conn, run_id):
+        outcomes.record(conn, run_id, state=run.state, status=run.state, reason=run.reason,
+                        exit_code=run.exit_code, signal=run.signal)
+    if not outcomes.set_verdict(conn, run_id, verdict=v.verdict, escalate=v.escalate, severity=v.severity,
+                                kind=v.kind, reason=v.reason, silent=v.silent, judged_by=v.judged_by):
+        return False  # judged concurrently: the first verdict stands
+    ids = [escalations.raise_escalation(conn, job=run.job, kind=e.kind, severity=e.severity, reason=e.reason,
+                                        run_id=run_id, owner=v.owner, sinks=v.sinks)[0]
+           for e in v.escalations]
+    if v.resolve_kinds:
+        escalations.auto_resolve(conn, run.job, list(v.resolve_kinds), run_id=run_id, reason=v.resolve_reason,
+                                 sinks=v.sinks, started_at=v.resolve_started_at)
+    add_event(conn, actor="supervisor", kind="verdict", run_id=run_id, job=run.job, attempt=run.attempt,
+              reason=v.kind, detail={"escalate": v.escalate, "severity": v.severity, "silent": v.silent,
+                                     "judged_by": v.judged_by,
+                                     "escalation_id": ids[0] if v.escalate and ids else None})
+    return True
+

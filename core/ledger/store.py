@@ -1,0 +1,185 @@
+"""The store protocol: the one face of the ledger that the code above ``core.ledger`` uses.
+
+Shaped after APScheduler 4's ``DataStore``: a few coarse operations named for the domain,
+each its own transaction (a write is atomic, compare-and-set where it moves something, with
+its audit event inside), passing typed records (``core.ledger.records``), never rows or a
+driver connection. Policy — whether to retry, what a verdict is, who hears of it, the words
+shown to people — is decided above the store and handed to it as data; the store only keeps
+what it is told, atomically.
+
+``core.ledger.sql_store.SqlStore`` implements it over the ledger's SQL, the same statements
+on SQLite and (through the connection's dialect) PostgreSQL. Every time is Unix epoch
+seconds (UTC) as a float; ``now`` parameters default to the current time.
+
+Errors every operation may raise: ``core.ledger.connection.StorageError`` (the store failed:
+disk full, damaged, unreachable; locks are waited out, never raised, unless ``max_wait_s``
+is given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
+
+from core.ledger.records import (
+    Event,
+    HistoryOutcome,
+    Job,
+    JudgingCase,
+    Outcome,
+    RaiseEscalation,
+    Run,
+    VerdictWrite,
+)
+from core.spec.model import JobSpec
+
+#: Decides, inside the transaction that ended a run, what its verdict is: given the run's
+#: judging case as that transaction sees it, and a ``Store`` whose reads see that transaction
+#: (for the job's history), return the verdict to record with the move, or None to record
+#: none now (the caller judges after the commit, e.g. to consult Claude).
+JudgeInMove = Callable[[JudgingCase, "Store"], VerdictWrite | None]
+
+
+class Store(Protocol):
+    """The ledger's operations (see the module docstring)."""
+
+    # -- runs ------------------------------------------------------------------------------
+    def run(self, run_id: int) -> Run | None:
+        """The run ``run_id``, or None when there is no such run (table ``runs``)."""
+        ...
+
+    def run_state(self, run_id: int) -> str | None:
+        """Only the state of run ``run_id`` (cheaper than ``run``), None for no such run."""
+        ...
+
+    def runs_in_states(self, states: Collection[str], *, limit: int = 100_000) -> list[Run]:
+        """Runs whose state is one of ``states``, oldest id first, at most ``limit``."""
+        ...
+
+    def queued_runs_of_removed_jobs(self, *, removed_before: float, limit: int = 100) -> list[Run]:
+        """Top-level ``queued`` runs of jobs no spec defines any more (``jobs.enabled = 0``)
+        since at least ``removed_before``, oldest first, at most ``limit``."""
+        ...
+
+    def queue_manual_run(self, job: str, *, actor: str) -> int:
+        """Queue attempt 1 of a manual run of ``job`` due now (slot ``manual:<id>``, event
+        ``run_queued``). Returns the new run id.
+
+        Raises:
+            core.ledger.runs.UnknownJob: no such job, or it was removed (the message says which).
+        """
+        ...
+
+    def move_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                 reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                 detail: dict[str, Any] | None = None) -> bool:
+        """Move a run compare-and-set on (state, attempt), with its ``transition`` event.
+
+        ``fields``: ``runs`` columns set with the move (``core.ledger.lifecycle.SETTABLE``).
+        Returns True when the move won, False when the run was not in ``from_state`` at
+        ``attempt`` (nothing written).
+
+        Raises:
+            core.ledger.lifecycle.IllegalTransition: the move is not in the transition table.
+            ValueError: ``fields`` names a column a move may not set.
+        """
+        ...
+
+    def finish_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                   reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                   detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
+                   spec: JobSpec | None = None, handoff_error: str | None = None,
+                   max_wait_s: float | None = None) -> bool:
+        """End a run: the move into terminal ``to_state`` (compare-and-set, with its event),
+        its outcome record (``outcome``: ``job_outcomes`` columns), the abandonment of a
+        fan-out parent's queued sub-tasks, and for a failed attempt the retry decision and
+        maybe the next attempt — one transaction (``core.ledger.terminal``).
+
+        Returns whether the move won. With ``max_wait_s`` (seconds) a ledger locked that
+        long raises ``StorageError`` instead of waiting on.
+
+        Raises:
+            ValueError: ``to_state`` is not terminal, or ``outcome`` names an unknown column.
+            core.ledger.lifecycle.IllegalTransition: the move is not in the transition table.
+        """
+        ...
+
+    def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
+                   judge: JudgeInMove, reason: str | None = None, detail: dict[str, Any] | None = None,
+                   outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
+                   handoff_error: str | None = None) -> bool | None:
+        """``finish_run`` and, in the same transaction, the verdict ``judge`` returns for the
+        run's judging case as it reads after the move (``record_verdict``'s writes). A
+        ``judge`` that raises, or a verdict that fails to write, is undone alone; the move
+        still commits.
+
+        Returns None when the move lost (nothing written), True when the verdict was
+        recorded with it (or the run was judged already), False when none was (the caller
+        judges after the commit).
+        """
+        ...
+
+    # -- judging ---------------------------------------------------------------------------
+    def outcome(self, run_id: int) -> Outcome | None:
+        """The outcome of run ``run_id`` (table ``job_outcomes``), None when it has none yet."""
+        ...
+
+    def job(self, name: str) -> Job | None:
+        """The job ``name`` (table ``jobs``, enabled or removed), None when unknown."""
+        ...
+
+    def judging_case(self, run_id: int) -> JudgingCase | None:
+        """Everything about run ``run_id`` the supervisor needs to settle or judge it — run,
+        outcome, job, whether a retry is queued, earlier failed attempts, the kind an earlier
+        attempt escalated as — in one read snapshot. None when there is no such run."""
+        ...
+
+    def history_keys(self, job: str, *, before_run: int, limit: int) -> list[tuple[int, float, bool]]:
+        """The last ``limit`` judged top-level outcomes of ``job`` before run ``before_run``,
+        oldest first, each as ``HistoryOutcome.key`` only (for a caller that keeps decoded
+        outcomes: it reads only those it lacks with ``history_outcomes``)."""
+        ...
+
+    def history_outcomes(self, run_ids: Sequence[int]) -> list[HistoryOutcome]:
+        """The history outcomes ``run_ids`` (as ``history_keys`` names them), ascending run
+        id; an id without an outcome is left out."""
+        ...
+
+    def record_verdict(self, run_id: int, verdict: VerdictWrite) -> bool:
+        """Record the verdict of terminal run ``run_id``: its outcome's verdict columns (the
+        outcome row is created from the run when missing), the escalations it raises (each
+        with its outbox rows), the recoverable escalations a success resolves, and the
+        ``verdict`` event. Compare-and-set on "not judged yet": returns False, with nothing
+        written, when the run was judged already (the first verdict stands)."""
+        ...
+
+    def judge_late_result(self, run_id: int, *, escalation: RaiseEscalation | None, reason: str,
+                          owner: str | None, sinks: Sequence[Any] = ()) -> bool:
+        """Mark the late result of run ``run_id`` judged (a ``late_result_judged`` event with
+        ``reason``), raising ``escalation`` (with its outbox rows) when given. Idempotent:
+        returns False, with nothing written, when it was judged already."""
+        ...
+
+    def latest_event(self, run_id: int, kind: str | None = None) -> Event | None:
+        """The newest audit event of run ``run_id`` (of ``kind`` when given), or None."""
+        ...
+
+    def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
+                     attempt: int | None = None, reason: str | None = None,
+                     detail: dict[str, Any] | None = None) -> int:
+        """Append one audit event that goes with no state change (``judge_error``, ...).
+        Returns its id."""
+        ...
+
+    def judged_counts(self, since: float) -> dict[str, Any]:
+        """Outcomes judged since ``since`` (by ``created_at``): ``{runs, silent, escalated,
+        notes, by_verdict: {verdict_kind: n}}``."""
+        ...
+
+    # -- runners ---------------------------------------------------------------------------
+    def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
+                         now: float | None = None, actor: str = "supervisor") -> str | None:
+        """Open the ``runner_gap`` escalation (with its outbox rows; owned by the gone
+        runner's owner, else ``owner``) when no runner is alive while one is expected, or
+        resolve it once one heartbeats again. Returns ``"opened"``, ``"resolved"`` or None."""
+        ...
