@@ -16,12 +16,12 @@ import shlex
 import socket
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.ledger.connection import inserted_id
 from core.text import invisible, safe_text
-from core.vocabulary import SEVERITY_RANK, NotificationEvent, NotificationState
+from core.vocabulary import SEVERITY_RANK, EscalationKind, NotificationEvent, NotificationState
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
@@ -44,46 +44,122 @@ def open_command(run_id: int | None, ledger_path: str | None) -> str | None:
 def evidence(conn: sqlite3.Connection, run_id: int | None) -> list[str]:
     """The last non-blank output lines of run ``run_id`` (stderr first, else stdout) from
     ``job_outcomes`` (tail, or head for a short stream), each cut to ``EVIDENCE_LINE_CHARS`` characters; [] without a run."""
+    out = output_lines(conn, run_id)
+    return out["stderr"] or out["stdout"]
+
+
+def output_lines(conn: sqlite3.Connection, run_id: int | None) -> dict[str, list[str]]:
+    """``{"stdout": [...], "stderr": [...]}``: the last ``EVIDENCE_LINES`` non-blank lines of
+    each stream of run ``run_id`` from ``job_outcomes`` (tail, or head for a short stream),
+    each cut to ``EVIDENCE_LINE_CHARS`` characters, as stored (not yet escaped); empty lists
+    without a run or an outcome."""
+    out: dict[str, list[str]] = {"stdout": [], "stderr": []}
     if run_id is None:
-        return []
-    row = conn.execute("SELECT stderr_tail, stderr_head, stdout_tail, stdout_head FROM job_outcomes WHERE run_id = ?",
-                       (run_id,)).fetchone()
+        return out
+    row = conn.execute("SELECT stdout_tail, stdout_head, stderr_tail, stderr_head FROM job_outcomes"
+                       " WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
-        return []
+        return out
     # A short stream is all in its head (the tail is kept only past the head's size).
-    for text in (row[0] or row[1], row[2] or row[3]):
+    for stream, text in (("stdout", row[0] or row[1]), ("stderr", row[2] or row[3])):
         lines = [ln.rstrip()[:EVIDENCE_LINE_CHARS] for ln in (text or "").splitlines() if ln.strip()]
-        if lines:
-            return lines[-EVIDENCE_LINES:]
-    return []
+        out[stream] = lines[-EVIDENCE_LINES:]
+    return out
+
+
+#: How a subject says what happened to a job: ``db-backup failed: …``, ``nightly timed out: …``.
+#: A kind missing here is said with its own words (``new output shape``).
+KIND_PHRASES: dict[str, str] = {
+    EscalationKind.FAILED: "failed",
+    EscalationKind.TIMED_OUT: "timed out",
+    EscalationKind.ORPHANED: "was orphaned",
+    EscalationKind.INTERRUPTED: "was interrupted",
+    EscalationKind.VERIFICATION_FAILED: "failed verification",
+    EscalationKind.BLOCKED: "is blocked",
+    EscalationKind.RETRIES_EXHAUSTED: "failed, retries exhausted",
+    EscalationKind.LATE_RESULT: "reported after it was declared dead",
+    EscalationKind.RUNNER_GAP: "stopped",
+    EscalationKind.JOB_REMOVED: "was removed with runs left",
+    EscalationKind.FALSE_CLAIM: "claimed work it did not do",
+    EscalationKind.SLOW: "ran slow",
+    EscalationKind.TOO_FAST: "finished too fast",
+    EscalationKind.OUTPUT_MISMATCH: "printed unexpected output",
+    EscalationKind.LOW_CONFIDENCE: "reported low confidence",
+    EscalationKind.PARTIAL: "delivered part of its work",
+    EscalationKind.FLAPPING: "is flapping",
+    EscalationKind.PARTIAL_CONTENT: "succeeded with partial content",
+    EscalationKind.EMPTY_FILE: "wrote an empty file",
+    EscalationKind.ZERO_WORK: "did no work",
+    EscalationKind.FORBIDDEN_OUTPUT: "printed forbidden output",
+    EscalationKind.SMALL_FILE: "wrote a small file",
+    EscalationKind.SHRUNKEN_FILE: "wrote a shrunken file",
+    EscalationKind.WORK_COUNT: "did less work than usual",
+    EscalationKind.NEW_OUTPUT_SHAPE: "printed a new kind of output",
+    EscalationKind.MISSING_OUTPUT: "printed none of its expected output",
+}
+#: Kinds whose job's own last output line says why better than the reason does.
+_TOLD_BY_OUTPUT = frozenset({EscalationKind.FAILED, EscalationKind.RETRIES_EXHAUSTED, EscalationKind.TIMED_OUT,
+                             EscalationKind.INTERRUPTED, EscalationKind.BLOCKED})
+#: Longest headline (the part after the colon) in a subject.
+HEADLINE_CHARS = 160
+
+
+def what_happened(job: str, kind: str) -> str:
+    """``db-backup failed``, ``nightly timed out``, ``runner stopped`` (a runner gap's job is
+    ``(runner)``): the subject's sentence before its colon, not yet escaped."""
+    phrase = KIND_PHRASES.get(kind, str(kind).replace("_", " "))
+    return f"runner {phrase}" if job == "(runner)" else f"{job} {phrase}"
+
+
+def headline(esc: dict[str, Any], evidence_lines: Sequence[str]) -> str:
+    """The subject's words after the colon: the job's own last telling output line for a
+    failure it told about (``backup: destination /mnt/backup is not mounted``), else the
+    escalation's reason; cut to ``HEADLINE_CHARS``; "" when there is neither."""
+    line = evidence_lines[-1].strip() if evidence_lines and esc.get("kind") in _TOLD_BY_OUTPUT else ""
+    text = line or " ".join(str(esc.get("reason") or "").split())
+    return text if len(text) <= HEADLINE_CHARS else text[:HEADLINE_CHARS - 1] + "…"
 
 
 def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, ledger_path: str | None = None,
-                lines: Sequence[str] = ()) -> dict[str, Any]:
+                lines: Sequence[str] = (), output: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The JSON sent to sinks for escalation row ``esc`` and ``event``
     (opened | reopened | recovered | repeated).
 
-    ``text`` is one line (Slack-compatible); ``title`` and ``body`` are the plain-text message
-    (the why, the job's telling output lines, host, run id, the command that opens the run).
+    ``lines``: the telling output lines (``evidence``); ``output``: ``{"stdout": [...],
+    "stderr": [...]}`` last lines of each stream (``output_lines``), default ``lines`` as stderr.
+    ``title`` is a sentence (``[CRITICAL] db-backup failed: backup: destination /mnt/backup is
+    not mounted``); ``text`` is one line (Slack-compatible); ``body`` is the plain-text
+    message (the why, the job's stdout and stderr lines, host, run id, the command that opens
+    the run). Every string field is escaped (``core.text.safe_text``, invisibles too).
     """
     sev = (esc.get("severity") or "info").upper()
     owner = esc.get("owner") or "unowned"
     host = host or socket.gethostname()
     run_id = esc.get("latest_run_id")
+    count = esc.get("count", 1)
     show = open_command(run_id, ledger_path)
+    streams = {"stdout": list((output or {}).get("stdout", ())),
+               "stderr": list((output or {}).get("stderr", lines if output is None else ()))}
+    said = what_happened(esc["job"], esc["kind"])
     if event == NotificationEvent.RECOVERED:
-        title = f"[RECOVERED] {esc['job']}: {esc['kind']}"
-        text = f"{title} resolved after {esc.get('count', 1)} occurrence(s)"
+        title = f"[RECOVERED] {esc['job']} recovered ({said}, {count} occurrence(s))"
+        text = title
     else:
-        verbs: dict[str, str] = {NotificationEvent.REOPENED: "reopened",
-                                 NotificationEvent.REPEATED: "still open, not acknowledged"}
-        verb = verbs.get(event, "escalation")
-        title = f"[{sev}] {esc['job']}: {esc['kind']}"
-        text = f"{title} {verb} (count {esc.get('count', 1)}, owner {owner}) - {esc.get('reason') or ''}"
-    body = [text]
-    if lines and event != NotificationEvent.RECOVERED:
-        body += ["", "Output:"] + [f"  {ln}" for ln in lines]
-    body += ["", f"Host: {host}", f"Escalation: {esc['id']} (owner {owner})"]
+        head = headline(esc, lines)
+        tags: dict[str, str] = {NotificationEvent.REOPENED: f"[{sev}] again: ",
+               NotificationEvent.REPEATED: f"[{sev}] still not acknowledged: "}
+        tag = tags.get(event, f"[{sev}] ")
+        title = f"{tag}{said}" + (f": {head}" if head else "")
+        text = f"{title} (escalation {esc['id']}, count {count}, owner {owner})"
+    body = [title, ""]
+    if esc.get("reason") and event != NotificationEvent.RECOVERED:
+        body += [f"Why: {esc['reason']}", ""]
+    if event != NotificationEvent.RECOVERED and (streams["stdout"] or streams["stderr"]):
+        for stream in ("stdout", "stderr"):
+            if streams[stream]:
+                body += [f"Output ({stream}, last lines):"] + [f"  {ln}" for ln in streams[stream]]
+        body.append("")
+    body += [f"Host: {host}", f"Escalation: {esc['id']} ({esc['kind']}, count {count}, owner {owner})"]
     if run_id is not None:
         body.append(f"Run: {run_id}")
     if show:
@@ -104,6 +180,8 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
         "reason": reason, "first_seen": esc.get("first_seen"), "last_seen": esc.get("last_seen"),
         "latest_run_id": run_id, "run_id": run_id, "host": host, "open_command": show,
         "evidence": evidence_lines,
+        "stdout": [safe_text(line, also=invisible) for line in streams["stdout"]],
+        "stderr": [safe_text(line, also=invisible) for line in streams["stderr"]],
     }
 
 
@@ -135,8 +213,9 @@ def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Se
         chosen.append(sink)
     if not chosen:
         return []
-    body = json.dumps(payload_for(esc, event, ledger_path=_ledger_path(conn),
-                                  lines=evidence(conn, esc.get("latest_run_id"))), default=str)
+    out = output_lines(conn, esc.get("latest_run_id"))
+    body = json.dumps(payload_for(esc, event, ledger_path=_ledger_path(conn), lines=out["stderr"] or out["stdout"],
+                                  output=out), default=str)
     ids = []
     for sink in chosen:
         due = ts + float(getattr(sink, "group_wait", 0.0) or 0.0)

@@ -33,6 +33,7 @@ from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
 from core.processes import forget_child, signal_group, start_child
 from core.spec.settings import AppriseSink, CommandSink, WebhookSink
+from core.supervisor import notify_html
 
 MAX_ATTEMPTS = 8
 BACKOFF_INITIAL_S = 5.0
@@ -86,7 +87,9 @@ def send_webhook(sink: WebhookSink, body: str, timeout: float) -> None:
 
 
 def send_apprise(sink: AppriseSink, body: str, timeout: float) -> None:
-    """Send the payload's ``title`` and ``body`` as plain text to the sink's Apprise URL.
+    """Send the payload's ``title`` and ``body`` to the sink's Apprise URL: plain text, or the
+    HTML layout of ``core.supervisor.notify_html`` (with Apprise's text rendering of it as the
+    plain part) to a service that sends HTML, such as e-mail.
 
     Apprise reports failures through its log, not exceptions: the warnings logged during
     the call become the RuntimeError's message.
@@ -100,9 +103,14 @@ def send_apprise(sink: AppriseSink, body: str, timeout: float) -> None:
     for server in ap:  # the sink's timeout bounds connect and each read
         server.socket_connect_timeout = timeout
         server.socket_read_timeout = timeout
+    # A service that sends HTML (e-mail) gets our layout: Apprise's own text-to-HTML turns
+    # every space into &nbsp; and the message into one blob.
+    if any(server.notify_format == apprise.NotifyFormat.HTML for server in ap):
+        body, body_format = notify_html.render(data), apprise.NotifyFormat.HTML
+    else:
+        body, body_format = data.get("body") or data.get("text") or "", apprise.NotifyFormat.TEXT
     with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
-        ok = ap.notify(title=data.get("title") or "Watchkeeper", body=data.get("body") or data.get("text") or "",
-                       body_format=apprise.NotifyFormat.TEXT)
+        ok = ap.notify(title=data.get("title") or "Watchkeeper", body=body, body_format=body_format)
     if not ok:
         lines = [ln.split(" - ", 2)[-1] for ln in logs.getvalue().splitlines() if ln.strip()]
         raise RuntimeError("; ".join(lines[-3:])[-300:] or "apprise delivery failed")

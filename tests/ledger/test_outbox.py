@@ -71,7 +71,8 @@ def test_open_and_recovery_are_delivered_to_webhook_and_command(ledger, tmp_path
     assert [(r["event"], r["sink"]) for r in rows] == [("opened", "slack"), ("opened", "cmd")]  # dedup: one open
     stats = notify.deliver_due(ledger, settings.notify)
     assert stats.sent == 2
-    assert hook.bodies[0]["text"].startswith("[CRITICAL] job: failed escalation (count 1, owner ana)")
+    assert hook.bodies[0]["text"].startswith("[CRITICAL] job failed: ")
+    assert hook.bodies[0]["text"].endswith("(escalation 1, count 1, owner ana)")
     assert json.loads(out.read_text())["kind"] == "failed"
     _run(ledger, settings, 0)
     notify.deliver_due(ledger, settings.notify)

@@ -127,7 +127,7 @@ def test_a_failure_arrives_by_email_with_its_error_line(tmp_path):
         assert res.returncode == 11
         assert smtp.box.arrived.wait(10), "no email arrived"
         text = smtp.box.text()
-        assert "[CRITICAL] backup: failed" in text
+        assert "[CRITICAL] backup failed: rsync: write failed: No space left on device (28)" in text
         assert "rsync: write failed: No space left on device (28)" in text
         assert "watchkeeper show 1 --ledger" in text
     finally:

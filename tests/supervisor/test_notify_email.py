@@ -41,7 +41,7 @@ def test_a_failure_arrives_by_email_with_its_error_line(ledger, tmp_path, smtp):
     stats = notify.deliver_due(ledger, settings.notify)
     assert stats.sent == 1 and len(smtp.box.messages) == 1
     text = smtp.box.text()
-    assert "[CRITICAL] job: failed" in text
+    assert "[CRITICAL] job failed: Error: disk full on /var/backups" in text
     assert "Error: disk full on /var/backups" in text          # the job's own error line
     assert f"Run: {rid}" in text and f"watchkeeper show {rid} --ledger" in text
     row = ledger.one("SELECT state, sink, attempts FROM notifications")
@@ -89,7 +89,7 @@ def test_recovery_notice_only_for_sinks_that_opt_in(ledger, tmp_path, smtp):
     rows = [(r["event"], r["sink"]) for r in ledger.query("SELECT * FROM notifications ORDER BY id")]
     assert rows == [("opened", "mail"), ("opened", "quiet"), ("recovered", "mail")]
     notify.deliver_due(ledger, settings.notify)
-    assert any("[RECOVERED] job: failed" in smtp.box.text(i) for i in range(len(smtp.box.messages)))
+    assert any("[RECOVERED] job recovered (job failed" in smtp.box.text(i) for i in range(len(smtp.box.messages)))
 
 
 def test_a_burst_within_group_wait_is_one_email(ledger, tmp_path, smtp):
@@ -118,7 +118,7 @@ def test_an_unacknowledged_critical_is_repeated_until_acknowledged(ledger, tmp_p
     assert notify.repeat_unacknowledged(ledger, settings.notify, now=opened + 3601) == 1
     assert notify.repeat_unacknowledged(ledger, settings.notify, now=opened + 3602) == 0  # once per interval
     notify.deliver_due(ledger, settings.notify, now=opened + 3602)
-    assert "still open, not acknowledged" in smtp.box.text()
+    assert "[CRITICAL] still not acknowledged: job failed" in smtp.box.text()
     esc = ledger.one("SELECT id FROM escalations")["id"]
     assert acknowledge(ledger, esc, "ana").ok
     assert notify.repeat_unacknowledged(ledger, settings.notify, now=opened + 99999) == 0
@@ -158,3 +158,28 @@ def test_control_and_bidi_characters_from_job_output_arrive_escaped(ledger, tmp_
     text = smtp.box.text()
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
     assert "\\x1b]0;PWNED\\x07Error: \\u202edisk full" in text
+
+
+def test_an_email_reads_as_a_sentence_with_both_streams_and_a_readable_html_part(ledger, tmp_path, smtp):
+    """The subject says what happened and why; stdout and stderr both appear; the HTML part is
+    a layout (output in <pre>, facts one per line), not Apprise's &nbsp; blob, and hostile
+    output cannot add markup to it."""
+    settings = _mail(ledger, tmp_path, smtp)
+    add_job(ledger, tmp_path, "db-backup", owner="ana")
+    rid = _fail(ledger, settings, "db-backup", stderr="backup: destination /mnt/backup is not mounted\n")
+    ledger.write(lambda c: c.execute("UPDATE job_outcomes SET stdout_head = ? WHERE run_id = ?",
+                                     ("copying 41 files\n<script>alert(1)</script>\n", rid)))
+    ledger.write(lambda c: c.execute("DELETE FROM notifications"))
+    esc = ledger.one("SELECT * FROM escalations")
+    ledger.write(lambda c: notify.enqueue(c, dict(esc), "opened", settings.notify))
+    assert notify.deliver_due(ledger, settings.notify).sent == 1
+    msg = smtp.box.messages[-1]
+    assert msg["subject"] == "[CRITICAL] db-backup failed: backup: destination /mnt/backup is not mounted"
+    plain = msg.get_body(preferencelist=("plain",)).get_content()
+    html = msg.get_body(preferencelist=("html",)).get_content()
+    for part in (plain, html):
+        assert "copying 41 files" in part and "backup: destination /mnt/backup is not mounted" in part
+    assert "&nbsp;" not in html and "<pre" in html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert f"Run: {rid}" in plain and "Host: " in plain  # one fact per line in the plain part too
+    assert f"watchkeeper show {rid} --ledger" in plain
