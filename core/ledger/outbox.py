@@ -147,7 +147,7 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
     else:
         head = headline(esc, lines)
         tags: dict[str, str] = {NotificationEvent.REOPENED: f"[{sev}] again: ",
-               NotificationEvent.REPEATED: f"[{sev}] still not acknowledged: "}
+                                NotificationEvent.REPEATED: f"[{sev}] still not acknowledged: "}
         tag = tags.get(event, f"[{sev}] ")
         title = f"{tag}{said}" + (f": {head}" if head else "")
         text = f"{title} (escalation {esc['id']}, count {count}, owner {owner})"
