@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from core.spec.model import JobSpec
+from core.spec.model import JobSpec, consistency_problems
 from core.spec.source_map import (
     SourceMap,
     first_key_line,
@@ -189,6 +189,11 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
         except ValidationError as exc:
             found = [SpecError(name, smap.line_for(index, loc), job_name, fld, msg)
                      for fld, loc, msg in friendly_errors(exc, raw)]
+            # With field errors pydantic never reached the cross-field checks: ask them of
+            # the raw table, so one pass over the file shows every problem.
+            reported = {(e.field, e.message) for e in found}
+            found += [SpecError(name, smap.line_for(index, (p.field,)), job_name, p.field, str(p))
+                      for p in consistency_problems(raw) if (p.field, str(p)) not in reported]
             # In the order a reader meets them in the file (stable: ties keep pydantic's order).
             found.sort(key=lambda e: (e.line is None, e.line or 0))
             res.errors.extend(found)

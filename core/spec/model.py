@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -67,6 +68,65 @@ class FieldProblem(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class FieldProblems(ValueError):
+    """Several cross-field checks that failed at once (``problems``), so a file's reader sees
+    them all in one pass; ``core.spec.source_map.friendly_errors`` reports each on its field."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = problems
+
+
+def _task_name(task: Any) -> Any:
+    return task.get("name") if isinstance(task, dict) else getattr(task, "name", None)
+
+
+def consistency_problems(v: Mapping[str, Any]) -> list[FieldProblem]:
+    """Every cross-field rule of a job spec that ``v`` breaks, in field order.
+
+    ``v`` is a validated spec's fields, or a raw TOML table whose fields may themselves be
+    invalid (the loader asks both ways, so a file's cross-field errors are reported together
+    with its field errors instead of only after those are fixed): a value counts as given
+    when present and not None, and only integer exit codes are compared.
+    """
+    out: list[FieldProblem] = []
+    kind = v.get("kind") or "command"
+    given = {"schedule": v.get("schedule") is not None, "every": v.get("every") is not None,
+             "once": v.get("once") is True}
+    triggers = [n for n, on in given.items() if on]
+    if len(triggers) > 1:
+        out.append(FieldProblem(triggers[1], f"give only one of schedule, every, once (got {', '.join(triggers)})"))
+    if v.get("at") is not None and not given["once"]:
+        out.append(FieldProblem("at", "'at' needs once = true"))
+    if v.get("timezone") is not None and not given["schedule"] and v.get("at") is None:
+        out.append(FieldProblem("timezone", "'timezone' applies only to a cron 'schedule' or a one-shot 'at'"))
+    if kind == "command" and v.get("command") is None:
+        out.append(FieldProblem("command", "field required (an argv list or a shell string)"))
+    retry_on, no_retry_on = v.get("retry_on"), v.get("no_retry_on")
+    if no_retry_on is None and kind == "agent":
+        no_retry_on = [AGENT_EXIT_PERMANENT]  # the default an agent job gets
+    codes = [{c for c in x if isinstance(c, int)} if isinstance(x, list | tuple) else set()
+             for x in (retry_on, no_retry_on)]
+    if retry_on is not None and codes[0] & codes[1]:
+        both = ", ".join(str(c) for c in sorted(codes[0] & codes[1]))
+        out.append(FieldProblem("no_retry_on", f"an exit code cannot be in both retry_on and no_retry_on ({both})"))
+    if kind == "agent" and v.get("agent") is None:
+        out.append(FieldProblem("agent", "an agent job needs an [agent] table (model, system, task)"))
+    if v.get("agent") is not None and kind != "agent":
+        out.append(FieldProblem("agent", "'agent' needs kind = \"agent\""))
+    tasks = v.get("tasks") or []
+    if kind == "fanout":
+        if not tasks:
+            out.append(FieldProblem("tasks", "a fanout job needs at least one [[job.tasks]] entry"))
+        elif isinstance(tasks, list | tuple):
+            names = [_task_name(t) for t in tasks]
+            if len(set(map(str, names))) != len(names):
+                out.append(FieldProblem("tasks", "task names must be unique within a job"))
+    elif tasks:
+        out.append(FieldProblem("tasks", "'tasks' needs kind = \"fanout\""))
+    return out
 
 
 def _check_command(value: Any) -> Any:
@@ -357,30 +417,9 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
-        triggers = [n for n, on in (("schedule", self.schedule is not None), ("every", self.every is not None),
-                                    ("once", self.once)) if on]
-        if len(triggers) > 1:
-            raise FieldProblem(triggers[1], f"give only one of schedule, every, once (got {', '.join(triggers)})")
-        if self.at is not None and not self.once:
-            raise FieldProblem("at", "'at' needs once = true")
-        if self.timezone is not None and self.schedule is None and self.at is None:
-            raise FieldProblem("timezone", "'timezone' applies only to a cron 'schedule' or a one-shot 'at'")
-        if self.kind == "command" and self.command is None:
-            raise FieldProblem("command", "field required (an argv list or a shell string)")
-        if self.retry_on is not None and set(self.retry_on) & set(self.no_retry_on):
-            raise FieldProblem("no_retry_on", "an exit code cannot be in both retry_on and no_retry_on")
-        if self.kind == "agent" and self.agent is None:
-            raise FieldProblem("agent", "an agent job needs an [agent] table (model, system, task)")
-        if self.agent is not None and self.kind != "agent":
-            raise FieldProblem("agent", "'agent' needs kind = \"agent\"")
-        if self.kind == "fanout":
-            if not self.tasks:
-                raise FieldProblem("tasks", "a fanout job needs at least one [[job.tasks]] entry")
-            names = [t.name for t in self.tasks]
-            if len(set(names)) != len(names):
-                raise FieldProblem("tasks", "task names must be unique within a job")
-        elif self.tasks:
-            raise FieldProblem("tasks", "'tasks' needs kind = \"fanout\"")
+        problems = consistency_problems({name: getattr(self, name) for name in type(self).model_fields})
+        if problems:
+            raise FieldProblems(problems)
         return self
 
     @model_validator(mode="after")

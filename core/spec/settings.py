@@ -7,10 +7,16 @@ seconds (float); sizes are bytes.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import getpass
+import io
+import logging
 import os
+import re
 import tomllib
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,8 +33,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from core.spec.model import Duration
-from core.spec.source_map import SourceMap, _key_parts, toml_error_line
+from core.spec.durations import parse_duration
+from core.spec.model import Duration, FieldProblem, FieldProblems
+from core.spec.source_map import SourceMap, _key_parts, each_problem, toml_error_line
 from core.vocabulary import SEVERITY_RANK, Severity
 
 CONFIG_NAME = "watchkeeper.toml"
@@ -84,6 +91,14 @@ class WebhookSink(_Sink):
     url: str = Field(..., description="http:// or https:// URL to POST to.")
     timeout: Duration = Field(5.0, gt=0, description="Seconds per delivery attempt.")
 
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        parts = urllib.parse.urlsplit(v.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in v.strip()):
+            raise ValueError("must be an http:// or https:// URL with a host, such as https://hooks.example.com/x")
+        return v.strip()
+
 
 class AppriseSink(_Sink):
     """One Apprise URL: email (``mailto://``), Slack, Telegram, ntfy, Matrix, Discord, PagerDuty, ...
@@ -102,10 +117,38 @@ class AppriseSink(_Sink):
     def _known_scheme(cls, v: str) -> str:
         import apprise  # lazy: only settings that name an apprise sink pay its import
 
-        if apprise.Apprise.instantiate(v, suppress_exceptions=True) is None:
+        with apprise_log() as log:
+            server = apprise.Apprise.instantiate(v, suppress_exceptions=True)
+        if server is None:
             scheme = v.split("://", 1)[0] if "://" in v else v[:20]
-            raise ValueError(f"not a usable Apprise URL (scheme {scheme!r}); see the Apprise wiki for URL forms")
+            # Apprise says why only in its log ("Could not load E-Mail URL: <url>"): its
+            # words without the URL (which may hold a password) join our one line.
+            why = [ln.split(": ", 1)[0].strip().rstrip(".") for ln in log.getvalue().splitlines() if ln.strip()]
+            said = f": {why[-1]}" if why else ""
+            raise ValueError(f"not a usable Apprise URL (scheme {scheme!r}{said}); see the Apprise wiki for URL forms")
         return v
+
+
+@contextlib.contextmanager
+def apprise_log() -> Iterator[io.StringIO]:
+    """Apprise's log lines (warnings and worse, message text only) collected into the yielded
+    buffer instead of reaching the root logger's stderr handler: a caller says what went
+    wrong in its own one line."""
+    logger = logging.getLogger("apprise")
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setLevel(logging.WARNING)
+    saved = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield buf
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, logger.level = saved[0], saved[1]
 
 
 def _sink_type(value: Any) -> str | None:
@@ -194,26 +237,16 @@ class Settings(BaseSettings):
         return None if v is None else v.expanduser().absolute()
 
     @model_validator(mode="after")
-    def _routes_name_sinks(self) -> Settings:
+    def _consistent(self) -> Settings:
+        problems = settings_problems({"notify": self.notify, "routes": self.routes, "heartbeat": self.heartbeat,
+                                      "lease": self.lease})
+        if problems:
+            raise FieldProblems(problems)
         by_name = {sink.name: sink for sink in self.notify}
-        if len(by_name) != len(self.notify):
-            names = [sink.name for sink in self.notify]
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise ValueError(f"notify: sink names must be unique (repeated: {', '.join(dup)})")
         for owner, names in self.routes.items():
             for name in names:
-                if name not in by_name:
-                    raise ValueError(f"routes.{owner}: no sink named {name!r} (sinks: {', '.join(by_name) or 'none'})")
                 if owner not in by_name[name].owners:
                     by_name[name].owners.append(owner)
-        return self
-
-    @model_validator(mode="after")
-    def _heartbeat_under_lease(self) -> Settings:
-        if self.heartbeat > self.lease / 3:
-            raise ValueError(
-                f"heartbeat ({self.heartbeat:g}s) must be at most a third of lease ({self.lease:g}s), "
-                "so one missed heartbeat never expires a live run's lease")
         return self
 
     @classmethod
@@ -237,6 +270,47 @@ class Settings(BaseSettings):
         return self.artifacts if self.artifacts is not None else self.ledger.parent / f"{self.ledger.stem}-artifacts"
 
 
+def _sink_name(sink: Any) -> Any:
+    if isinstance(sink, dict):  # a raw table: a sink's name defaults to its type
+        return sink.get("name", sink.get("type", "command"))
+    return getattr(sink, "name", None)
+
+
+def _seconds(value: Any, default: float) -> float | None:
+    try:
+        return default if value is None else parse_duration(value)
+    except ValueError:
+        return None
+
+
+def settings_problems(v: dict[str, Any]) -> list[FieldProblem]:
+    """Every cross-field rule of the settings that ``v`` breaks: sink names unique, routes
+    naming configured sinks, heartbeat at most a third of lease. ``v`` holds validated
+    values or raw file values (``load_settings`` asks both ways so these are reported with
+    the field errors, not after them); a raw value that cannot be read is left to its field
+    error."""
+    out: list[FieldProblem] = []
+    raw_sinks, raw_routes = v.get("notify"), v.get("routes")
+    sinks: list[Any] = raw_sinks if isinstance(raw_sinks, list) else []
+    names = [_sink_name(sink) for sink in sinks]
+    for i, name in enumerate(names):
+        if name in names[:i]:  # reported on the repeat, naming the sink it repeats
+            out.append(FieldProblem(f"notify[{i}].name", f"sink names must be unique ({name!r} is also "
+                                                         f"notify[{names.index(name)}])"))
+    routes: dict[Any, Any] = raw_routes if isinstance(raw_routes, dict) else {}
+    known = list(dict.fromkeys(str(n) for n in names))
+    for owner, wanted in routes.items():
+        for name in wanted if isinstance(wanted, list) else []:
+            if name not in known:
+                out.append(FieldProblem(f"routes.{owner}",
+                                        f"no sink named {name!r} (sinks: {', '.join(known) or 'none'})"))
+    heartbeat, lease = _seconds(v.get("heartbeat"), 5.0), _seconds(v.get("lease"), 30.0)
+    if heartbeat is not None and lease is not None and heartbeat > lease / 3:
+        out.append(FieldProblem("heartbeat", f"heartbeat ({heartbeat:g}s) must be at most a third of lease "
+                                             f"({lease:g}s), so one missed heartbeat never expires a live run's lease"))
+    return out
+
+
 class SettingsError(ValueError):
     """Settings could not be loaded; the message names the file (and line) and field, one
     problem a line. ``problems``: ``[{"file", "line" (1-based or None), "field", "message"}]``
@@ -248,7 +322,8 @@ class SettingsError(ValueError):
 
 
 #: pydantic's tags for the notify sink union (not keys of the file).
-_SINK_TAGS = frozenset({"command", "webhook", "apprise"})
+_SINK_ORDER = ("command", "webhook", "apprise")
+_SINK_TAGS = frozenset(_SINK_ORDER)
 
 
 def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -309,6 +384,11 @@ def _source_of(loc: str, flags: dict[str, Any], path: Path | None) -> str:
     return str(path) if path else "settings"
 
 
+def _problem_line(p: dict[str, Any]) -> str:
+    where = f"{p['file']}:{p['line']}" if p["line"] else p["file"]
+    return f"{where}: field '{p['field']}': {p['message']}"
+
+
 def load_settings(spec_dir: str | os.PathLike[str] | None = None,
                   config: str | os.PathLike[str] | None = None,
                   **overrides: Any) -> Settings:
@@ -340,19 +420,30 @@ def load_settings(spec_dir: str | os.PathLike[str] | None = None,
     try:
         settings = Settings(**clean)
     except ValidationError as exc:
-        parts, problems = [], []
+        problems = []
         where_lines = _settings_lines(text) if path is not None else {}
-        for err in exc.errors(include_url=False):
+        errors = each_problem(exc.errors(include_url=False))
+        if not any(isinstance((e.get("ctx") or {}).get("error"), FieldProblem) for e in errors):
+            # Field errors stopped pydantic before the cross-field checks: ask them of the
+            # file and flags as given, so one pass shows every problem.
+            raw = {**data, **clean}
+            errors += [{"loc": (), "msg": str(p), "ctx": {"error": p}} for p in settings_problems(raw)]
+        for err in errors:
             fields = _field_path(tuple(err["loc"]))
             msg = err["msg"].removeprefix("Value error, ")
-            if not fields:  # a cross-field check: name the field its message is about
-                fields = (next((f for f in ("heartbeat", "routes", "notify") if msg.startswith(f) or f in msg),
-                               "(settings)"),)
+            problem = (err.get("ctx") or {}).get("error")
+            if isinstance(problem, FieldProblem):  # a cross-field check names its field
+                fields = tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", problem.field) if p)
+            if err.get("type") == "union_tag_invalid":  # pydantic's words name our tag function
+                tag = (err.get("ctx") or {}).get("tag")
+                fields, msg = (*fields, "type"), f"unknown sink type {tag!r} ({', '.join(_SINK_ORDER)})"
             loc = _dotted(fields)
             source = _source_of(loc.split("[")[0], clean, path)
             line = _line_for(where_lines, fields) if path is not None and source == str(path) else None
             problems.append({"file": source, "line": line, "field": loc, "message": msg})
-            parts.append(f"{source}{f':{line}' if line else ''}: field '{loc}': {msg}")
+        # In the order a reader meets them in the file (stable: ties keep pydantic's order).
+        problems.sort(key=lambda p: (p["line"] is None, p["line"] or 0))
+        parts = [_problem_line(p) for p in problems]
         raise SettingsError("\n".join(parts), problems) from None
     finally:
         _FILE_DATA.reset(token)

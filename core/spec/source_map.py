@@ -118,6 +118,19 @@ def _input_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def each_problem(errors: list[Any]) -> list[Any]:
+    """pydantic's error dicts with a ``FieldProblems`` (several cross-field problems in one
+    error) split into one dict per ``FieldProblem``."""
+    out = []
+    for err in errors:
+        problems = getattr((err.get("ctx") or {}).get("error"), "problems", None)
+        if isinstance(problems, list):
+            out += [{**err, "msg": str(p), "ctx": {"error": p}} for p in problems]
+        else:
+            out.append(err)
+    return out
+
+
 def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | None, tuple[Any, ...], str]]:
     """pydantic errors → (field path, loc for the source map, human message), deduplicated.
 
@@ -127,7 +140,7 @@ def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | N
     """
     out: list[tuple[str | None, tuple[Any, ...], str]] = []
     seen: set[tuple[str | None, str]] = set()
-    for err in exc.errors(include_url=False):
+    for err in each_problem(exc.errors(include_url=False)):
         loc = _input_loc(raw, tuple(err["loc"]))
         msg = err["msg"]
         if msg.startswith("Value error, "):
