@@ -25,6 +25,8 @@ from typing import Any, TypeVar, overload
 
 import sqlite_utils
 
+from core.text import quoted
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -319,10 +321,41 @@ class SchemaTooNew(LedgerError):
     """The ledger was written by a newer Watchkeeper (``user_version`` > ``SCHEMA_VERSION``)."""
 
 
+class NotALedger(LedgerError):
+    """The file is a SQLite database of something else: it has tables, but not a ledger's.
+    Raised before anything is written to it (no table, no journal mode, no pragma)."""
+
+
+#: Tables every ledger has had since its first schema (migration 0 creates them together).
+LEDGER_TABLES = frozenset({"jobs", "runners", "runs", "job_outcomes", "events", "escalations", "meta"})
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise ``NotALedger`` unless the database at ``conn`` is empty (a new file, or an
+    empty one: it becomes a ledger) or holds a ledger (``user_version`` >= 1 and the ledger's
+    tables). Reads only ``sqlite_master`` and ``user_version``.
+
+    Raises:
+        NotALedger: a SQLite database of something else.
+        sqlite3.DatabaseError: not a SQLite database at all.
+    """
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not names:
+        return
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version >= 1 and LEDGER_TABLES <= names:
+        return
+    shown = ", ".join(quoted(n) for n in sorted(names)[:5]) + (", …" if len(names) > 5 else "")
+    raise NotALedger(f"{path}: a SQLite database of something else (tables {shown}); only an empty or new"
+                     " file becomes a ledger")
+
+
 def describe_error(exc: BaseException, *, read_only: bool = False) -> str:
     """A short, human explanation of why a ledger cannot be used (for one CLI line): a newer
     schema, not a ledger at all, a read-only file or folder, or the store's own message.
     Reads SQLite's error texts, which is why it lives here."""
+    if isinstance(exc, NotALedger):
+        return "not a Watchkeeper ledger: " + str(exc).split(": ", 1)[-1]
     if isinstance(exc, SchemaTooNew):
         m = re.search(r"schema (\d+) is newer than (\d+)", str(exc))
         found, ours = (m.group(1), m.group(2)) if m else ("?", str(SCHEMA_VERSION))
@@ -378,6 +411,8 @@ class Ledger:
 
     Raises:
         SchemaTooNew: the file's schema is newer than this code.
+        NotALedger: the file is a SQLite database of something else (left untouched: only an
+            empty or new file becomes a ledger).
         sqlite3.DatabaseError: the file is not a SQLite database.
     """
 
@@ -396,6 +431,11 @@ class Ledger:
         self.db = sqlite_utils.Database(conn)
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            self._retry(lambda: _refuse_foreign(conn, self.path))
+        except BaseException:
+            conn.close()
+            raise
         if not read_only:
             if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
                 # Only possible before the first table: lets retention give pruned pages back
