@@ -3,7 +3,9 @@ ledger's write lock is held for 2 s at a time by another process, and the artifa
 runs out of space. Midway the runner is also stopped cleanly (SIGTERM) and restarted, the way
 a deploy does it. Afterwards: ``watchkeeper doctor --json`` must be clean, every queued run
 must be terminal, no write may be lost, no job process may be left alive, and no run a clean
-stop left behind may have been escalated as critical (a clean stop is not a crash).
+stop left behind may have been escalated as critical (a clean stop is not a crash). Last,
+``watchkeeper prune --max-age 0 --keep-per-job 2`` prunes everything it may, and doctor must
+be clean again (prune keeps lineages whole).
 
     python -m bench.torture [--runs 500] [--kills 20] [--clean-stops 1] [--seconds 300] [--json]
 
@@ -378,6 +380,8 @@ class Torture:
                 " LIKE '%capture_degraded%' AND r.state IN ('succeeded','failed','timed_out','orphaned','blocked')"
                 " AND (r.exit_code IS NOT NULL OR r.signal IS NOT NULL OR r.state = 'orphaned')")
             orphaned = by_state.get("orphaned", 0)
+        after_prune = self.prune_then_doctor()
+        violations.extend(after_prune["violations"])
         return {
             "kills_survived": self.kills, "clean_stops": self.clean_stops,
             "left_by_clean_stops": len(left),
@@ -385,11 +389,29 @@ class Torture:
             "critical_from_clean_stops": sum(1 for _, _, sev in interrupted.values() if sev == "critical"),
             "restarts": self.restarts, "runs": runs, "queued_by_torture": len(self.triggered),
             "by_state": by_state, "by_job_state_reason": by_job, "violations": len(violations), "violation_list": violations[:50],
-            "doctor_ok": bool(doctor.get("ok")), "leaked_processes": len(leaked), "leaked": leaked[:20],
+            "doctor_ok": bool(doctor.get("ok")), "pruned_runs": after_prune["pruned_runs"],
+            "doctor_ok_after_prune": not after_prune["violations"], "leaked_processes": len(leaked), "leaked": leaked[:20],
             "lock_holds_2s": self.lock_holds, "capture_degraded_runs": degraded,
             "capture_degraded_recorded_truthfully": degraded_truthful, "orphaned_runs": orphaned,
             "space_method": self.space_method,
         }
+
+    def prune_then_doctor(self) -> dict[str, Any]:
+        """Prune every run retention may remove, then doctor again: its violations (prefixed
+        ``after_prune:``) and how many runs went."""
+        cfg = ("--config", str(self.spec / "watchkeeper.toml"))
+        pr = self.wk("prune", "--json", "--max-age", "0", "--keep-per-job", "2", "--ledger", str(self.ledger), *cfg)
+        try:
+            pruned = json.loads(pr.stdout)["runs"]
+        except (ValueError, KeyError):
+            return {"pruned_runs": 0, "violations": [{"check": "after_prune:prune_failed",
+                                                      "message": pr.stderr[-500:]}]}
+        doc = self.wk("doctor", "--json", "--ledger", str(self.ledger), *cfg)
+        try:
+            found = json.loads(doc.stdout).get("violations", [])
+        except ValueError:
+            found = [{"check": "doctor_failed", "message": doc.stderr[-500:]}]
+        return {"pruned_runs": pruned, "violations": [{**v, "check": f"after_prune:{v.get('check')}"} for v in found]}
 
     def close(self) -> None:
         self.runner_log.close()
@@ -438,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runs                {r['runs']}  ({r['queued_by_torture']} queued by the workload; "
               + ", ".join(f"{k} {v}" for k, v in sorted(r["by_state"].items())) + ")")
         print("  " + ", ".join(f"{k} {v}" for k, v in r["by_job_state_reason"].items()))
-        print(f"violations          {r['violations']}  (doctor {'ok' if r['doctor_ok'] else 'NOT ok'})")
+        print(f"violations          {r['violations']}  (doctor {'ok' if r['doctor_ok'] else 'NOT ok'}; after pruning"
+              f" {r['pruned_runs']} runs, doctor {'ok' if r['doctor_ok_after_prune'] else 'NOT ok'})")
         for v in r["violation_list"]:
             print(f"    [{v.get('check')}] run {v.get('run_id')}: {v.get('message')}")
         print(f"leaked processes    {r['leaked_processes']}")

@@ -85,8 +85,9 @@ def register(group: click.Group) -> None:
         # Mission definitions (DIR/missions/*.toml) and the worker jobs they name.
         errors.extend({**e.to_dict(), "check": "mission"} for e in check_missions(spec_dir, set(result.jobs)))
         settings_ok = True
+        retention_line: str | None = None
         try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
-            load_settings(spec_dir)
+            retention_line = load_settings(spec_dir).retention.summary()
         except SettingsError as exc:
             settings_ok = False  # `run` refuses to start (exit 3): no job would run at all
             problems = exc.problems or [{"file": str(spec_dir), "line": None, "field": None, "message": str(exc)}]
@@ -106,7 +107,7 @@ def register(group: click.Group) -> None:
             recorded, ledger_note = _runtime_errors(ledger_path, limit)
         if as_json:
             click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
-                                   "errors": errors, "jobs": jobs,
+                                   "errors": errors, "jobs": jobs, "retention": retention_line,
                                    "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
         else:
             for err in errors:
@@ -119,6 +120,8 @@ def register(group: click.Group) -> None:
                            err=True)
             else:
                 _print_table(jobs)
+                if retention_line is not None:
+                    click.echo(retention_line)
             if ledger_path is not None:
                 _print_recorded(recorded, ledger_note)
         sys.exit(1 if errors else 0)

@@ -16,10 +16,11 @@ from console.cli.common import (
     ledger_errors,
     ledger_option,
     open_ledger_at,
+    shown,
 )
 from console.cli.runs import config_option, open_settings
 from core.ledger import retention
-from core.text import quoted
+from core.text import quoted, short_age
 
 
 def register(cli: click.Group) -> None:
@@ -42,19 +43,57 @@ class _Size(click.ParamType):
         return size
 
 
+def _size(n: int) -> str:
+    return humanize.naturalsize(n, binary=True)
+
+
+def explain(rep: retention.PruneReport) -> list[str]:
+    """Why runs past the limits stay, and whether ``max_size`` is met: sentences for people,
+    one per line (empty when there is nothing to explain)."""
+    lines = []
+    limits = ", or ".join(
+        ([f"ended more than {short_age(rep.max_age)} ago"] if rep.max_age is not None else [])
+        + ([f"beyond max_size {_size(rep.max_size)}"] if rep.max_size is not None else []))
+    if rep.due == 0 and rep.runs == 0:
+        within = ([f"no run ended more than {short_age(rep.max_age)} ago"] if rep.max_age is not None else []) + (
+            [f"ledger and artifacts ({_size(rep.size_before)}) are within max_size {_size(rep.max_size)}"]
+            if rep.max_size is not None and rep.size_before <= rep.max_size else [])
+        if within:
+            lines.append("nothing is past retention: " + " and ".join(within))
+    kept = [(rep.kept_recent, f"among their job's newest keep_per_job={rep.keep_per_job}"),
+            (rep.kept_cited, "cited by an open escalation"),
+            (rep.kept_lineage, "a retry or first attempt of a run that stays (a lineage goes whole)"),
+            (rep.kept_unfinished, "not ended yet, or a sub-task of theirs has not"),
+            (rep.kept_mission, "workers of a mission still open"),
+            (rep.kept_pinned, "holding the highest id (so no number shown is given out again)")]
+    reasons = [f"{n} {why}" for n, why in kept if n]
+    if reasons:
+        lines.append(f"kept {sum(n for n, _ in kept)} run(s) past retention ({limits}): " + "; ".join(reasons))
+    if rep.max_size is not None and rep.size_after > rep.max_size:
+        about = "about " if rep.dry_run else ""
+        lines.append(f"max_size {_size(rep.max_size)} cannot be met: ledger and artifacts "
+                     f"{'would be' if rep.dry_run else 'are'} {about}{_size(rep.size_after)}, "
+                     f"{about}{_size(rep.size_after - rep.max_size)} over")
+    return lines
+
+
 def _print(rep: retention.PruneReport) -> None:
     verb = "would remove" if rep.dry_run else "removed"
     click.echo(f"{verb} {rep.runs} run(s) (+{rep.subtasks} sub-task runs), {rep.outcomes} outcomes, "
-               f"{rep.events} events, {rep.escalations} resolved escalations, {rep.notifications} notifications"
-               + ("" if rep.dry_run else f", {rep.artifact_dirs} artifact folders"))
-    if rep.kept_cited:
-        click.echo(f"kept {rep.kept_cited} old run(s) that an open escalation cites")
+               f"{rep.events} events, {rep.escalations} resolved escalations, {rep.notifications} notifications, "
+               f"{rep.artifact_dirs} artifact folders")
+    for line in explain(rep):
+        click.echo(line)
+    if rep.artifacts_missing:
+        named = ", ".join(shown(n) for n in rep.artifacts_missing_names)
+        more = f" (and {rep.artifacts_missing - len(rep.artifacts_missing_names)} more)" \
+            if rep.artifacts_missing > len(rep.artifacts_missing_names) else ""
+        click.echo(f"{rep.artifacts_missing} artifact folder(s) not found: {named}{more}")
     if not rep.dry_run:
-        click.echo(f"size {humanize.naturalsize(rep.size_before, binary=True)} → "
-                   f"{humanize.naturalsize(rep.size_after, binary=True)} in {rep.batches} batch(es), "
+        click.echo(f"size {_size(rep.size_before)} → {_size(rep.size_after)} in {rep.batches} batch(es), "
                    f"longest write {rep.max_tx_s * 1000:.0f} ms")
     for err in rep.artifact_errors[:20]:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {shown(err)}", err=True)
 
 
 @click.command("prune")
@@ -76,10 +115,12 @@ def prune_cmd(spec_dir: str | None, ledger_path: str | None, config_path: str | 
               as_json: bool) -> None:
     """Delete runs past retention, with their outcomes, events, notifications and artifact folders.
 
-    Limits come from the `retention` settings (watchkeeper.toml in SPEC_DIR or --config) or
-    the flags. Never removed: a run an open escalation cites, a run still going, and the
-    newest keep_per_job ended runs of each job (the history its baselines are learnt from).
-    Deletes go in short batches (a runner keeps running meanwhile), then the freed space is
+    Limits come from the `retention` settings (watchkeeper.toml in SPEC_DIR or --config;
+    on by default: max_age 90d, keep_per_job 60; `enabled = false` turns it off) or the
+    flags, which apply even when it is off. Never removed: a run an open escalation cites, a run still going, and the
+    newest keep_per_job ended runs of each job (the history its baselines are learnt from); a
+    run and its retries go or stay together. Every run kept past the limits is counted with
+    its reason, and artifact folders not found are counted and named. Deletes go in short batches (a runner keeps running meanwhile), then the freed space is
     given back to the file system. Exit 1 when artifact folders could not be removed.
 
     \b
@@ -89,11 +130,15 @@ def prune_cmd(spec_dir: str | None, ledger_path: str | None, config_path: str | 
     """
     settings = open_settings(spec_dir, config_path, ledger=ledger_path)
     ret = settings.retention
-    age = max_age if max_age is not None else ret.max_age
-    size = max_size if max_size is not None else (int(ret.max_size) if ret.max_size is not None else None)
+    # Switched off, the settings' limits do not apply; limits given as flags still do.
+    age = max_age if max_age is not None else (ret.max_age if ret.enabled else None)
+    size = max_size if max_size is not None else (
+        int(ret.max_size) if ret.max_size is not None and ret.enabled else None)
     keep = keep_per_job if keep_per_job is not None else ret.keep_per_job
     if age is None and size is None:
-        fail("no retention limit: set retention.max_age or retention.max_size in watchkeeper.toml, "
+        fail("retention is off (retention.enabled = false in watchkeeper.toml): nothing to prune; "
+             "pass --max-age / --max-size to prune anyway" if not ret.enabled else
+             "no retention limit: set retention.max_age or retention.max_size in watchkeeper.toml, "
              "or pass --max-age / --max-size", EXIT_CONFIG)
     led = open_ledger_at(settings.ledger)
     try:

@@ -7,6 +7,10 @@ state) older than ``max_age`` seconds, and — while the ledger plus artifacts e
 (``escalations.latest_run_id``) together with their ``notifications``. Each run's artifact
 folder is removed after its rows are gone.
 
+A lineage (a run and its retries: one ``runs.lineage``) goes or stays whole: one attempt that
+must stay keeps every attempt of its lineage, so ``doctor`` finds attempts 1..n after any
+prune (a cited attempt 2 never loses its attempt 1).
+
 What stays, whatever its age: the run holding the highest ``runs.id``, and the run an
 escalation holding the highest ``escalations.id`` or ``notifications.id`` cites (with that
 escalation and its notifications), so no id once shown to people is handed out again; a run
@@ -59,6 +63,8 @@ YIELD_MIN_S = 0.005
 WALK_PAGE = 2000
 #: Most pages freed per ``incremental_vacuum`` step (4 KiB pages: 1 MiB); adapted down from there.
 VACUUM_STEP_PAGES = 256
+#: Most artifact folders named in ``PruneReport.artifacts_missing_names``.
+MISSING_NAMED = 20
 #: ``meta`` key holding the Unix time of the last completed prune.
 LAST_PRUNE_KEY = "retention.last_prune_at"
 
@@ -74,9 +80,22 @@ class PruneReport:
     events: int = 0
     escalations: int = 0          # resolved escalations citing a removed run
     notifications: int = 0
-    artifact_dirs: int = 0
+    artifact_dirs: int = 0        # removed (dry run: that would be removed)
     artifact_errors: list[str] = field(default_factory=list)
-    kept_cited: int = 0           # old enough, but an active escalation cites them
+    artifacts_missing: int = 0    # removed runs whose artifacts folder was not there
+    artifacts_missing_names: list[str] = field(default_factory=list)  # the first MISSING_NAMED of them
+    # Why runs past the limits stay (top-level runs; see ``explain``):
+    due: int = 0                  # past max_age, or picked for max_size
+    kept_cited: int = 0           # an active escalation cites them
+    kept_recent: int = 0          # among their job's newest keep_per_job
+    kept_unfinished: int = 0      # not ended, or a sub-task of theirs has not
+    kept_mission: int = 0         # a worker run of a mission still open
+    kept_pinned: int = 0          # hold the highest runs/escalations/notifications id
+    kept_lineage: int = 0         # another attempt of their lineage stays
+    # The limits applied (for the explanation): seconds, bytes, runs.
+    max_age: float | None = None
+    max_size: int | None = None
+    keep_per_job: int = 0
     batches: int = 0
     max_tx_s: float = 0.0         # longest delete transaction
     p99_tx_s: float = 0.0         # 99th percentile of the delete transactions
@@ -142,15 +161,17 @@ def _kept_ids(conn: sqlite3.Connection, keep_per_job: int) -> dict[str, int]:
     return limits
 
 
-def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int,
-          limits: dict[str, int], cited: set[int]) -> Iterator[tuple[int, str | None]]:
-    """Candidate top-level run ids oldest first, each with its artifacts folder. ``cutoff``:
-    runs ended before it are due; ``size_runs``: so many further oldest runs are due."""
+def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int, limits: dict[str, int],
+          cited: set[int], mission: set[int], pinned: set[int],
+          report: PruneReport) -> Iterator[tuple[int, str, str | None]]:
+    """Candidate top-level runs oldest first, each as (id, lineage, artifacts folder).
+    ``cutoff``: runs ended before it are due; ``size_runs``: so many further oldest runs are
+    due. Each due run that must stay is counted in ``report`` under the reason it stays."""
     after = 0
     extra = size_runs
     while True:
         rows = conn.execute(
-            "SELECT id, job, state, ended_at, created_at, artifacts_dir FROM runs"
+            "SELECT id, job, lineage, state, ended_at, created_at, artifacts_dir FROM runs"
             " WHERE id > ? AND parent_run_id IS NULL ORDER BY id LIMIT ?", (after, WALK_PAGE)).fetchall()
         if not rows:
             return
@@ -161,13 +182,48 @@ def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int,
                 if cutoff is None or r["created_at"] >= cutoff:
                     return  # nothing older follows, and the size goal is met
                 continue
-            if r["state"] not in TERMINAL_VALUES or r["id"] >= limits.get(r["job"], 0):
-                continue
-            if r["id"] in cited:
-                continue
-            if not age_due:
-                extra -= 1
-            yield int(r["id"]), r["artifacts_dir"]
+            report.due += 1
+            rid = int(r["id"])
+            if r["state"] not in TERMINAL_VALUES:
+                report.kept_unfinished += 1
+            elif rid >= limits.get(r["job"], 0):
+                report.kept_recent += 1
+            elif rid in cited:
+                report.kept_cited += 1
+            elif rid in mission:
+                report.kept_mission += 1
+            elif rid in pinned:
+                report.kept_pinned += 1
+            else:
+                if not age_due:
+                    extra -= 1
+                yield rid, r["lineage"], r["artifacts_dir"]
+
+
+def _whole_lineages(conn: sqlite3.Connection, candidates: list[tuple[int, str, str | None]],
+                    report: PruneReport) -> list[list[tuple[int, str | None]]]:
+    """``candidates`` grouped into lineages, oldest first, keeping only the lineages all of
+    whose top-level runs are candidates (the others stay whole: counted in
+    ``report.kept_lineage``). Each group is a list of (run id, artifacts folder)."""
+    groups: dict[str, list[tuple[int, str | None]]] = {}
+    for rid, lineage, folder in candidates:
+        groups.setdefault(lineage, []).append((rid, folder))
+    names = list(groups)
+    ids = {rid for rid, _, _ in candidates}
+    broken: set[str] = set()
+    for i in range(0, len(names), WALK_PAGE):
+        page = names[i:i + WALK_PAGE]
+        broken.update(r["lineage"] for r in conn.execute(
+            "SELECT id, lineage FROM runs WHERE lineage IN (SELECT value FROM json_each(?))"
+            " AND parent_run_id IS NULL", (json.dumps(page),)) if r["id"] not in ids)
+    out = []
+    for lineage, runs in groups.items():
+        if lineage in broken:
+            report.kept_lineage += len(runs)
+        else:
+            out.append(runs)
+    out.sort(key=lambda g: g[0][0])
+    return out
 
 
 #: The row holding each table's highest id, per table whose ids people see (``runs``, and
@@ -191,21 +247,31 @@ def _pinned_runs(conn: sqlite3.Connection) -> set[int]:
 
 
 def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_run: bool) -> dict[str, Any]:
-    """Delete runs ``ids`` (re-checked: still terminal, not cited, sub-tasks ended) and
-    everything that belongs to them; returns counts and the ids actually removed."""
+    """Delete runs ``ids`` (re-checked: still terminal, not cited, sub-tasks ended, and every
+    other attempt of their lineage among them) and everything that belongs to them; returns
+    counts and the ids actually removed."""
     pinned = _pinned_runs(conn)
     arr = json.dumps([i for i in ids if i not in pinned])
-    ok = [int(r[0]) for r in conn.execute(
+    rows = conn.execute(
         # "+r.state": the id list must drive the lookup; an index on state would scan every ended run.
-        f"SELECT r.id FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)) AND +r.state IN {TERMINAL_SQL}"
+        f"SELECT r.id, r.lineage FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)) AND +r.state IN {TERMINAL_SQL}"
         " AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.latest_run_id = r.id AND e.state != 'resolved')"
+        " AND NOT EXISTS (SELECT 1 FROM runs c JOIN escalations e ON e.latest_run_id = c.id"
+        " AND e.state != 'resolved' WHERE c.parent_run_id = r.id)"
         " AND NOT EXISTS (SELECT 1 FROM events ev JOIN escalations e"
         " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
         f" WHERE ev.run_id = r.id AND ev.kind IN {OCCURRENCE_SQL})"
         " AND NOT EXISTS (SELECT 1 FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
         f" WHERE w.run_id = r.id AND m.state NOT IN {MISSION_ENDED_SQL})"
         f" AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id AND c.state NOT IN {TERMINAL_SQL})",
-        (arr,)).fetchall()]
+        (arr,)).fetchall()
+    # A lineage goes whole or not at all: an attempt that stays keeps the others.
+    passed = json.dumps([int(r["id"]) for r in rows])
+    broken = {r[0] for r in conn.execute(
+        "SELECT DISTINCT lineage FROM runs WHERE lineage IN (SELECT value FROM json_each(?))"
+        " AND parent_run_id IS NULL AND id NOT IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted({r["lineage"] for r in rows})), passed)).fetchall()}
+    ok = [int(r["id"]) for r in rows if r["lineage"] not in broken]
     if not ok:
         return {"ids": [], "subtasks": 0, "outcomes": 0, "events": 0, "escalations": 0, "notifications": 0,
                 "children": []}
@@ -239,18 +305,25 @@ def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_r
     return {"ids": ok, "children": children, "subtasks": len(children), "escalations": len(esc), **counts}
 
 
-def _remove_artifacts(run_id: int, recorded: str | None, root: Path | None, report: PruneReport) -> None:
+def _remove_artifacts(run_id: int, recorded: str | None, root: Path | None, report: PruneReport, *,
+                      dry_run: bool = False) -> None:
     # Only a folder named for the run inside the artifacts root: a hand-edited ledger must
-    # never make prune delete anything else.
+    # never make prune delete anything else. A folder that is not there is counted and named
+    # (moved, cleaned by hand, or a run that never started), never an error.
     if root is None:
         return
     folder = Path(recorded) if recorded else root / str(run_id)
     try:
         if folder.name != str(run_id) or folder.resolve().parent != root.resolve():
             return
-        if folder.is_dir():
+        if not folder.is_dir():
+            report.artifacts_missing += 1
+            if len(report.artifacts_missing_names) < MISSING_NAMED:
+                report.artifacts_missing_names.append(str(folder))
+            return
+        if not dry_run:
             shutil.rmtree(folder)
-            report.artifact_dirs += 1
+        report.artifact_dirs += 1
     except OSError as exc:
         report.artifact_errors.append(f"{folder}: {exc.strerror or exc}")
 
@@ -320,40 +393,41 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
     """
     started = time.monotonic()
     ts = time.time() if now is None else now
-    report = PruneReport(dry_run=dry_run, size_before=total_size(ledger, artifacts_dir))
+    report = PruneReport(dry_run=dry_run, size_before=total_size(ledger, artifacts_dir), max_age=max_age,
+                         max_size=max_size, keep_per_job=keep_per_job)
     cutoff = ts - max_age if max_age is not None else None
     conn = ledger.conn
     limits = _kept_ids(conn, keep_per_job)
     # Every occurrence of an active escalation stays (its escalation_opened/_updated events
-    # name the run), not only the latest: `escalations show` lists them all.
-    esc_cited = {int(r[0]) for r in conn.execute(
+    # name the run), not only the latest: `escalations show` lists them all. A cited sub-task
+    # keeps its parent (they go together).
+    cited = {int(r[0]) for r in conn.execute(
+        "SELECT COALESCE(r.parent_run_id, r.id) FROM runs r WHERE r.id IN ("
         "SELECT latest_run_id FROM escalations WHERE state != 'resolved' AND latest_run_id IS NOT NULL"
         " UNION SELECT ev.run_id FROM events ev JOIN escalations e"
         " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
-        f" WHERE ev.kind IN {OCCURRENCE_SQL} AND ev.run_id IS NOT NULL").fetchall()}
-    cited = esc_cited | {int(r[0]) for r in conn.execute(
+        f" WHERE ev.kind IN {OCCURRENCE_SQL} AND ev.run_id IS NOT NULL)").fetchall()}
+    mission = {int(r[0]) for r in conn.execute(
         "SELECT w.run_id FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
         f" WHERE w.run_id IS NOT NULL AND m.state NOT IN {MISSION_ENDED_SQL}").fetchall()}
     size_runs = 0
+    n_top = conn.execute("SELECT COUNT(*) FROM runs WHERE parent_run_id IS NULL").fetchone()[0] or 1
     if max_size is not None and report.size_before > max_size:
-        n = conn.execute("SELECT COUNT(*) FROM runs WHERE parent_run_id IS NULL").fetchone()[0] or 1
         # The ledger and the folders grow with runs about evenly: drop the share that is over.
-        size_runs = math.ceil(n * (report.size_before - max_size) / report.size_before)
-    if cutoff is not None:
-        report.kept_cited = conn.execute(
-            "SELECT COUNT(*) FROM runs WHERE id IN (SELECT value FROM json_each(?)) AND ended_at < ?",
-            (json.dumps(sorted(esc_cited)), cutoff)).fetchone()[0]
+        size_runs = math.ceil(n_top * (report.size_before - max_size) / report.size_before)
     if cutoff is None and size_runs == 0:
         report.size_after = report.size_before
         report.elapsed_s = time.monotonic() - started
         return report
-    candidates = list(_walk(conn, cutoff=cutoff, size_runs=size_runs, limits=limits, cited=cited))
+    walked = list(_walk(conn, cutoff=cutoff, size_runs=size_runs, limits=limits, cited=cited, mission=mission,
+                        pinned=_pinned_runs(conn), report=report))
+    groups = _whole_lineages(conn, walked, report)
     # Checkpoints are done here between batches (PASSIVE: never waits for, nor blocks, a
     # writer) rather than inside a commit, so neither our batches nor the runner's next commit
     # pay for copying the pruned pages back into the file.
     conn.execute("PRAGMA wal_autocheckpoint=0")
     try:
-        _batches(ledger, candidates, artifacts_dir, report, batch=batch, actor=actor, dry_run=dry_run,
+        _batches(ledger, groups, artifacts_dir, report, batch=batch, actor=actor, dry_run=dry_run,
                  on_batch=on_batch)
     finally:
         conn.execute("PRAGMA wal_autocheckpoint=1000")
@@ -363,22 +437,28 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
             report.vacuumed_pages = incremental_vacuum(ledger, report=report)
         ledger.write(lambda c: c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
                                          " DO UPDATE SET value = excluded.value", (LAST_PRUNE_KEY, repr(ts))))
-    report.size_after = total_size(ledger, artifacts_dir)
+        report.size_after = total_size(ledger, artifacts_dir)
+    else:
+        # The same even-growth estimate the size goal uses, for what the dry run would leave.
+        report.size_after = report.size_before - report.size_before * report.runs // n_top
     report.elapsed_s = time.monotonic() - started
     return report
 
 
-def _batches(ledger: Ledger, candidates: list[tuple[int, str | None]], artifacts_dir: Path | None,
+def _batches(ledger: Ledger, groups: list[list[tuple[int, str | None]]], artifacts_dir: Path | None,
              report: PruneReport, *, batch: int, actor: str, dry_run: bool,
              on_batch: Callable[[PruneReport], None] | None) -> None:
-    """Delete ``candidates`` (run id, artifacts folder) in write transactions sized to stay
-    near ``TARGET_TX_S``, adding to ``report``."""
+    """Delete ``groups`` (lineages, each a list of (run id, artifacts folder)) in write
+    transactions sized to stay near ``TARGET_TX_S``, a lineage never split between two,
+    adding to ``report``."""
     size = max(MIN_BATCH, min(batch, 50))  # start small, grow while transactions stay short
     times: list[float] = []
     i = 0
-    while i < len(candidates):
-        chunk = candidates[i:i + size]
-        i += len(chunk)
+    while i < len(groups):
+        chunk: list[tuple[int, str | None]] = []
+        while i < len(groups) and (not chunk or len(chunk) + len(groups[i]) <= size):
+            chunk.extend(groups[i])
+            i += 1
         ids = [c[0] for c in chunk]
         began = [0.0]
 
@@ -397,13 +477,12 @@ def _batches(ledger: Ledger, candidates: list[tuple[int, str | None]], artifacts
         report.runs += len(got["ids"])
         for key in ("subtasks", "outcomes", "events", "escalations", "notifications"):
             setattr(report, key, getattr(report, key) + got[key])
-        if not dry_run:
-            removed = set(got["ids"])
-            for run_id, folder in chunk:
-                if run_id in removed:
-                    _remove_artifacts(run_id, folder, artifacts_dir, report)
-            for child in got["children"]:
-                _remove_artifacts(child, None, artifacts_dir, report)
+        removed = set(got["ids"])
+        for run_id, folder in chunk:
+            if run_id in removed:
+                _remove_artifacts(run_id, folder, artifacts_dir, report, dry_run=dry_run)
+        for child in got["children"]:
+            _remove_artifacts(child, None, artifacts_dir, report, dry_run=dry_run)
         # Grow gently and back off hard: one slow batch must not be followed by a slower one.
         if took > TARGET_TX_S * 1.2:
             size = max(MIN_BATCH, int(size * TARGET_TX_S / took))

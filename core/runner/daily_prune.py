@@ -1,5 +1,5 @@
-"""The runner's own retention: with ``retention`` set, prune once per ``retention.interval``
-(a day by default) in a worker thread, in the same short batches as ``watchkeeper prune``.
+"""The runner's own retention (on by default; ``retention.enabled = false`` turns it off):
+prune once per ``retention.interval`` (a day by default) in a worker thread, in the same short batches as ``watchkeeper prune``.
 
 When the last prune happened is kept in the ledger (``meta``), so a restarting runner does not
 prune again early, and two runners on one ledger do not both prune the same day.
@@ -43,7 +43,7 @@ class DailyPrune:
 
     def tick(self, now: float | None = None) -> retention.PruneReport | None:
         ret = self.settings.retention
-        if not ret.enabled:
+        if not ret.active:
             return None
         led = self.ledger()
         if not retention.prune_due(led, ret.interval, now=now):

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import humanize
 from pydantic import (
     BaseModel,
     ByteSize,
@@ -184,13 +185,19 @@ class JudgeSettings(BaseModel):
 class RetentionSettings(BaseModel):
     """How much run history the ledger keeps (``watchkeeper prune``, and the runner once a day).
 
-    Off unless ``max_age`` or ``max_size`` is set. Pruning never removes a run an active
-    escalation cites, a run not yet ended, nor the newest ``keep_per_job`` ended runs of
-    each job (the history its baselines are learnt from).
+    On by default, so an unattended ledger does not grow forever: ended runs older than
+    ``max_age`` (90 days) are pruned, keeping each job's newest ``keep_per_job`` (60).
+    ``enabled = false`` keeps everything. Pruning never removes a run an active escalation
+    cites, a run not yet ended, nor the newest ``keep_per_job`` ended runs of each job (the
+    history its baselines are learnt from); a run and its retries go or stay together.
     """
 
     model_config = ConfigDict(extra="forbid")
-    max_age: Duration | None = Field(None, gt=0, description="Ended runs older than this many seconds are pruned ('30d').")
+    enabled: bool = Field(True, description=(
+        "false: never prune (neither the runner nor `watchkeeper prune` without --max-age/--max-size)."))
+    max_age: Duration | None = Field(90 * 86400.0, gt=0, description=(
+        "Ended runs older than this many seconds are pruned ('90d').")
+    )
     max_size: ByteSize | None = Field(None, gt=0, description=(
         "Ledger plus artifacts above this many bytes ('2GB'): oldest ended runs are pruned until under it."))
     keep_per_job: int = Field(60, ge=0, description="Newest ended top-level runs kept per job, whatever their age.")
@@ -198,8 +205,23 @@ class RetentionSettings(BaseModel):
     interval: Duration = Field(86400.0, gt=0, description="Seconds between the runner's own prunes (once a day).")
 
     @property
-    def enabled(self) -> bool:
-        return self.max_age is not None or self.max_size is not None
+    def active(self) -> bool:
+        """True when the runner prunes: switched on, with an age or size limit."""
+        return self.enabled and (self.max_age is not None or self.max_size is not None)
+
+    def summary(self) -> str:
+        """One line for people: what is pruned and how to switch it off (or that it is off)."""
+        if not self.active:
+            return "retention: off — every run is kept (set [retention] max_age in watchkeeper.toml to prune)"
+        limits = []
+        if self.max_age is not None:
+            days = self.max_age / 86400
+            limits.append(f"runs ended more than {days:g}d ago" if days >= 1 else f"runs ended more than {self.max_age:g}s ago")
+        if self.max_size is not None:
+            size = humanize.naturalsize(int(self.max_size), binary=True)
+            limits.append(f"the oldest runs while ledger and artifacts exceed {size}")
+        return (f"retention: on — {' and '.join(limits)} are pruned every {self.interval / 3600:g}h, keeping each"
+                f" job's newest {self.keep_per_job}; [retention] enabled = false keeps everything")
 
 
 class Settings(BaseSettings):

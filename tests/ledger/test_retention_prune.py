@@ -118,7 +118,7 @@ def test_dry_run_counts_and_deletes_nothing(ledger, art):
     newest(ledger, art, now)
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now,
                           dry_run=True)
-    assert rep.dry_run and rep.runs == 30 and rep.events == 60 and rep.artifact_dirs == 0
+    assert rep.dry_run and rep.runs == 30 and rep.events == 60 and rep.artifact_dirs == 30  # counted, kept
     assert count(ledger, "SELECT COUNT(*) FROM runs") == 31 and len(list(art.iterdir())) == 31
     assert retention.last_prune_at(ledger) is None
 
@@ -167,13 +167,15 @@ def test_prune_command_dry_run_then_for_real(tmp_path, art):
         assert led.one("SELECT actor FROM events WHERE kind = 'runs_pruned'")[0].startswith("operator:")
 
 
-def test_prune_without_a_limit_says_which_setting_to_set(tmp_path):
+def test_prune_with_retention_switched_off_says_so(tmp_path):
     from click.testing import CliRunner
 
     from console.cli.main import cli
     Ledger(tmp_path / "wk.db").close()
-    res = CliRunner().invoke(cli, ["prune", "--ledger", str(tmp_path / "wk.db")])
-    assert res.exit_code == 3 and "retention.max_age" in res.output
+    (tmp_path / "watchkeeper.toml").write_text("[retention]\nenabled = false\n")
+    res = CliRunner().invoke(cli, ["prune", "--ledger", str(tmp_path / "wk.db"), "--config",
+                                   str(tmp_path / "watchkeeper.toml")])
+    assert res.exit_code == 3 and "retention is off (retention.enabled = false" in res.output
 
 
 def test_the_runners_daily_prune_runs_once_per_interval(tmp_path, art):
@@ -188,8 +190,9 @@ def test_the_runners_daily_prune_runs_once_per_interval(tmp_path, art):
         add_runs(led, art, "job", 5, ended_at=now - 40 * DAY)
         assert daily.tick(now + 3600) is None             # pruned an hour ago: not due
         assert daily.tick(now + DAY).runs == 5            # a day later: due again
-        off = DailyPrune(Settings(ledger=tmp_path / "wk.db"), lambda: led, actor="runner:test")
-        assert off.tick(now + 10 * DAY) is None           # no retention setting: never prunes
+        off = DailyPrune(Settings(ledger=tmp_path / "wk.db", retention={"enabled": False}), lambda: led,
+                         actor="runner:test")
+        assert off.tick(now + 10 * DAY) is None           # switched off: never prunes
 
 
 def test_a_worker_run_of_an_open_mission_stays(ledger, art):

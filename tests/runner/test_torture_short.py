@@ -27,6 +27,7 @@ def test_short_torture_leaves_a_clean_ledger_and_no_processes():
     assert r["queued_by_torture"] >= 60 and r["runs"] >= 60
     assert r["violations"] == 0, r["violation_list"]
     assert r["doctor_ok"]
+    assert r["pruned_runs"] > 0 and r["doctor_ok_after_prune"]  # prune keeps the ledger valid
     assert r["leaked_processes"] == 0, r["leaked"]
     assert sum(r["by_state"].values()) == r["runs"]  # every run is in some terminal state
     assert proc.returncode == 0
