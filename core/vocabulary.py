@@ -156,6 +156,8 @@ class NotificationEvent(StrEnum):
     REOPENED = "reopened"
     RECOVERED = "recovered"
     REPEATED = "repeated"
+    #: ``watchkeeper notify test``: sent straight to a sink, never stored in the outbox.
+    TEST = "test"
 
 
 class RunnerLiveness(StrEnum):

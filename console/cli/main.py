@@ -4,12 +4,15 @@ exposing ``register(group)``."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
 import os
+import platform
 
 import click
 from pydantic import ValidationError
 
+from core.ledger.connection import SCHEMA_VERSION
 from core.spec.source_map import one_line
 from core.text import safe_text
 
@@ -18,7 +21,7 @@ from core.text import safe_text
 AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
          "console.cli.console", "console.cli.prune",
          "console.cli.import_crontab", "console.cli.service", "console.cli.eval",
-         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd")
+         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd", "console.cli.notify")
 
 
 class _Group(click.Group):
@@ -33,7 +36,17 @@ class _Group(click.Group):
             ctx.exit(2)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("watchkeeper")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(_version(), "-V", "--version",
+                      message=f"%(prog)s %(version)s (ledger schema {SCHEMA_VERSION}, Python {platform.python_version()})",
+                      help="Show the version (and the ledger schema it writes) and exit.")
 @click.option("-v", "--verbose", count=True,
               help="Log output on stderr: errors only by default, -v adds warnings, -vv info, -vvv debug.")
 def cli(verbose: int) -> None:

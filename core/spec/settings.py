@@ -104,8 +104,9 @@ class WebhookSink(_Sink):
 class AppriseSink(_Sink):
     """One Apprise URL: email (``mailto://``), Slack, Telegram, ntfy, Matrix, Discord, PagerDuty, ...
 
-    The message is plain text: a title line and a body with the why, host, run id and the
-    command that opens the run.
+    The message is a title sentence and a body with the why, the job's last output lines,
+    host, run id and the command that opens the run: plain text, or an HTML layout for a
+    service that sends HTML (e-mail).
     """
 
     type: Literal["apprise"] = "apprise"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -32,8 +33,10 @@ from core.ledger import outbox
 from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
 from core.processes import forget_child, signal_group, start_child
-from core.spec.settings import AppriseSink, CommandSink, WebhookSink
+from core.spec.settings import AppriseSink, CommandSink, WebhookSink, apprise_log
 from core.supervisor import notify_html
+from core.text import invisible, safe_text
+from core.vocabulary import NotificationEvent
 
 MAX_ATTEMPTS = 8
 BACKOFF_INITIAL_S = 5.0
@@ -92,13 +95,16 @@ def send_apprise(sink: AppriseSink, body: str, timeout: float) -> None:
     plain part) to a service that sends HTML, such as e-mail.
 
     Apprise reports failures through its log, not exceptions: the warnings logged during
-    the call become the RuntimeError's message.
+    the call become the RuntimeError's message (and stay out of the process's own log, which
+    would otherwise say each failure a second time).
     """
     import apprise  # lazy: only a configured apprise sink pays its import
 
     data = json.loads(body)
     ap = apprise.Apprise()
-    if not ap.add(sink.url):
+    with apprise_log():
+        added = ap.add(sink.url)
+    if not added:
         raise RuntimeError(f"sink {sink.name}: not a usable Apprise URL")
     for server in ap:  # the sink's timeout bounds connect and each read
         server.socket_connect_timeout = timeout
@@ -109,10 +115,10 @@ def send_apprise(sink: AppriseSink, body: str, timeout: float) -> None:
         body, body_format = notify_html.render(data), apprise.NotifyFormat.HTML
     else:
         body, body_format = data.get("body") or data.get("text") or "", apprise.NotifyFormat.TEXT
-    with apprise.LogCapture(level=apprise.logging.WARNING) as logs:
+    with apprise_log() as logs:
         ok = ap.notify(title=data.get("title") or "Watchkeeper", body=body, body_format=body_format)
     if not ok:
-        lines = [ln.split(" - ", 2)[-1] for ln in logs.getvalue().splitlines() if ln.strip()]
+        lines = [ln for ln in logs.getvalue().splitlines() if ln.strip()]
         raise RuntimeError("; ".join(lines[-3:])[-300:] or "apprise delivery failed")
 
 
@@ -140,6 +146,27 @@ def group_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"text": title + " - " + "; ".join(p.get("text", "") for p in payloads)[:1800], "title": title,
             "body": body[:30000], "event": "grouped", "count": len(payloads), "host": payloads[0].get("host"),
             "notifications": list(payloads)}
+
+
+def test_payload(sink_name: str, *, host: str | None = None, operator: str | None = None) -> dict[str, Any]:
+    """The payload ``watchkeeper notify test`` sends to sink ``sink_name``: the fields of a
+    real one (``core.ledger.outbox.payload_for``: ``title``, ``text``, ``body``, ``stdout``,
+    ``stderr`` …) with ``event = "test"``, severity ``info`` and no escalation or run, so a
+    sink's script and an e-mail's layout are checked as they will be used."""
+    host = host or socket.gethostname()
+    title = safe_text(f"[TEST] Watchkeeper notification test: sink {sink_name!r} on {host}", also=invisible)
+    who = f" by {operator}" if operator else ""
+    reason = (f"A test sent{who} with `watchkeeper notify test`: if you read this, sink {sink_name!r} delivers."
+              " No job failed.")
+    stdout = ["this is how a job's last stdout lines appear"]
+    stderr = ["and this is how its last stderr lines appear"]
+    body = [title, "", f"Why: {reason}", "", "Output (stdout, last lines):", *[f"  {ln}" for ln in stdout],
+            "Output (stderr, last lines):", *[f"  {ln}" for ln in stderr], "", f"Host: {host}"]
+    return {"text": title, "title": title, "body": "\n".join(safe_text(ln, also=invisible) for ln in body),
+            "event": NotificationEvent.TEST, "escalation_id": None, "job": None, "kind": None, "severity": "info",
+            "state": None, "count": None, "owner": None, "reason": safe_text(reason, also=invisible),
+            "first_seen": None, "last_seen": None, "latest_run_id": None, "run_id": None, "host": host,
+            "open_command": None, "evidence": stderr, "stdout": stdout, "stderr": stderr}
 
 
 @dataclass

@@ -43,8 +43,8 @@ def _one(p: Mapping[str, Any]) -> str:
             parts.append(f'<div style="font-weight:bold;margin-top:8px">Output ({stream}, last lines)</div>')
             parts.append(_pre([str(ln) for ln in lines]))
     facts = [("Host", p.get("host")),
-             ("Escalation", f"{p.get('escalation_id')} ({p.get('kind')}, count {p.get('count')}, "
-                            f"owner {p.get('owner') or 'unowned'})"),
+             ("Escalation", None if p.get("escalation_id") is None else
+              f"{p.get('escalation_id')} ({p.get('kind')}, count {p.get('count')}, owner {p.get('owner') or 'unowned'})"),
              ("Run", p.get("run_id"))]
     # One <div> per fact, not a table: Apprise's plain-text part (made from this HTML) then
     # reads "Host: db1" on one line instead of a cell per line.
