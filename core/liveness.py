@@ -23,8 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import Protocol
 
 import psutil
 
@@ -70,21 +69,38 @@ def process_alive(pid: int | None, pid_create_time: float | None) -> bool:
         return True
 
 
-def runner_liveness(row: Mapping[str, Any], *, now: float | None = None,
+class RunnerLife(Protocol):
+    """What liveness reads of a runner: ``core.ledger.records.Runner`` has these fields."""
+
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def pid_create_time(self) -> float | None: ...
+    @property
+    def heartbeat_at(self) -> float: ...
+    @property
+    def lease_s(self) -> float: ...
+    @property
+    def stopped_at(self) -> float | None: ...
+
+
+def runner_liveness(row: RunnerLife, *, now: float | None = None,
                     this_host: str | None = None) -> RunnerLiveness:
-    """Classify one ``runners`` row (a mapping with ``hostname``, ``pid``,
-    ``pid_create_time``, ``heartbeat_at``, ``lease_s``, ``stopped_at``).
+    """Classify one runner (a ``core.ledger.records.Runner``: ``hostname``, ``pid``,
+    ``pid_create_time``, ``heartbeat_at`` and ``stopped_at`` epoch s, ``lease_s`` s).
 
     ``now`` is Unix seconds (default: now); ``this_host`` defaults to ``hostname()``.
     See the module docstring for the three outcomes. Never raises.
     """
     now = time.time() if now is None else now
-    same_host = row["hostname"] == (this_host or hostname())
-    if row["stopped_at"] is not None:
+    same_host = row.hostname == (this_host or hostname())
+    if row.stopped_at is not None:
         return RunnerLiveness.GONE
-    fresh = float(row["heartbeat_at"]) + float(row["lease_s"]) >= now
+    fresh = float(row.heartbeat_at) + float(row.lease_s) >= now
     if same_host:
-        if not process_alive(row["pid"], row["pid_create_time"]):
+        if not process_alive(row.pid, row.pid_create_time):
             return RunnerLiveness.GONE
         return RunnerLiveness.ALIVE if fresh else RunnerLiveness.STALLED
     return RunnerLiveness.ALIVE if fresh else RunnerLiveness.GONE

@@ -22,6 +22,7 @@ from core import liveness
 from core.ledger import runners as status
 from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
+from core.ledger.records import Runner
 from core.text import short_age
 
 #: Default rows per page: enough to fill a tall terminal several times over.
@@ -345,8 +346,8 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
         elif w["id"] is not None:
             if w["id"] not in judged:
                 judged[w["id"]] = liveness.runner_liveness(
-                    {"hostname": w["hostname"], "pid": w["pid"], "pid_create_time": w["pid_create_time"],
-                     "heartbeat_at": r["heartbeat_at"], "lease_s": w["lease_s"], "stopped_at": r["stopped_at"]},
+                    Runner(id=w["id"], hostname=w["hostname"], pid=w["pid"], pid_create_time=w["pid_create_time"],
+                           heartbeat_at=r["heartbeat_at"], lease_s=w["lease_s"], stopped_at=r["stopped_at"]),
                     now=now, this_host=host)
             if r["stopped_at"] is not None:
                 risk = "runner stopped"
@@ -742,7 +743,7 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     recent = ledger.rows(
         "SELECT * FROM runners WHERE stopped_at IS NULL ORDER BY heartbeat_at DESC LIMIT 5")
     for r in recent:
-        if liveness.runner_liveness(r, now=now, this_host=host) is liveness.RunnerLiveness.STALLED:
+        if liveness.runner_liveness(Runner.from_row(r), now=now, this_host=host) is liveness.RunnerLiveness.STALLED:
             return False, f"runner stalled for {short_age(now - r['heartbeat_at'])}"
     last = ledger.one("SELECT heartbeat_at, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
     if last is not None and last["stopped_at"] is not None:

@@ -28,6 +28,7 @@ from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
+from core.ledger.records import Runner
 from core.liveness import RunnerLiveness
 from core.text import age, safe_text, short_age, utc_hms
 from core.vocabulary import EscalationKind, sql_set
@@ -104,7 +105,7 @@ def runners(ledger: Ledger, *, now: float | None = None, limit: int = 20) -> lis
             id=d["id"], hostname=d["hostname"], pid=d["pid"], started_at=d["started_at"],
             heartbeat_at=d["heartbeat_at"], heartbeat_s=d["heartbeat_s"], lease_s=d["lease_s"],
             stopped_at=d["stopped_at"], stop_reason=d["stop_reason"],
-            liveness=liveness.runner_liveness(d, now=now, this_host=host).value, live_runs=counts.get(d["id"], 0)))
+            liveness=liveness.runner_liveness(Runner.from_row(d), now=now, this_host=host).value, live_runs=counts.get(d["id"], 0)))
     return out
 
 
@@ -118,7 +119,7 @@ def runner_gap(ledger: Ledger, *, now: float | None = None) -> RunnerGap | None:
     host = liveness.hostname()
     fresh = ledger.query("SELECT * FROM runners WHERE stopped_at IS NULL AND heartbeat_at + lease_s >= ?"
                          " ORDER BY heartbeat_at DESC LIMIT 50", (now,))
-    if any(liveness.runner_liveness(row_dict(r), now=now, this_host=host) is RunnerLiveness.ALIVE
+    if any(liveness.runner_liveness(Runner.from_row(row_dict(r)), now=now, this_host=host) is RunnerLiveness.ALIVE
            for r in fresh):
         return None
     last = ledger.one("SELECT heartbeat_at, stopped_at FROM runners ORDER BY heartbeat_at DESC LIMIT 1")
@@ -195,7 +196,7 @@ def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str
     host = liveness.hostname()
     rows = [row_dict(r) for r in conn.execute(
         "SELECT * FROM runners ORDER BY heartbeat_at DESC LIMIT 50").fetchall()]
-    judged = [(r, liveness.runner_liveness(r, now=ts, this_host=host)) for r in rows if r is not None]
+    judged = [(r, liveness.runner_liveness(Runner.from_row(r), now=ts, this_host=host)) for r in rows if r is not None]
     alive = [r for r, st in judged if st is RunnerLiveness.ALIVE]
     active = conn.execute("SELECT 1 FROM escalations WHERE dedup_key = ? AND state != 'resolved'",
                           (escalations.dedup_key(RUNNER_JOB, GAP_KIND),)).fetchone()
@@ -244,7 +245,7 @@ def past_gap(ledger: Ledger, *, runner_id: str, started_at: float) -> PastGap | 
     rows = [r for r in rows if r is not None]
     if not rows:
         return None
-    if any(liveness.runner_liveness(r, now=started_at, this_host=host) is RunnerLiveness.ALIVE for r in rows):
+    if any(liveness.runner_liveness(Runner.from_row(r), now=started_at, this_host=host) is RunnerLiveness.ALIVE for r in rows):
         return None
     last = rows[0]
     if last["stopped_at"] is not None:

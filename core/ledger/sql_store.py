@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from core.ledger import escalations, events, jobs, lifecycle, outcomes, runners, runs, terminal
+from core.ledger import escalations, events, fanout, jobs, lifecycle, outcomes, runners, runs, terminal
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.records import (
     Event,
@@ -23,6 +23,7 @@ from core.ledger.records import (
     Outcome,
     RaiseEscalation,
     Run,
+    Runner,
     VerdictWrite,
 )
 from core.ledger.store import JudgeInMove
@@ -78,6 +79,20 @@ class SqlStore:
             " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
             (removed_before, limit)).fetchall()
         return [Run.from_row(r) for r in rows]
+
+    def live_runs_and_owners(self) -> list[tuple[Run, Runner | None]]:
+        with self.ledger.read() as conn:
+            live = [Run.from_row(r) for r in runs.in_states(conn, lifecycle.LIVE)]
+            owners = {k: Runner.from_row(v) for k, v in runners.owners_of_live_runs(conn).items()}
+        return [(r, owners.get(r.runner_id) if r.runner_id else None) for r in live]
+
+    def stranded_parent_runs(self, *, limit: int = 1000) -> list[int]:
+        return fanout.stranded_parents(self._conn, limit)
+
+    def abandon_queued_subtasks(self, parent_id: int, *, actor: str,
+                                max_wait_s: float | None = None) -> list[int]:
+        return self.ledger.write(lambda conn: fanout.settle_children(conn, parent_id, actor=actor),
+                                 max_wait_s=max_wait_s)
 
     def queue_manual_run(self, job: str, *, actor: str) -> int:
         return runs.trigger(self.ledger, job, actor=actor)
@@ -166,9 +181,10 @@ class SqlStore:
 
     def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
                      attempt: int | None = None, reason: str | None = None,
-                     detail: dict[str, Any] | None = None) -> int:
+                     detail: dict[str, Any] | None = None, max_wait_s: float | None = None) -> int:
         return self.ledger.write(lambda conn: add_event(conn, actor=actor, kind=kind, run_id=run_id, job=job,
-                                                        attempt=attempt, reason=reason, detail=detail))
+                                                        attempt=attempt, reason=reason, detail=detail),
+                                 max_wait_s=max_wait_s)
 
     def judged_counts(self, since: float) -> dict[str, Any]:
         return outcomes.judged_counts(self._conn, since)

@@ -29,6 +29,7 @@ from core.ledger.records import (
     Outcome,
     RaiseEscalation,
     Run,
+    Runner,
     VerdictWrite,
 )
 from core.spec.model import JobSpec
@@ -59,6 +60,23 @@ class Store(Protocol):
     def queued_runs_of_removed_jobs(self, *, removed_before: float, limit: int = 100) -> list[Run]:
         """Top-level ``queued`` runs of jobs no spec defines any more (``jobs.enabled = 0``)
         since at least ``removed_before``, oldest first, at most ``limit``."""
+        ...
+
+    def live_runs_and_owners(self) -> list[tuple[Run, Runner | None]]:
+        """Every live run (spawned, running, verifying), oldest id first, each with the
+        runner that owns it (None when unrecorded or gone from ``runners``): what the sweep
+        and ``doctor`` judge."""
+        ...
+
+    def stranded_parent_runs(self, *, limit: int = 1000) -> list[int]:
+        """Ids of terminal fan-out parents that still have ``queued`` sub-tasks (left by a
+        path that did not settle them)."""
+        ...
+
+    def abandon_queued_subtasks(self, parent_id: int, *, actor: str,
+                                max_wait_s: float | None = None) -> list[int]:
+        """Abandon (reason ``parent_ended``, each with its outcome) the ``queued`` sub-tasks of
+        terminal parent ``parent_id``. Returns their ids; none while the parent is not terminal."""
         ...
 
     def queue_manual_run(self, job: str, *, actor: str) -> int:
@@ -166,9 +184,9 @@ class Store(Protocol):
 
     def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
                      attempt: int | None = None, reason: str | None = None,
-                     detail: dict[str, Any] | None = None) -> int:
-        """Append one audit event that goes with no state change (``judge_error``, ...).
-        Returns its id."""
+                     detail: dict[str, Any] | None = None, max_wait_s: float | None = None) -> int:
+        """Append one audit event that goes with no state change (``judge_error``,
+        ``sweep_paused``, ...). Returns its id."""
         ...
 
     def judged_counts(self, since: float) -> dict[str, Any]:

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import liveness
-from core.ledger import invariants, runners, runs
+from core.ledger import invariants
 from core.ledger.connection import Ledger
 from core.ledger.invariants import Violation
-from core.ledger.lifecycle import LIVE
+from core.ledger.sql_store import SqlStore
 from core.sweep import sweep
 from core.vocabulary import SweepAction
 
@@ -75,23 +75,19 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
 
 
 def _live_runs(ledger: Ledger, settings: Any, now: float) -> list[Violation]:
-    live = runs.in_states(ledger.conn, LIVE, "id, job, attempt, state, pid, pid_create_time, pgid, runner_id,"
-                          " lease_until, spawned_at, updated_at")
-    owners = runners.owners_of_live_runs(ledger.conn)
     host = liveness.hostname()
     out = []
-    for run in live:
-        owner = owners.get(run["runner_id"]) if run["runner_id"] else None
+    for run, owner in SqlStore(ledger).live_runs_and_owners():
         assessment = sweep.assess(run, owner, now=now, settings=settings, this_host=host)
-        lease_expired = run["lease_until"] is None or run["lease_until"] < now
-        who = f"with runner {run['runner_id']} gone" if run["runner_id"] else "with no runner"
+        lease_expired = run.lease_until is None or run.lease_until < now
+        who = f"with runner {run.runner_id} gone" if run.runner_id else "with no runner"
         if assessment.action in (SweepAction.ORPHAN, SweepAction.KILL):
             alive = "process still alive" if assessment.action == SweepAction.KILL else "process not alive"
-            out.append(Violation("unowned_live_run", f"{run['state']} {who}, lease expired, {alive}"
-                                 f" (would be orphaned: {assessment.reason})", run["id"], repairable=True))
+            out.append(Violation("unowned_live_run", f"{run.state} {who}, lease expired, {alive}"
+                                 f" (would be orphaned: {assessment.reason})", run.id, repairable=True))
         elif assessment.action == SweepAction.STALLED and lease_expired:
-            out.append(Violation("stalled_owner", f"{run['state']}, lease expired, owner {run['runner_id']} is"
-                                 " stalled (process alive, heartbeat stale)", run["id"]))
+            out.append(Violation("stalled_owner", f"{run.state}, lease expired, owner {run.runner_id} is"
+                                 " stalled (process alive, heartbeat stale)", run.id))
     return out
 
 

@@ -47,15 +47,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from core import liveness
-from core.ledger import fanout, jobs, runners, runs, terminal
-from core.ledger.connection import Conn, Ledger, StorageError, add_event
+from core.ledger.connection import Ledger, StorageError
 from core.ledger.lifecycle import LIVE, State
+from core.ledger.records import Run, Runner
+from core.ledger.sql_store import SqlStore
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name, stop_group, stop_processes
 from core.supervisor import supervisor
@@ -65,11 +65,6 @@ log = logging.getLogger(__name__)
 
 #: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
 DEFAULT_KILL_GRACE_CAP_S = 5.0
-
-#: What ``assess`` and ``_settle_run`` read of a run.
-_RUN_COLUMNS = ("id, job, task, attempt, state, pid, pid_create_time, pgid, runner_id, lease_until,"
-                " spawned_at, updated_at")
-
 
 @dataclass
 class SweepReport:
@@ -126,12 +121,12 @@ class Assessment:
     local: bool = True
 
 
-def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: float, settings: Any,
+def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
            this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False) -> Assessment:
-    """Decide what to do with one live run (a ``runs`` row) whose owner is the ``runners``
-    row ``owner`` (None when unrecorded or missing). ``now`` is Unix seconds. Pure apart
+    """Decide what to do with one live run whose owner is the runner ``owner`` (None when
+    unrecorded or missing). ``now`` is Unix seconds. Pure apart
     from process probes (psutil); never writes. See the module docstring for the policy."""
-    if own_runner_id is not None and run["runner_id"] == own_runner_id:
+    if own_runner_id is not None and run.runner_id == own_runner_id:
         return Assessment(SweepAction.SKIP)
     if owner is not None:
         state = liveness.runner_liveness(owner, now=now, this_host=this_host)
@@ -139,20 +134,20 @@ def assess(run: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: floa
             return Assessment(SweepAction.SKIP)
         if state is RunnerLiveness.STALLED:
             return Assessment(SweepAction.STALLED)
-    start_missed = (run["state"] == State.SPAWNED and run["spawned_at"] is not None
-                    and run["spawned_at"] + settings.start_timeout < now)
-    if run["lease_until"] is not None:
-        lease_expired = run["lease_until"] < now
+    start_missed = (run.state == State.SPAWNED and run.spawned_at is not None
+                    and run.spawned_at + settings.start_timeout < now)
+    if run.lease_until is not None:
+        lease_expired = run.lease_until < now
     else:
-        base = run["spawned_at"] or run["updated_at"]
-        limit = settings.start_timeout if run["state"] == State.SPAWNED else settings.lease
+        base = run.spawned_at or run.updated_at
+        limit = settings.start_timeout if run.state == State.SPAWNED else settings.lease
         lease_expired = base + limit < now
     if not (settle_gone_now or lease_expired or start_missed):
         return Assessment(SweepAction.PENDING)
-    same_host = owner is None or owner["hostname"] == this_host
+    same_host = owner is None or owner.hostname == this_host
     # A runner that stopped cleanly listed this run as left behind: not a crash, never critical.
-    interrupted = owner is not None and owner["stopped_at"] is not None
-    if same_host and liveness.process_alive(run["pid"], run["pid_create_time"]):
+    interrupted = owner is not None and owner.stopped_at is not None
+    if same_host and liveness.process_alive(run.pid, run.pid_create_time):
         return Assessment(SweepAction.KILL, OrphanReason.INTERRUPTED if interrupted else OrphanReason.RUNNER_GONE)
     if interrupted:
         return Assessment(SweepAction.ORPHAN, OrphanReason.INTERRUPTED, local=same_host)
@@ -221,9 +216,8 @@ class Sweeper:
             self._hold_until_mono = mono + self.settings.heartbeat
             report = SweepReport(at=wall, skipped_paused=True)
             try:
-                ledger.write(lambda conn: add_event(conn, actor=self.actor, kind="sweep_paused",
-                                                    reason="pause_detected", detail=gap),
-                             max_wait_s=self.write_wait_s)
+                SqlStore(ledger).record_event(actor=self.actor, kind="sweep_paused", reason="pause_detected",
+                                              detail=gap, max_wait_s=self.write_wait_s)
             except StorageError as exc:
                 report.errors.append(f"sweep_paused event: {exc}")
             log.warning("sweep was paused (%s); declaring nothing dead for one heartbeat", gap)
@@ -240,20 +234,18 @@ class Sweeper:
         now = time.time() if now is None else now
         report = SweepReport(at=now)
         try:
-            live = runs.in_states(ledger.conn, LIVE, _RUN_COLUMNS)
-            owners = runners.owners_of_live_runs(ledger.conn)
+            live = SqlStore(ledger).live_runs_and_owners()
         except StorageError as exc:
             report.errors.append(f"read: {exc}")
             return report
         stalled: set[str] = set()
-        for run in live:
-            owner = owners.get(run["runner_id"]) if run["runner_id"] else None
+        for run, owner in live:
             assessment = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
                              own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now)
-            if assessment.action == SweepAction.STALLED:
-                stalled.add(run["runner_id"])
+            if assessment.action == SweepAction.STALLED and run.runner_id is not None:
+                stalled.add(run.runner_id)
             elif assessment.action == SweepAction.PENDING:
-                report.pending.append(run["id"])
+                report.pending.append(run.id)
             elif assessment.action in (SweepAction.ORPHAN, SweepAction.KILL):
                 self._settle_run(ledger, run, assessment, report)
         self._settle_stranded_subtasks(ledger, report)
@@ -270,16 +262,17 @@ class Sweeper:
         ``orphaned`` with ``reason`` (an attempt, retried per policy). Never raises for ledger
         or process errors: such a run is left out of ``finished`` and tried again next call."""
         out = LostReport()
+        store = SqlStore(ledger)
         for run_id in sorted(run_ids):
             try:
-                run = runs.get(ledger.conn, run_id, _RUN_COLUMNS)
+                run = store.run(run_id)
             except StorageError as exc:
                 log.warning("run %s: cannot read it to settle it, retried next call: %s", run_id, exc)
                 continue
-            if run is None or run["state"] not in LIVE or run["runner_id"] != runner_id:
+            if run is None or run.state not in LIVE or run.runner_id != runner_id:
                 out.finished.append(run_id)
                 continue
-            alive = bool(run["pid"]) and liveness.process_alive(run["pid"], run["pid_create_time"])
+            alive = bool(run.pid) and liveness.process_alive(run.pid, run.pid_create_time)
             report = SweepReport(at=time.time())
             self._settle_run(ledger, run, Assessment(SweepAction.KILL if alive else SweepAction.ORPHAN, reason), report)
             if run_id in report.orphaned:
@@ -289,79 +282,84 @@ class Sweeper:
                 out.finished.append(run_id)  # someone else moved it first
         return out
 
-    def _settle_run(self, ledger: Ledger, run: dict[str, Any], assessment: Assessment, report: SweepReport) -> None:
-        detail: dict[str, Any] = {"pid": run["pid"], "runner_id": run["runner_id"],
-                                  "lease_until": run["lease_until"]}
+    def _settle_run(self, ledger: Ledger, run: Run, assessment: Assessment, report: SweepReport) -> None:
+        detail: dict[str, Any] = {"pid": run.pid, "runner_id": run.runner_id, "lease_until": run.lease_until}
         fields: dict[str, Any] = {}
         leader_dead = assessment.action == SweepAction.ORPHAN and assessment.local
         if assessment.action == SweepAction.KILL:
+            pgid: int | None = None
             try:
-                pgid = os.getpgid(run["pid"])
-                sig = stop_group(pgid, grace=min(self._job_grace(ledger, run["job"]),
-                                                          self.kill_grace_cap))
+                if run.pid is None:
+                    raise ProcessLookupError(run.id)
+                pgid = os.getpgid(run.pid)
+                sig = stop_group(pgid, grace=min(self._job_grace(ledger, run.job), self.kill_grace_cap))
             except ProcessLookupError:
                 sig = None  # died on its own between the probe and the kill
-                pgid = run["pgid"]
+                pgid = run.pgid
                 leader_dead = True
             except PermissionError as exc:
-                report.errors.append(f"run {run['id']}: cannot kill process group: {exc}")
+                report.errors.append(f"run {run.id}: cannot kill process group: {exc}")
                 return
             detail.update(killed=True, pgid=pgid, kill_signal=sig)
             if sig is not None:
                 fields["signal"] = int(sig)
-                report.killed.append(run["id"])
+                report.killed.append(run.id)
         findings: list[dict[str, str]] = []
-        if leader_dead and run["pgid"]:
+        if leader_dead and run.pgid:
             findings = self._kill_leftovers(ledger, run, detail, report)
+        # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
+        extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
         try:
-            won = ledger.write(lambda conn: self._orphan_tx(conn, run, assessment.reason, fields, detail, findings),
-                               max_wait_s=self.write_wait_s)
+            won = SqlStore(ledger).finish_run(run.id, run.attempt, run.state, State.ORPHANED, actor=self.actor,
+                                              reason=assessment.reason, fields=fields, detail=detail,
+                                              outcome={"signal": fields.get("signal"), **extra},
+                                              max_wait_s=self.write_wait_s)
         except StorageError as exc:
-            report.errors.append(f"run {run['id']}: orphan write failed, retried next pass: {exc}")
+            report.errors.append(f"run {run.id}: orphan write failed, retried next pass: {exc}")
             return
         if not won:
             return  # someone else moved it first (the owner, an operator, another sweep)
-        report.orphaned.append(run["id"])
-        name = f"{run['job']}/{run['task']}" if run.get("task") else run["job"]
-        log.warning("run %s (%s attempt %s) orphaned: %s", run["id"], name, run["attempt"], assessment.reason)
+        report.orphaned.append(run.id)
+        name = f"{run.job}/{run.task}" if run.task else run.job
+        log.warning("run %s (%s attempt %s) orphaned: %s", run.id, name, run.attempt, assessment.reason)
         try:
-            supervisor.judge_run(ledger, run["id"], settings=self.settings)
+            supervisor.judge_run(ledger, run.id, settings=self.settings)
         except Exception as exc:  # the terminal move stands; judging is the supervisor's to retry
-            log.exception("judge_run failed for run %s", run["id"])
-            report.errors.append(f"run {run['id']}: judge_run failed: {exc}")
+            log.exception("judge_run failed for run %s", run.id)
+            report.errors.append(f"run {run.id}: judge_run failed: {exc}")
 
-    def _kill_leftovers(self, ledger: Ledger, run: dict[str, Any], detail: dict[str, Any],
+    def _kill_leftovers(self, ledger: Ledger, run: Run, detail: dict[str, Any],
                         report: SweepReport) -> list[dict[str, str]]:
         """The leader is dead: kill what the run started that is still in its recorded
         process group (pgid AND ``WATCHKEEPER_RUN_ID`` must both match, so a reused pid is
         never touched). Adds them to ``detail``; returns the outcome finding (or none)."""
-        procs = liveness.run_group_leftovers(run["pgid"], run["id"])
+        procs = liveness.run_group_leftovers(run.pgid, run.id)
         if not procs:
             return []
         found = [describe(p) for p in procs]
-        sig = stop_processes(procs, grace=min(self._job_grace(ledger, run["job"]), self.kill_grace_cap))
-        detail.update(pgid=run["pgid"], leftovers=found, leftover_signal=sig)
+        sig = stop_processes(procs, grace=min(self._job_grace(ledger, run.job), self.kill_grace_cap))
+        detail.update(pgid=run.pgid, leftovers=found, leftover_signal=sig)
         if sig is None:
             return []  # all ended on their own between the scan and the kill
-        report.leftovers_killed.append(run["id"])
+        report.leftovers_killed.append(run.id)
         log.warning("run %s: killed %d process(es) left in its process group %s after its leader died: %s",
-                    run["id"], len(found), run["pgid"], ", ".join(str(f["pid"]) for f in found))
+                    run.id, len(found), run.pgid, ", ".join(str(f["pid"]) for f in found))
         return [{"code": "leftover_processes", "message": (
             f"killed ({signal_name(sig)}) after the leader died, still in the run's process group"
-            f" {run['pgid']}: " + ", ".join(f"pid {f['pid']} ({f['cmd']})" for f in found[:10]))}]
+            f" {run.pgid}: " + ", ".join(f"pid {f['pid']} ({f['cmd']})" for f in found[:10]))}]
 
     def _settle_stranded_subtasks(self, ledger: Ledger, report: SweepReport) -> None:
         """Abandon queued fan-out sub-tasks whose parent run already ended (a parent ended by
         a path that did not settle them, e.g. an operator's abandon, or an older ledger)."""
+        store = SqlStore(ledger)
         try:
-            parents = fanout.stranded_parents(ledger.conn)
+            parents = store.stranded_parent_runs()
         except StorageError as exc:
             report.errors.append(f"read sub-tasks: {exc}")
             return
         for parent_id in parents:
             try:
-                done = ledger.write(partial(fanout.settle_children, parent_id=parent_id, actor=self.actor),
-                                    max_wait_s=self.write_wait_s)
+                done = store.abandon_queued_subtasks(parent_id, actor=self.actor, max_wait_s=self.write_wait_s)
             except StorageError as exc:
                 report.errors.append(f"run {parent_id}: settling its queued sub-tasks failed, retried next pass: {exc}")
                 continue
@@ -369,20 +367,11 @@ class Sweeper:
                 log.warning("run %s ended: abandoned its queued sub-task run(s) %s", parent_id, done)
             report.settled_subtasks.extend(done)
 
-    def _orphan_tx(self, conn: Conn, run: dict[str, Any], reason: str | None,
-                   fields: dict[str, Any], detail: dict[str, Any],
-                   findings: list[dict[str, str]] | None = None) -> bool:
-        # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
-        extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
-        return terminal.finish(conn, run["id"], run["attempt"], run["state"], State.ORPHANED, actor=self.actor,
-                               reason=reason, fields=fields, detail=detail,
-                               outcome={"signal": fields.get("signal"), **extra})
-
     @staticmethod
     def _job_grace(ledger: Ledger, job: str) -> float:
-        row = jobs.job_row(ledger.conn, job)
+        got = SqlStore(ledger).job(job)
         try:
-            return float(json.loads(row["spec"]).get("grace", 5.0)) if row else 5.0
+            return float(json.loads(got.spec).get("grace", 5.0)) if got else 5.0
         except (ValueError, TypeError, AttributeError):
             return 5.0
 
