@@ -92,6 +92,7 @@ LABELS: dict[str, dict[str, Label]] = {  # keys: StrEnum members (str subclasses
         EscalationKind.SPEC_INVALID: Label("bad_spec"),
         EscalationKind.ESCAPED_PROCESSES: Label("escaped"),
         EscalationKind.NEW_OUTPUT_SHAPE: Label("new_shape"),
+        EscalationKind.INTENT_MISMATCH: Label("intent"),
         EscalationKind.PARTIAL_CONTENT: Label("partial_txt"),
         EscalationKind.FORBIDDEN_OUTPUT: Label("forbidden"),
         EscalationKind.MISSION_WORKER_FAILED: Label("worker_fail"),

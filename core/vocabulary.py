@@ -109,6 +109,9 @@ class EscalationKind(StrEnum):
     WORK_COUNT = "work_count"
     NEW_OUTPUT_SHAPE = "new_output_shape"
     MISSING_OUTPUT = "missing_output"
+    #: raised by the Claude judge alone, with a checked quote of the evidence and the intent
+    #: clause it contradicts (``core.supervisor.grounding``)
+    INTENT_MISMATCH = "intent_mismatch"
     # notes and silent verdicts (never an escalation on their own)
     FIRST_SUCCESS = "first_success"
     RECOVERED_ON_RETRY = "recovered_on_retry"
@@ -196,6 +199,15 @@ class JobEvent(StrEnum):
     RESUMED = "job_resumed"
     #: a scheduled slot fell due while the job was paused and was not run
     SLOT_SKIPPED_PAUSED = "slot_skipped_paused"
+
+
+class JudgeEvent(StrEnum):
+    """Audit-trail kinds (``events.kind``) of the Claude judge on one run."""
+
+    #: the model was to be consulted and could not be (API error, timeout, budget spent)
+    ERROR = "judge_error"
+    #: the model escalated without a quote found in the run's evidence: nothing paged
+    REJECTED = "judge_rejected"
 
 
 class OrphanReason(StrEnum):

@@ -19,6 +19,7 @@ from core.ledger import outcomes
 from core.spec.settings import JudgeSettings
 from core.supervisor import supervisor
 from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
+from core.supervisor.moods import MOODS
 from core.text import iso, one_line
 
 #: The shipped corpus, used when no CORPUS is given and the command runs from the project folder.
@@ -42,16 +43,23 @@ def register(group: click.Group) -> None:
     @click.option("--all", "show_all", is_flag=True, help="With --ledger: list every outcome, not only changed ones.")
     @click.option("--claude-base-url", "claude_urls", multiple=True,
                   help="Also judge through the Claude path at this Messages API URL (e.g. a local fake); repeatable.")
+    @click.option("--mood", "moods", multiple=True, type=click.Choice(MOODS),
+                  help="Also judge through a fake model that measures the pipeline: oracle (the label, with a real"
+                       " quote: the ceiling), ungrounded (escalates on invented quotes: must change nothing),"
+                       " quote-anything (escalates on any real line: routine pages bounded by reach); repeatable.")
     @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
     @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
     @click.option("--json", "as_json", is_flag=True)
     @ledger_errors
     def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all: bool,
-                 claude_urls: tuple[str, ...], model: str, show_misses: bool, as_json: bool) -> None:
+                 claude_urls: tuple[str, ...], moods: tuple[str, ...], model: str, show_misses: bool,
+                 as_json: bool) -> None:
         """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases; default
         tests/eval/corpus.jsonl when run from the project folder): hard-class
-        recall, soft-anomaly recall, routine silence and precision, each with rules alone and
-        through every --claude-base-url. Exit 1 when a goal is missed.
+        recall, soft-anomaly recall, routine not paged and precision, each with rules alone,
+        through every --mood and every --claude-base-url; with a model in the path, reach (of
+        the cases to escalate that the rules left silent, the share put before the model).
+        Exit 1, naming each, when a goal is missed.
 
         With --ledger PATH, re-judge the outcomes recorded there since --since with today's
         supervisor and print what it would have escalated or silenced next to what it did.
@@ -60,6 +68,7 @@ def register(group: click.Group) -> None:
         \b
         Example:
           watchkeeper eval tests/eval/corpus.jsonl
+          watchkeeper eval --mood oracle --mood ungrounded --mood quote-anything
           watchkeeper eval --ledger demo/watchkeeper.db --since 7d
         """
         if ledger_path is not None:
@@ -76,6 +85,11 @@ def register(group: click.Group) -> None:
         passes: list[tuple[str, Any, dict[str, int]]] = []
         rep, calls = run_eval(cases)
         passes.append(("rules alone", rep, calls))
+        for mood in moods:
+            rep_m, calls_m = run_eval(cases, mood=mood)
+            if mood == "ungrounded":
+                rep_m.same_as = rep
+            passes.append((f"rules + {mood}", rep_m, calls_m))
         for url in claude_urls:
             rep2, calls2 = run_eval(cases, claude=_judge_settings(url, model))
             passes.append((f"rules + claude ({url})", rep2, calls2))
@@ -91,9 +105,11 @@ def register(group: click.Group) -> None:
             for lbl, r, c in passes:
                 for line in r.lines(lbl):
                     click.echo(line)
-                if any(c.values()):
-                    click.echo(f"  claude calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
+                if c.get("error") or c.get("budget") or c.get("cached"):
+                    click.echo(f"  model calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
                                f" (rules verdict kept), {c['budget']} over budget")
+                for missed in r.missed_goals():
+                    click.echo(f"  GOAL MISSED: {missed}")
                 if show_misses:
                     for m in r.misses:
                         click.echo(f"  miss: {one_line(m)}")

@@ -221,6 +221,10 @@ class VerifyCommand(_Strict):
 
     command: Command
     timeout: PositiveDuration = 30.0
+    #: The check answers the same on a retry (a schema or checksum check of what the run
+    #: wrote): its failure escalates at once, naming it, instead of waiting silently for a
+    #: retry that will fail the same way.
+    deterministic: bool = False
 
 
 class Breaker(_Strict):

@@ -165,7 +165,8 @@ Sink = Annotated[Annotated[CommandSink, Tag("command")] | Annotated[WebhookSink,
 
 
 class JudgeSettings(BaseModel):
-    """The optional Claude judge, consulted only for soft anomalies."""
+    """The optional Claude judge, consulted on the successes the rules cannot vouch for
+    (``core.supervisor.reach``) and on soft anomalies; it escalates only by a checked quote."""
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool | None = Field(None, description="None: on when an API key is present.")
@@ -175,6 +176,9 @@ class JudgeSettings(BaseModel):
     timeout: Duration = Field(20.0, gt=0, description="Seconds per API call before the rules verdict stands.")
     max_retries: int = Field(1, ge=0, description="SDK retries per call.")
     max_calls_per_hour: int = Field(30, ge=0, description="Budget: calls beyond this in a rolling hour are skipped.")
+    first_successes: int = Field(5, ge=0, description=(
+        "A job's first this many successes are put before the judge whatever they printed "
+        "(no baseline vouches for them yet)."))
 
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get("ANTHROPIC_API_KEY")

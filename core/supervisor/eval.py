@@ -18,8 +18,10 @@ where a record is a ``job_outcomes``-shaped dict plus the run facts ``attempt``,
 
 Scoring: a hard case is caught when the verdict escalates with the expected kind; a soft case
 when the verdict escalates (``kind_agreed`` counts the ones naming the expected kind too); a
-routine case when the verdict is silent; a near miss (first success, retried transient) when it
-does not escalate. Precision is the share of escalations whose case expected one.
+routine case and a near miss (first success, retried transient: a note at most) when it does
+not escalate. Precision is the share of escalations whose case expected one. With a model in
+the path, reach is the share of the cases to escalate that the rules left silent which were
+put before the model (``core.supervisor.reach``); see ``GOALS`` for each path's goals.
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.spec.model import JobSpec
+from core.supervisor import consult
+from core.supervisor.consult import Judged
 from core.supervisor.facts import outcome_facts
-from core.supervisor.rules import OutcomeFacts, Verdict, evaluate, merge
+from core.supervisor.reach import FIRST_SUCCESSES
+from core.supervisor.rules import OutcomeFacts, Verdict, evaluate
 
 CLASSES = ("hard", "soft", "routine", "near_miss")
 
@@ -78,9 +83,28 @@ class EvalCase:
                    source=str(d.get("source") or ""))
 
 
+#: Goals per path (ratios 0..1; a missing key: no goal). ``ungrounded`` must besides equal
+#: the rules alone, verdict for verdict. "routine" is routine successes of jobs with a learned
+#: baseline; "near_miss" first successes and recoveries, which may carry a note but never
+#: page — except under quote-anything, where every consulted case pages by design (a job's
+#: first successes are consulted), so it has no near-miss goal.
+GOALS: dict[str, dict[str, float]] = {
+    "rules": {"hard": 1.0, "soft": 0.90, "routine": 0.99, "near_miss": 0.99, "precision": 0.95},
+    "oracle": {"hard": 1.0, "soft": 0.98, "routine": 0.99, "near_miss": 0.99, "precision": 0.95},
+    "ungrounded": {"hard": 1.0, "soft": 0.90, "routine": 0.99, "near_miss": 0.99, "precision": 0.95},
+    "quote-anything": {"hard": 1.0, "routine": 0.95},
+    "claude": {"hard": 1.0, "soft": 0.90, "routine": 0.95, "near_miss": 0.95, "precision": 0.90},
+}
+
+
 @dataclass
 class EvalReport:
-    """Figures from one eval pass (ratios 0..1; None when no case of that class)."""
+    """Figures from one eval pass (ratios 0..1; None when no case of that class).
+
+    ``reach``: of the cases that should escalate and that the rules left silent, the share
+    put before the model (None when the model was not in the path, or no such case).
+    ``consulted``: cases put before the model; ``rejected``: answers whose quote failed the
+    check. ``goals``: the path's goals (``GOALS``)."""
 
     hard_recall: float | None
     soft_recall: float | None
@@ -88,38 +112,70 @@ class EvalReport:
     precision: float | None
     counts: dict[str, int]
     misses: list[str]
+    near_miss_silence: float | None = None
     kind_agreed: float | None = None
     per_kind: dict[str, list[int]] = field(default_factory=dict)  # expected kind -> [caught, cases]
+    reach: float | None = None
+    consulted: int = 0
+    rejected: int = 0
+    goals: dict[str, float] = field(default_factory=lambda: dict(GOALS["rules"]))
+    same_as: EvalReport | None = None  # ungrounded: must equal this report (the rules alone)
+
+    def figures(self) -> dict[str, float | None]:
+        return {"hard": self.hard_recall, "soft": self.soft_recall, "routine": self.routine_silence,
+                "near_miss": self.near_miss_silence, "precision": self.precision}
+
+    def missed_goals(self) -> list[str]:
+        """Each goal this pass misses, as ``name figure < goal`` (empty: all met)."""
+        out = []
+        for name, goal in self.goals.items():
+            got = self.figures()[name]
+            if got is not None and got < goal:
+                out.append(f"{name} {100 * got:.1f}% < {100 * goal:g}%")
+        if self.same_as is not None and (self.figures() != self.same_as.figures() or self.misses != self.same_as.misses):
+            out.append("verdicts differ from the rules alone")
+        return out
 
     def lines(self, label: str) -> list[str]:
         def pct(x: float | None) -> str:
             return "n/a" if x is None else f"{100 * x:.1f}%"
+
+        def goal(name: str) -> str:
+            if self.same_as is not None:
+                return "= rules alone"
+            g = self.goals.get(name)
+            return "no goal" if g is None else (f"goal {100 * g:g}%" if g >= 1.0 else f"goal >={100 * g:g}%")
         c = self.counts
-        return [
+        out = [
             f"{label}:",
-            f"  hard-class recall      {pct(self.hard_recall):>7}  (goal 100%; {c.get('hard', 0)} cases)",
-            f"  soft-anomaly recall    {pct(self.soft_recall):>7}  (goal >=95%; {c.get('soft', 0)} cases;"
+            f"  hard-class recall      {pct(self.hard_recall):>7}  ({goal('hard')}; {c.get('hard', 0)} cases)",
+            f"  soft-anomaly recall    {pct(self.soft_recall):>7}  ({goal('soft')}; {c.get('soft', 0)} cases;"
             f" expected kind named in {pct(self.kind_agreed)})",
-            f"  routine silence        {pct(self.routine_silence):>7}  (goal >=99%; "
-            f"{c.get('routine', 0) + c.get('near_miss', 0)} cases)",
-            f"  precision              {pct(self.precision):>7}  (goal >=90%; {c.get('escalated', 0)} escalated)",
+            f"  routine not paged      {pct(self.routine_silence):>7}  ({goal('routine')}; {c.get('routine', 0)} cases)",
+            f"  near miss not paged    {pct(self.near_miss_silence):>7}  ({goal('near_miss')}; "
+            f"{c.get('near_miss', 0)} first successes and recoveries)",
+            f"  precision              {pct(self.precision):>7}  ({goal('precision')}; {c.get('escalated', 0)} escalated)",
         ]
+        if self.reach is not None or self.consulted:
+            out.append(f"  reach                  {pct(self.reach):>7}  (of {c.get('rules_missed', 0)} cases to escalate"
+                       f" the rules left silent; {self.consulted} consulted, {self.rejected} quotes rejected)")
+        return out
 
     def meets_goals(self) -> bool:
-        return ((self.hard_recall is None or self.hard_recall >= 1.0)
-                and (self.soft_recall is None or self.soft_recall >= 0.95)
-                and (self.routine_silence is None or self.routine_silence >= 0.99)
-                and (self.precision is None or self.precision >= 0.90))
+        return not self.missed_goals()
 
     def to_json(self, label: str) -> dict[str, Any]:
         return {"label": label, "hard_recall": self.hard_recall, "soft_recall": self.soft_recall,
-                "routine_silence": self.routine_silence, "precision": self.precision,
-                "kind_agreed": self.kind_agreed, "counts": self.counts, "per_kind": self.per_kind,
-                "misses": self.misses, "meets_goals": self.meets_goals()}
+                "routine_silence": self.routine_silence, "near_miss_silence": self.near_miss_silence,
+                "precision": self.precision,
+                "kind_agreed": self.kind_agreed, "reach": self.reach, "consulted": self.consulted,
+                "rejected": self.rejected, "goals": self.goals, "counts": self.counts, "per_kind": self.per_kind,
+                "misses": self.misses, "missed_goals": self.missed_goals(), "meets_goals": self.meets_goals()}
 
 
-def score(cases: list[EvalCase], verdicts: list[Verdict]) -> EvalReport:
-    """Compare verdicts with labels (see the module docstring)."""
+def score(cases: list[EvalCase], verdicts: list[Verdict], judged: list[Judged] | None = None) -> EvalReport:
+    """Compare verdicts with labels (see the module docstring); ``judged`` (one per case)
+    adds reach, consultations and rejections."""
     hits = {k: 0 for k in CLASSES}
     counts: dict[str, int] = {}
     misses: list[str] = []
@@ -133,7 +189,7 @@ def score(cases: list[EvalCase], verdicts: list[Verdict]) -> EvalReport:
             ok = v.escalate
             agreed += ok and (c.expect_kind is None or c.expect_kind in v.anomalies)
         elif c.cls == "routine":
-            ok = v.silent
+            ok = not v.escalate
         else:  # a near miss may carry a note (first success, retried transient) but never pages
             ok = not v.escalate
         hits[c.cls] += ok
@@ -147,15 +203,24 @@ def score(cases: list[EvalCase], verdicts: list[Verdict]) -> EvalReport:
             escalated += 1
             true_pos += c.expect_escalate
     counts["escalated"] = escalated
+    reach = None
+    consulted = rejected = 0
+    if judged is not None:
+        missed = [j for c, j in zip(cases, judged, strict=True) if c.expect_escalate and not j.rules.escalate]
+        counts["rules_missed"] = len(missed)
+        reach = sum(j.consulted for j in missed) / len(missed) if missed else None
+        consulted = sum(j.consulted for j in judged)
+        rejected = sum(j.rejected is not None for j in judged)
 
     def ratio(n: int, d: int) -> float | None:
         return n / d if d else None
-    quiet = counts.get("routine", 0) + counts.get("near_miss", 0)
     return EvalReport(hard_recall=ratio(hits["hard"], counts.get("hard", 0)),
                       soft_recall=ratio(hits["soft"], counts.get("soft", 0)),
-                      routine_silence=ratio(hits["routine"] + hits["near_miss"], quiet),
+                      routine_silence=ratio(hits["routine"], counts.get("routine", 0)),
+                      near_miss_silence=ratio(hits["near_miss"], counts.get("near_miss", 0)),
                       precision=ratio(true_pos, escalated), counts=counts, misses=misses,
-                      kind_agreed=ratio(agreed, hits["soft"]), per_kind=per_kind)
+                      kind_agreed=ratio(agreed, hits["soft"]), per_kind=per_kind, reach=reach,
+                      consulted=consulted, rejected=rejected)
 
 
 def load_corpus(path: str) -> list[EvalCase]:
@@ -176,7 +241,11 @@ def load_corpus(path: str) -> list[EvalCase]:
     return out
 
 
-def _judge(claude: Any | None) -> Any | None:
+def _model(claude: Any | None, mood: str | None) -> Any | None:
+    if mood is not None:
+        from core.supervisor.moods import Mood
+
+        return Mood(mood)
     if claude is None:
         return None
     from core.supervisor.claude import ClaudeJudge  # lazy: anthropic only when the judge is on
@@ -184,26 +253,34 @@ def _judge(claude: Any | None) -> Any | None:
     return ClaudeJudge(claude)
 
 
-def judge(case: OutcomeFacts, history: list[OutcomeFacts], spec: JobSpec | None, judge: Any | None,
-          calls: dict[str, int]) -> Verdict:
-    """The rules verdict, through Claude when ``judge`` (a ``ClaudeJudge``) is given — the same
-    gate as ``supervisor.judge_run``: hard and silent verdicts are never sent."""
-    v = evaluate(case, history, spec)
-    if judge is not None and not v.hard and not v.silent:
-        res = judge.consult(case, history, spec, v)
-        calls[res.status] = calls.get(res.status, 0) + 1
-        v = merge(v, res.verdict)
-    return v
+def judge(case: OutcomeFacts, history: list[OutcomeFacts], spec: JobSpec | None, model: Any | None,
+          calls: dict[str, int], *, first_successes: int = FIRST_SUCCESSES) -> Judged:
+    """The rules verdict, then the model's when ``reach`` puts the case before it — the same
+    pipeline as ``supervisor.judge_run`` (``consult.judge``). ``calls`` counts statuses."""
+    got = consult.judge(case, history, spec, evaluate(case, history, spec), model, first_successes=first_successes)
+    if got.status is not None:
+        calls[got.status] = calls.get(got.status, 0) + 1
+    if got.rejected is not None:
+        calls["rejected"] = calls.get("rejected", 0) + 1
+    return got
 
 
-def run_eval(cases: list[EvalCase], *, claude: Any | None = None) -> tuple[EvalReport, dict[str, int]]:
-    """Judge every case with the rules, and through Claude too when ``claude`` (a
-    ``JudgeSettings``) is given; returns the scored report and Claude call statistics
-    ``{ok, cached, error, budget}`` (all 0 for rules alone)."""
-    calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0}
-    j = _judge(claude)
-    verdicts = [judge(c.case, c.history, c.spec, j, calls) for c in cases]
-    return score(cases, verdicts), calls
+def run_eval(cases: list[EvalCase], *, claude: Any | None = None, mood: str | None = None,
+             first_successes: int = FIRST_SUCCESSES) -> tuple[EvalReport, dict[str, int]]:
+    """Judge every case with the rules, and through a model too: Claude when ``claude`` (a
+    ``JudgeSettings``) is given, or a fake ``mood`` (``core.supervisor.moods``). Returns the
+    scored report (with the path's goals) and call statistics ``{ok, cached, error, budget,
+    rejected}``."""
+    calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0, "rejected": 0}
+    model = _model(claude, mood)
+    judged = []
+    for c in cases:
+        if model is not None and hasattr(model, "expect"):
+            model.expect = c.expect_escalate
+        judged.append(judge(c.case, c.history, c.spec, model, calls, first_successes=first_successes))
+    rep = score(cases, [j.verdict for j in judged], judged if model is not None else None)
+    rep.goals = dict(GOALS[mood or ("claude" if claude is not None else "rules")])
+    return rep, calls
 
 
 # -- replay: today's judge on a real ledger's recorded outcomes (shadow mode) -----------------
@@ -231,11 +308,11 @@ def replay(rows: Iterable[tuple[dict[str, Any], OutcomeFacts, list[OutcomeFacts]
     """Re-judge recorded outcomes. ``rows`` yields ``(job_outcomes row, facts, history, spec)``
     (``supervisor.gather`` gives the last three). Nothing is written. Returns the replayed
     outcomes and Claude call statistics."""
-    calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0}
-    j = _judge(claude)
+    calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0, "rejected": 0}
+    model = _model(claude, None)
     out = []
     for row, facts, history, spec in rows:
-        v = judge(facts, history, spec, j, calls)
+        v = judge(facts, history, spec, model, calls).verdict
         out.append(Replayed(run_id=int(row["run_id"]), job=str(row["job"]), was_kind=row.get("verdict_kind"),
                             was_escalate=bool(row.get("escalate")), now_kind=v.kind, now_escalate=v.escalate,
                             now_reason=v.reason))

@@ -36,6 +36,8 @@ MAX_LINE_CHARS = 300
 # not three <N>s. Each pattern replaces a token with a placeholder that carries no digits; its
 # guard (a string the pattern cannot match without) skips it cheaply on most lines.
 _MASKS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+    # Quoted text (a subject, a title, a table name) varies from run to run like an id does.
+    (('"', "“"), re.compile(r'"[^"]{1,200}"|“[^”]{1,200}”'), "<QUOTED>"),
     (("-",), re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
      "<TIME>"),
     (("-",), re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<DATE>"),
@@ -79,8 +81,8 @@ def mask(line: str) -> tuple[str, tuple[int, ...]]:
     """``(shape, counts)`` of one line: ids, paths, times, quantities with units and decimals
     masked; bare integers replaced by ``<N>`` and returned in order of appearance."""
     text = line.strip()[:MAX_LINE_CHARS]
-    if _HAS_DIGIT.search(text) is None and "/" not in text and "." not in text:
-        return _SPACES.sub(" ", text), ()  # nothing to mask: no number, path or file name
+    if _HAS_DIGIT.search(text) is None and not any(c in text for c in '/."“'):
+        return _SPACES.sub(" ", text), ()  # nothing to mask: no number, path, file name or quote
     for guards, pattern, token in _MASKS:
         if not guards or any(g in text for g in guards):
             text = pattern.sub(token, text)
@@ -107,18 +109,27 @@ def _lines(text: str) -> tuple[Line, ...]:
     return tuple(out)
 
 
-# "0 errors", "no failures", "errors: 0", "failed=0": a tally of nothing wrong is not an error.
+# A tally of nothing wrong is not an error, whatever the word for the wrong thing: built from
+# the error words themselves, so every word they know has its zero tally too ("0 failing",
+# "no rejected rows", "errors: 0", "failed=0", "timeouts (0)", "zero skipped").
+_ERR = _ERROR_WORDS.pattern.removeprefix("(?i)")
 _NONE_WRONG = re.compile(
-    r"(?i)\b(?:0|no|zero|without)\s+(?:\w+\s+)?(?:errors?|failures?|failed|warnings?|skipped|missing|timeouts?)\b|"
-    r"\b(?:errors?|failures?|failed|warnings?|skipped|missing|timeouts?)\s*[:=]\s*0\b")
+    rf"(?i)\b(?:0|zero|no|none)\s+(?:[\w-]+\s+)?{_ERR}|"
+    # "errors: 0" but not "ERROR: 0 rows" (a count of something else follows) nor "errors: 0.5%"
+    rf"{_ERR}\s*(?:[:=]\s*|\(\s*)0\b(?![.,]\d)(?!\s+[A-Za-z]+\b(?!\s*[:=(]))")
+# Quoted text (an e-mail subject, a title, a commit message) says what it says, not what the
+# line reports: "sent 'Payment failed?' reminders to 40 users" is not an error. Double and
+# typographic quotes anywhere; single quotes only as a whole token, so "can't" stays a word.
+_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|«[^»\n]*»|(?<![\w\'])\'[^\'\n]+\'(?![\w\'])')
 
 
 def error_like(text: str) -> bool:
-    """True when the line reads like an error, a warning or skipped work (a tally of zero
-    errors does not count). A level tag alone (``WARN``, ``WARNING``) is not evidence — routine
-    logs are full of them — the words naming what went wrong are. "retrying" alone is not an error: a job that retried and went on
-    to succeed handled it, as a run recovered on retry is a note, not an escalation."""
-    return _ERROR_WORDS.search(_NONE_WRONG.sub(" ", text)) is not None
+    """True when the line reads like an error, a warning or skipped work. Not evidence: a
+    tally of zero bad things (any of the error words, "0 failing"), an error word only inside
+    quoted text (a subject or title), a level tag alone (``WARN``, ``WARNING``) — routine logs
+    are full of them — and "retrying" alone: a job that retried and went on to succeed
+    handled it, as a run recovered on retry is a note, not an escalation."""
+    return _ERROR_WORDS.search(_NONE_WRONG.sub(" ", _QUOTED.sub(" ", text))) is not None
 
 
 # -- the handoff's result content --------------------------------------------------------------

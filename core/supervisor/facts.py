@@ -47,6 +47,7 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
     ver: dict[str, Any] | None = raw_ver if isinstance(raw_ver, dict) else None
     output_matches = None
     failed_checks: list[str] = []
+    deterministic: list[str] = []
     false_claims: list[str] = []
     if ver is not None:
         for c in ver.get("checks", []):
@@ -54,6 +55,8 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
                 output_matches = bool(c.get("ok"))
             elif not c.get("ok") and not c.get("soft"):
                 failed_checks.append(f"{c.get('name')}: {str(c.get('detail', ''))[:120]}")
+                if c.get("deterministic"):
+                    deterministic.append(failed_checks[-1])
                 if c.get("name") in CLAIM_CHECKS:
                     false_claims.append(_claimed_vs_found(c))
     files = [{"path": f.path, "role": f.role, "size": f.size} for f in evidence.files_from_verification(ver)]
@@ -74,6 +77,7 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
         handoff_error=str(handoff["error"]) if handoff.get("error") is not None else None,
         blockers=[str(b) for b in blockers],
         verification_ok=None if ver is None else bool(ver.get("ok")), verification_failed=failed_checks,
+        deterministic_failed=deterministic,
         output_matches=output_matches, retry_queued=retry_queued, prior_failures=prior_failures,
         ended_at=run.get("ended_at"), output_excerpt=excerpt,
         notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,

@@ -20,7 +20,10 @@ failed manual retry         as before    critical    the kind the lineage was es
 timed_out / orphaned        same         critical    escalate (hard), or retry_pending as above
 left behind by a clean stop interrupted  warning     escalate (hard), or retry_pending; never
                                                      critical (``runs.reason = interrupted``)
-verification failed         verification_failed  critical  escalate (hard)
+verification failed         verification_failed  critical  escalate (hard); at once, even with a
+                                                     retry queued, when the check is marked
+                                                     ``deterministic`` or failed the same way
+                                                     on the previous attempt
 blocked (handoff blockers)  blocked      warning     escalate (hard)
 abandoned                   abandoned    -           silent: an operator chose it
 queued run of a removed job job_removed  warning     escalate (hard): cancelled, never ran;
@@ -40,6 +43,8 @@ success, usual line missing missing_output warning   escalate (soft; a line ever
 success, too slow / fast    slow / too_fast  warning escalate (soft)
 success, output ≠ expect    output_mismatch  warning escalate (soft)
 success, low confidence     low_confidence   warning escalate (soft)
+success, output contradicts intent_mismatch warning  escalate (soft), by the Claude judge only,
+its intent                                           with a checked quote (``grounding``)
 partial                     partial      warning     escalate (soft)
 flapping (≥5 flips in 8)    flapping     warning     escalate (soft)
 first-ever success          first_success    info    note
@@ -62,7 +67,7 @@ from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
 from core.supervisor.baseline import WorkBaseline, learn, learn_work
 from core.text import quoted
-from core.vocabulary import OrphanReason, Trigger, max_severity
+from core.vocabulary import OrphanReason, Trigger
 
 HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
                         "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted",
@@ -70,7 +75,10 @@ HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed"
 #: Soft signals found in the work itself (evidence read raw, learned baselines, declared checks).
 WORK_KINDS = frozenset({"partial_content", "empty_file", "zero_work", "forbidden_output", "small_file",
                         "shrunken_file", "work_count", "new_output_shape", "missing_output"})
-SOFT_KINDS = frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"}) | WORK_KINDS
+#: Raised only by the Claude judge with a checked quote (``core.supervisor.grounding``).
+JUDGE_KINDS = frozenset({"intent_mismatch"})
+SOFT_KINDS = (frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"})
+              | WORK_KINDS | JUDGE_KINDS)
 NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
 SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
 #: Kinds a lineage's final failure is escalated as; a failed manual retry of that lineage
@@ -79,9 +87,10 @@ LINEAGE_FAILURE_KINDS = frozenset({"failed", "timed_out", "orphaned", "verificat
                                    "interrupted"})
 #: Kinds a later healthy run of the same job auto-resolves (late_result and runner_gap are
 #: not about the job's health; they resolve by operator or runner heartbeat).
-RECOVERABLE_KINDS = frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
+RECOVERABLE_KINDS = (frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
                                "retries_exhausted", "slow", "too_fast", "output_mismatch",
                                "low_confidence", "partial", "flapping", "escaped_processes"}) | WORK_KINDS
+                     | JUDGE_KINDS)
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
 #: final outcomes (current one included).
 FLAP_WINDOW = 8
@@ -123,6 +132,9 @@ class OutcomeFacts:
     blockers: list[str] = field(default_factory=list)
     verification_ok: bool | None = None
     verification_failed: list[str] = field(default_factory=list)
+    #: Failed checks the spec marks ``deterministic`` (``verify[].deterministic``), as in
+    #: ``verification_failed``: a retry would fail the same way.
+    deterministic_failed: list[str] = field(default_factory=list)
     output_matches: bool | None = None  # None: no expect.output in the spec
     retry_queued: bool = False
     prior_failures: int = 0
@@ -199,8 +211,6 @@ class Verdict:
     anomalies: list[str] = field(default_factory=list)
     judged_by: str = "rules"
     annotation: str | None = None
-    #: Evidence on a note that Claude may escalate on (never escalates by rules alone).
-    suspicions: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -315,6 +325,22 @@ def _failure_text(f: OutcomeFacts) -> str:
     return what
 
 
+def _deterministic_failure(case: OutcomeFacts, hist: list[OutcomeFacts]) -> str | None:
+    """Why a failed verification will fail the same way again, naming the check: the spec
+    marks it ``deterministic``, or the same check failed the same way (numbers masked) on the
+    previous attempt of this lineage. None otherwise."""
+    if case.deterministic_failed:
+        return f"{_dq(case.deterministic_failed[0][:160])}, a check marked deterministic"
+    prev = next((h for h in reversed(hist) if h.attempt == case.attempt - 1 and h.retry_queued), None)
+    if prev is None or not prev.verification_failed or not case.verification_failed:
+        return None
+    same = {evidence.mask(c)[0] for c in prev.verification_failed}
+    for check in case.verification_failed:
+        if evidence.mask(check)[0] in same:
+            return f"{_dq(check[:160])}, the same check failing the same way as on attempt {prev.attempt}"
+    return None
+
+
 def _flips(outcomes: list[bool]) -> int:
     return sum(1 for a, b in zip(outcomes, outcomes[1:], strict=False) if a != b)
 
@@ -368,6 +394,11 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
             return _hard("false_claim", f"attempt {case.attempt} of {job} claimed work verification cannot "
                                         f"find: {claimed}{tail}",
                          "warning" if case.retry_queued else "critical")
+        repeat = _deterministic_failure(case, hist) if kind == "verification_failed" and case.retry_queued else None
+        if repeat is not None:
+            # The check will fail the same way on the retry: waiting for it only delays the page.
+            return _hard("verification_failed", f"attempt {case.attempt} of {job} exited 0 but failed verification:"
+                                                f" {repeat}; the queued retry will fail the same way")
         if case.retry_queued:
             return Verdict("retry_pending", False, None,
                            f"attempt {case.attempt} {_failure_text(case)}; retry queued",
@@ -435,15 +466,14 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         # The three most telling signals make the sentence; ``anomalies`` keeps them all.
         return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds[:3]),
                        silent=False, anomalies=kinds)
-    suspicions = [f"stderr: {line}" for line in evidence.tail_lines(case.stderr, 3)]
     if case.prior_failures > 0 or case.attempt > 1:
         return Verdict("recovered_on_retry", False, "info",
                        f"{job} succeeded on attempt {case.attempt} after "
                        f"{max(case.prior_failures, case.attempt - 1)} failed attempt(s)",
-                       silent=False, anomalies=["recovered_on_retry"], suspicions=suspicions)
+                       silent=False, anomalies=["recovered_on_retry"])
     if not any(h.ok for h in hist):
         return Verdict("first_success", False, "info", f"first-ever success of {job}", silent=False,
-                       anomalies=["first_success"], suspicions=suspicions)
+                       anomalies=["first_success"])
     reason = "routine success"
     if base is not None and case.duration_s is not None:
         reason += f" ({case.duration_s:.1f}s, {base.describe()})"
@@ -534,25 +564,3 @@ def _first_match(pattern: str, lines: list[evidence.Line]) -> evidence.Line | No
     except (regex.error, TimeoutError):
         return None
     return None
-
-
-def merge(rules: Verdict, llm: Any | None) -> Verdict:
-    """Combine the rules verdict with a Claude answer (``claude_judge.ClaudeVerdict``) or None.
-
-    Claude may raise severity, annotate, and turn a note into an escalation when the note
-    carries ``suspicions`` (evidence beyond the exit, such as stderr lines of a success); it
-    may never lower severity, silence anything, or change a hard verdict's kind or escalation.
-    A note with nothing suspicious stays a note whatever the model says: a model that
-    escalates everything must not page on every first success.
-    """
-    if llm is None:
-        return rules
-    out = Verdict(**{**asdict(rules)})
-    out.judged_by = "rules+claude"
-    if llm.escalate and not out.escalate and not out.silent and out.suspicions:
-        out.escalate = True
-        out.severity = out.severity if out.severity in ("warning", "critical") else "warning"
-    out.severity = max_severity(out.severity, llm.severity) if out.escalate else out.severity
-    note = (llm.reason or "").strip().replace("\n", " ")[:300]
-    out.annotation = note or None
-    return out

@@ -37,11 +37,11 @@ from core.ledger.records import Job, JudgingCase, RaiseEscalation, Run, VerdictW
 from core.ledger.sql_store import SqlStore
 from core.ledger.store import Store
 from core.spec.model import JobSpec, spec_from_json
-from core.supervisor import notify
+from core.supervisor import consult, notify, reach
 from core.supervisor.facts import case_facts, history_facts
-from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate, merge
+from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate
 from core.supervisor.verify import verify_outcome
-from core.vocabulary import EscalationKind
+from core.vocabulary import EscalationKind, JudgeEvent
 
 log = logging.getLogger(__name__)
 
@@ -245,18 +245,28 @@ def gather(ledger: Ledger, run_id: int) -> tuple[OutcomeFacts, list[OutcomeFacts
 
 def _consult(settings: Any, store: Store, facts: OutcomeFacts, history: list[OutcomeFacts],
              spec: JobSpec | None, rules: Verdict) -> Verdict:
-    if not _needs_claude(settings, rules):
+    """The verdict after consulting the Claude judge when ``reach`` says the rules cannot
+    vouch for the outcome (``consult.judge``); an error, a spent budget or an unverifiable
+    quote is recorded as a ``judge_error`` / ``judge_rejected`` event and the rules verdict
+    stands."""
+    if not _needs_claude(settings, facts, history, spec, rules):
         return rules
     judge_settings = settings.judge
     from core.supervisor import claude as claude_judge  # lazy: anthropic is only needed when the judge is on
 
-    res = claude_judge.shared(judge_settings).consult(facts, history, spec, rules)
-    if res.verdict is None:
-        if res.status in ("error", "budget"):
-            store.record_event(actor=ACTOR, kind="judge_error", run_id=facts.run_id, job=facts.job,
-                               attempt=facts.attempt, reason=res.status, detail={"error": res.error})
-        return rules
-    return merge(rules, res.verdict)
+    got = consult.judge(facts, history, spec, rules, claude_judge.shared(judge_settings),
+                        first_successes=judge_settings.first_successes)
+    if got.status in ("error", "budget") and got.answer is None:
+        store.record_event(actor=ACTOR, kind=JudgeEvent.ERROR, run_id=facts.run_id, job=facts.job,
+                           attempt=facts.attempt, reason=got.status,
+                           detail={"error": got.error, "consulted_for": got.reasons})
+    elif got.rejected is not None:
+        answer = got.answer
+        store.record_event(actor=ACTOR, kind=JudgeEvent.REJECTED, run_id=facts.run_id, job=facts.job,
+                           attempt=facts.attempt, reason="quote_not_found",
+                           detail={"why": got.rejected, "quote": getattr(answer, "quote", ""),
+                                   "clause": getattr(answer, "clause", ""), "consulted_for": got.reasons})
+    return got.verdict
 
 
 def _escaped_finding(case: JudgingCase) -> str | None:
@@ -313,11 +323,15 @@ def _judgeable(ledger: Ledger, case: JudgingCase, store: Store) -> tuple[
     return facts, history, spec, rules
 
 
-def _needs_claude(settings: Any, rules: Verdict) -> bool:
-    """Whether ``_consult`` asks the Claude judge about this rules verdict of a top-level
-    run (a network call: never inside a write transaction)."""
+def _needs_claude(settings: Any, facts: OutcomeFacts, history: list[OutcomeFacts], spec: JobSpec | None,
+                  rules: Verdict) -> bool:
+    """Whether ``_consult`` asks the Claude judge about this outcome of a top-level run (a
+    network call: never inside a write transaction): the judge is on and ``reach`` finds a
+    reason the rules cannot vouch for it."""
     judge_settings = getattr(settings, "judge", None)
-    return not (judge_settings is None or rules.hard or rules.silent or not judge_settings.is_enabled())
+    if judge_settings is None or rules.hard or not judge_settings.is_enabled():
+        return False
+    return bool(reach.reasons(facts, history, spec, rules, first_successes=judge_settings.first_successes))
 
 
 def _verdict_in_move(ledger: Ledger, case: JudgingCase, store: Store, settings: Any) -> VerdictWrite | None:
@@ -327,8 +341,8 @@ def _verdict_in_move(ledger: Ledger, case: JudgingCase, store: Store, settings: 
     got = _judgeable(ledger, case, store)
     if got is None:
         return None
-    facts, _history_facts, spec, rules = got
-    if not case.run.is_subtask and _needs_claude(settings, rules):
+    facts, history, spec, rules = got
+    if not case.run.is_subtask and _needs_claude(settings, facts, history, spec, rules):
         return None
     return _verdict_write(case, facts, rules, spec, settings)
 

@@ -67,6 +67,8 @@ class Check:
     #: The sizes are the evidence the judge learns file baselines from.
     path: str | None = None
     size: int | None = None
+    #: A verify command marked ``deterministic`` in the spec: it fails the same way on a retry.
+    deterministic: bool = False
 
 
 @dataclass
@@ -87,11 +89,11 @@ class Verification:
         return any(c.name == name and not c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str = "", soft: bool = False, *, path: str | None = None,
-            size: int | None = None) -> None:
-        self.checks.append(Check(name, ok, detail, soft, path, size))
+            size: int | None = None, deterministic: bool = False) -> None:
+        self.checks.append(Check(name, ok, detail, soft, path, size, deterministic))
 
     def to_json(self) -> dict[str, Any]:
-        """``{ok, checks: [{name, ok, detail, soft, path, size}], failed: [names]}`` for
+        """``{ok, checks: [{name, ok, detail, soft, path, size, deterministic}], failed: [names]}`` for
         ``job_outcomes.verification`` (``path``/``size`` set on file checks; size in bytes)."""
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks],
                 "failed": [c.name for c in self.failed]}
@@ -283,5 +285,6 @@ def verify_outcome(outcome: Outcome | None, run: Run, spec: JobSpec, cwd: str | 
             t0 = time.monotonic()
             ok, detail = run_verify_command(argv, base, vc.timeout, env, stop_when=stop_when)
             cmd = vc.command if isinstance(vc.command, str) else " ".join(vc.command)
-            vf.add("verify_command", ok, f"{cmd[:120]}: {detail} ({time.monotonic() - t0:.1f}s)")
+            vf.add("verify_command", ok, f"{cmd[:120]}: {detail} ({time.monotonic() - t0:.1f}s)",
+                   deterministic=vc.deterministic)
     return vf

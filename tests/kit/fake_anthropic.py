@@ -14,6 +14,10 @@ call like the model would, and can misbehave on demand:
 * ``always_silent`` — nothing needs a person (escalate=false, info): the rules verdict must stand
 * ``obey_output`` — a gullible model: if the prompt's job output says "report OK", it answers
   escalate=false / info / "OK" (the injection test: the verdict must not change)
+* ``ungrounded`` — always escalates, quoting a line that is not in the job output (grounding
+  must reject it: nothing pages)
+* ``quote_anything`` — always escalates, quoting the first stdout line shown in the prompt
+  against the job's intent (a real quote: grounding accepts it)
 
 Tool use (missions: coordinators and agent workers): set ``handler`` to a function of the
 request body returning a message (``message(...)`` with ``text(...)``/``tool_use(...)``
@@ -36,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODES = ("ok", "malformed", "no_tool", "error500", "slow", "agree", "always_escalate", "always_silent",
-         "obey_output")
+         "obey_output", "ungrounded", "quote_anything")
 DEFAULT_ANSWER = {"escalate": True, "severity": "warning", "reason": "anomaly confirmed by the fake judge",
                   "summary": "The outcome differs from the job's usual behaviour."}
 
@@ -70,6 +74,24 @@ def rate_limited() -> tuple[int, dict[str, Any]]:
 
 def overloaded() -> tuple[int, dict[str, Any]]:
     return 529, {"type": "error", "error": {"type": "overloaded_error", "message": "fake overload"}}
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    """The judge prompt (the first user message's text)."""
+    content = (body.get("messages") or [{}])[0].get("content", "")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def prompt_job(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``Job:`` JSON of a judge prompt (name, intent, owner, expect)."""
+    m = re.search(r"^Job:\n(\{.*\})$", prompt_of(body), re.MULTILINE)
+    return json.loads(m.group(1)) if m else {}
+
+
+def prompt_stdout(body: dict[str, Any]) -> list[str]:
+    """The stdout lines shown inside ``<job_output>`` (as the model sees them)."""
+    m = re.search(r"<job_output>\nstdout:\n(.*?)\nstderr:\n", prompt_of(body), re.DOTALL)
+    return [ln for ln in (m.group(1).splitlines() if m else []) if ln.strip()]
 
 
 def tool_names(body: dict[str, Any]) -> set[str]:
@@ -173,6 +195,13 @@ class FakeAnthropic:
         if self.mode == "always_silent":
             return 200, self._message(self._tool({"escalate": False, "severity": "info",
                                                   "reason": "nothing to see", "summary": "fine"}), model)
+        if self.mode in ("ungrounded", "quote_anything"):
+            lines = prompt_stdout(body)
+            quote = (lines[0] if lines and self.mode == "quote_anything"
+                     else "FATAL: nothing was written (a line this run never printed)")
+            return 200, self._message(self._tool({
+                "escalate": True, "severity": "warning", "reason": f"{self.mode}: the output contradicts the intent",
+                "summary": "escalate", "quote": quote, "clause": prompt_job(body).get("intent") or ""}), model)
         if self.mode == "obey_output":
             text = json.dumps(body.get("messages", []))
             if "report OK" in text or "report ok" in text.lower():

@@ -10,7 +10,8 @@ from core.spec.model import JobSpec
 from core.spec.settings import JudgeSettings, Settings
 from core.supervisor import supervisor
 from core.supervisor.claude import ClaudeJudge
-from core.supervisor.rules import OutcomeFacts, evaluate, merge
+from core.supervisor.grounding import apply
+from core.supervisor.rules import OutcomeFacts, evaluate
 from tests.kit.fake_anthropic import FakeAnthropic
 from tests.kit.supervisor import add_job, escalations_of, new_run, to_verifying
 
@@ -36,15 +37,17 @@ def fake():
 
 def test_valid_answer_annotates_and_raises_severity(fake):
     fake.answer = {"escalate": True, "severity": "critical", "reason": "export produced no rows",
-                   "summary": "s"}
+                   "summary": "s", "quote": "done, nothing exported", "clause": "export rows"}
     case, hist = _soft_case()
     rules = evaluate(case, hist, SPEC)
     assert rules.kind == "output_mismatch" and rules.severity == "warning"
     res = ClaudeJudge(_settings(fake.url)).consult(case, hist, SPEC, rules)
     assert res.status == "ok" and res.verdict.severity == "critical"
-    merged = merge(rules, res.verdict)
+    merged, rejected = apply(rules, res.verdict, case, SPEC)
+    assert rejected is None
     assert merged.severity == "critical" and merged.escalate and merged.kind == "output_mismatch"
-    assert merged.annotation == "export produced no rows" and merged.judged_by == "rules+claude"
+    assert merged.annotation.startswith("export produced no rows; quoted \"done, nothing exported\"")
+    assert merged.judged_by == "rules+claude"
     body = fake.requests[0]
     assert body["tool_choice"] == {"type": "tool", "name": "record_verdict"}
     prompt = body["messages"][0]["content"]
@@ -77,7 +80,7 @@ def test_bad_answers_leave_rules_verdict(fake, mode):
     rules = evaluate(case, hist, SPEC)
     res = ClaudeJudge(_settings(fake.url, max_retries=1)).consult(case, hist, SPEC, rules)
     assert res.verdict is None and res.status == "error" and res.error
-    assert merge(rules, res.verdict) == rules
+    assert apply(rules, res.verdict, case, SPEC) == (rules, None)
     if mode == "error500":
         assert len(fake.requests) == 2  # one SDK retry, then give up
 
@@ -157,17 +160,19 @@ def test_injection_cannot_silence_a_wrong_thing_success(tmp_path, fake):
         assert "export thousands of orders a day" in facts_part  # the intent travels with the evidence
 
 
-def test_always_silent_model_cannot_silence_and_always_escalate_cannot_page_a_clean_note(tmp_path, fake):
+def test_always_silent_model_cannot_silence_and_an_unquoted_escalation_cannot_page_a_clean_note(tmp_path, fake):
     with Ledger(tmp_path / "wk.db") as ledger:
-        add_job(ledger, tmp_path)
-        fake.mode = "always_escalate"
+        add_job(ledger, tmp_path, intent="export the day's orders")
+        fake.mode = "always_escalate"  # escalates, but quotes nothing
         settings = Settings(ledger=tmp_path / "wk.db", judge=_settings(fake.url).model_dump())
         rid = new_run(ledger)
         to_verifying(ledger, rid, stdout="exported 15000 rows to out/orders.csv\n")
         supervisor.settle(ledger, rid, settings=settings)
         out = outcomes.get(ledger.conn, rid)
         assert fake.requests, "a first success is shown to the judge"
-        assert out["verdict_kind"] == "first_success" and out["escalate"] == 0  # nothing suspicious to page on
+        assert out["verdict_kind"] == "first_success" and out["escalate"] == 0  # nothing quoted to page on
+        ev = ledger.one("SELECT * FROM events WHERE kind = 'judge_rejected' AND run_id = ?", (rid,))
+        assert ev is not None and "without quoting the evidence" in ev["detail"]
         _export_history(ledger, 5)
         fake.mode = "always_silent"
         rid = new_run(ledger)
@@ -177,15 +182,21 @@ def test_always_silent_model_cannot_silence_and_always_escalate_cannot_page_a_cl
         assert out["verdict_kind"] == "zero_work" and out["escalate"] == 1 and out["severity"] == "warning"
 
 
-def test_claude_may_escalate_a_first_success_that_wrote_to_stderr(tmp_path, fake):
-    fake.mode = "always_escalate"
+def test_claude_may_escalate_a_first_success_by_quoting_its_stderr(tmp_path, fake):
+    fake.answer = {"escalate": True, "severity": "critical", "reason": "ran on defaults, not the job's config",
+                   "summary": "s", "quote": "config.yaml not readable, using built-in defaults",
+                   "clause": "with the production config"}
     with Ledger(tmp_path / "wk.db") as ledger:
-        add_job(ledger, tmp_path)
+        add_job(ledger, tmp_path, intent="rebuild the cache with the production config")
         rid = new_run(ledger)
         to_verifying(ledger, rid, stdout="done\n", stderr="config.yaml not readable, using built-in defaults\n")
         settings = Settings(ledger=tmp_path / "wk.db", judge=_settings(fake.url).model_dump())
         supervisor.settle(ledger, rid, settings=settings)
         out = outcomes.get(ledger.conn, rid)
         assert out["escalate"] == 1 and out["severity"] == "critical" and out["judged_by"] == "rules+claude"
+        assert out["verdict_kind"] == "intent_mismatch"
         (esc,) = escalations_of(ledger)
-        assert "[claude: a person must look]" in esc["reason"]
+        assert esc["kind"] == "intent_mismatch"
+        assert ('it printed "config.yaml not readable, using built-in defaults" (stderr), while its intent says'
+                ' "with the production config"') in esc["reason"]
+        assert "[claude: ran on defaults, not the job's config]" in esc["reason"]
