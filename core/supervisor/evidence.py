@@ -63,7 +63,7 @@ _HAS_DIGIT = re.compile(r"\d")
 _ERROR_WORDS = re.compile(
     r"(?i)\b(error|errors|errno|fail|failed|failing|failure|fatal|exception|traceback|panic|abort(?:ed)?|"
     r"denied|refused|unreachable|timed?\s?out|timeout|cannot|can't|could not|unable|invalid|corrupt(?:ed)?|"
-    r"missing|not found|no such|killed|oom|out of memory|disk full|no space|quota|rejected|skipp(?:ed|ing)|"
+    r"missing|not found|no such|killed|oom|out of memory|disk full|no space|quota\s(?:exceeded|exhausted|reached)|over\squota|out\sof\squota|rejected|skipp(?:ed|ing)|"
     r"degraded|partial|rollback|rolled back|truncated|empty|nothing to)\b")
 
 

@@ -6,12 +6,14 @@ silence means "no rule fired", not "this is fine". Those successes are put befor
 which may escalate one only by quoting the evidence (``core.supervisor.grounding``):
 
 * one of the job's first ``first_successes`` successes (``JudgeSettings.first_successes``);
-* an output line shape, or a count in a line, that no learned success printed (the job has
-  a baseline, but not for this);
+* an output line shape, or a count in a line, that no learned success printed, or a count
+  more than ``COUNT_STRETCH`` times off its learned range yet short of what the rules page
+  on (the job has a baseline, but not for this);
 * an output byte-identical to the previous success's, from a job whose successes always
   differed (the same day exported twice: a stale input);
 * a handoff whose result or notes are prose the rules cannot read;
-* an intent naming a quantity ("8 sources", "three reports") the output never mentions.
+* an intent naming a quantity ("8 sources", "three reports") the output never mentions,
+  while no learned baseline vouches for the job's counts.
 
 A routine success with a learned baseline meets none of these and is not consulted. Soft
 verdicts (the rules already escalate) are consulted too, so the model may raise severity or
@@ -27,7 +29,7 @@ from collections.abc import Iterable
 
 from core.spec.model import JobSpec
 from core.supervisor import evidence
-from core.supervisor.baseline import WINDOW
+from core.supervisor.baseline import WINDOW, WorkBaseline
 from core.supervisor.rules import OutcomeFacts, Verdict, learn_from
 from core.text import quoted
 
@@ -37,6 +39,12 @@ FIRST_SUCCESSES = 5
 PROSE_WORDS = 8
 #: Successes whose outputs must all differ before a repeated output is news.
 REPEAT_MIN_SUCCESSES = 3
+#: A count this many times above its learned highest (or below its lowest) is put before the
+#: model; the rules themselves page only far beyond (``baseline.HIGH_FACTOR``/``LOW_FACTOR``).
+COUNT_STRETCH = 4
+#: ... and at least this far from it: small counts jitter by more than their own size (a
+#: cleanup that usually removes 0 files and removes 8 today is not news).
+COUNT_STRETCH_MIN = 10
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
                  "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "fifty": 50, "hundred": 100}
 _QUANTITY = re.compile(r"(?i)\b(\d+(?:[.,]\d+)?|" + "|".join(_NUMBER_WORDS) + r")\b")
@@ -65,11 +73,12 @@ def intent_quantities(intent: str | None) -> list[tuple[str, int | None]]:
 
 
 def _mentions(text: str, word: str, value: int | None) -> bool:
-    if re.search(rf"(?i)(?<![\w.]){re.escape(word)}(?![\w])", text):
+    # Digit boundaries, not word boundaries: "v1.24.0" mentions 1.24, "3/3" mentions 3.
+    if re.search(rf"(?i)(?<![\d]){re.escape(word)}(?![\d])", text):
         return True
     if value is not None:
-        names = [w for w, v in _NUMBER_WORDS.items() if v == value]
-        return bool(re.search(rf"(?i)(?<![\w.])(?:{value}{''.join('|' + n for n in names)})(?![\w])", text))
+        names = "".join(f"|\\b{n}\\b" for n, v in _NUMBER_WORDS.items() if v == value)
+        return bool(re.search(rf"(?i)(?<![\d.])(?:{value}(?![\d]){names})", text))
     return False
 
 
@@ -122,16 +131,10 @@ def reasons(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec |
         # Reasons name where, never what: the job's own text travels only inside the
         # untrusted block of the prompt.
         for stream, text in (("stdout", case.stdout), ("stderr", case.stderr)):
-            for no, ln in enumerate(evidence.lines(text), start=1):
-                if not work.known(ln.shape):
-                    out.append(f"{stream} line {no} has a shape no learned success printed")
-                    break
-                if ln.counts and ln.shape not in known_counts:
-                    out.append(f"{stream} line {no} carries a count with no learned range")
-                    break
-            else:
-                continue
-            break
+            why = _unvouched_line(stream, evidence.lines(text), work, known_counts)
+            if why is not None:
+                out.append(why)
+                break
     recent = [h.stdout for h in successes[-WINDOW:] if h.stdout]
     if (case.stdout and len(recent) >= REPEAT_MIN_SUCCESSES and case.stdout == recent[-1]
             and len(set(recent)) == len(recent)):
@@ -139,9 +142,34 @@ def reasons(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec |
     field = unreadable_handoff(case)
     if field is not None:
         out.append(f"its handoff {field} is prose the rules cannot read")
-    told = "\n".join([case.stdout, case.stderr, str(case.handoff or "")])
-    for word, value in intent_quantities(spec.intent):
-        if not _mentions(told, word, value):
-            out.append(f"its intent names {quoted(word, chr(34))}, which its output does not mention")
-            break
+    if work is None:
+        # With no learned baseline the intent is the only yardstick; with one, a count the
+        # rules vouch for is the job's normal, whatever the intent's numbers.
+        told = "\n".join([case.stdout, case.stderr, str(case.handoff or "")])
+        for word, value in intent_quantities(spec.intent):
+            if not _mentions(told, word, value):
+                out.append(f"its intent names {quoted(word, chr(34))}, which its output does not mention")
+                break
     return out
+
+
+def _unvouched_line(stream: str, lines: list[evidence.Line], work: WorkBaseline, known_counts: set[str]) -> str | None:
+    """Why the first line of ``stream`` the learned baseline cannot vouch for is not routine:
+    a shape no learned success printed, a count with no learned range, or a count beyond
+    ``COUNT_STRETCH`` times its learned range (the rules page only far beyond it)."""
+    seen: set[str] = set()
+    for no, ln in enumerate(lines, start=1):
+        if not work.known(ln.shape):
+            return f"{stream} line {no} has a shape no learned success printed"
+        if ln.counts and ln.shape not in known_counts:
+            return f"{stream} line {no} carries a count with no learned range"
+        if ln.shape in seen:
+            continue  # counts are learned from the first line of each shape ("page 2 of 40" is not news)
+        seen.add(ln.shape)
+        for i, value in enumerate(ln.counts):
+            rng = work.counts.get((ln.shape, i))
+            if rng is None or abs(value - (rng.high if value > rng.high else rng.low)) < COUNT_STRETCH_MIN:
+                continue
+            if value > rng.high * COUNT_STRETCH or value * COUNT_STRETCH < rng.low:
+                return f"{stream} line {no} carries a count outside {COUNT_STRETCH}x its learned range"
+    return None

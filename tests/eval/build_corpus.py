@@ -552,11 +552,128 @@ def build_routine(rng: random.Random) -> None:
         r("near_miss", "transient 503 retried and recovered", job, history(rng, job, 12), case, "recovered_on_retry")
 
 
+# -- the judge's reach: successes the rules cannot vouch for (issue: grounded judgement) ---------
+
+def _purge(rng: random.Random, day: int, dry: bool = False) -> Rec:
+    n = rng.randint(300, 500)
+    if dry:
+        out = f"DRY RUN: would delete {n} accounts closed more than 30 days ago; nothing was deleted\npurge finished\n"
+    else:
+        out = f"deleted {n} accounts closed more than 30 days ago\npurge finished\n"
+    return rec(out, duration=rng.uniform(3, 9))
+
+
+def _newsletter(rng: random.Random, day: int, subject: str | None = None) -> Rec:
+    subject = subject or rng.choice(["March product news", "Your quarterly summary", "New in the API this week"])
+    n = rng.randint(2_000, 2_400)
+    return rec(f'sending campaign "{subject}" to {n} subscribers\nsent {n} emails, {rng.randint(0, 9)} bounced\n',
+               duration=rng.uniform(30, 60))
+
+
+def _test_suite(rng: random.Random, day: int, tally: str | None = None) -> Rec:
+    n = rng.randint(1_180, 1_220)
+    return rec(f"collected {n} items\n{tally or ''}{n} passed in {rng.uniform(60, 90):.1f}s\n",
+               duration=rng.uniform(60, 95))
+
+
+def _translations(rng: random.Random, day: int, summary: str | None = None) -> Rec:
+    n = rng.randint(40, 60)
+    result = {"strings": n, "summary": summary or f"translated {n} new strings into de, fr and ja"}
+    handoff = {"status": "success", "confidence": 0.9, "result": result, "notes": "pushed to the l10n branch"}
+    return rec(f"translating {n} new strings\npushed to l10n branch\n", duration=rng.uniform(60, 120), handoff=handoff)
+
+
+def _mirror(rng: random.Random, day: int, regions: int = 3) -> Rec:
+    names = ["eu-west-1", "us-east-1", "ap-southeast-2"][:regions]
+    out = "".join(f"synced bucket assets to {r} ({rng.randint(800, 900)} objects)\n" for r in names)
+    return rec(out + "mirror done\n", duration=rng.uniform(20, 40))
+
+
+REACH_JOBS = {
+    "account-purge": Job("account-purge", {"intent": "delete the customer accounts closed more than 30 days ago"},
+                         _purge),
+    "newsletter": Job("newsletter", {"intent": "send this week's newsletter to every subscriber"}, _newsletter),
+    "nightly-tests": Job("nightly-tests", {"intent": "run the full test suite against main every night"},
+                         _test_suite),
+    "l10n-agent": Job("l10n-agent", {"intent": "translate the new UI strings into German, French and Japanese"},
+                      _translations),
+    "asset-mirror": Job("asset-mirror", {"intent": "mirror the assets bucket to 3 regions"}, _mirror),
+}
+
+
+def build_reach(rng: random.Random) -> None:
+    """Cases of the judge's reach and of the smaller policy gaps: each a kind the rules alone
+    left silent (or paged wrongly) before the judge was grounded."""
+    i = 0
+
+    def a(cls: str, source: str, job: Job, hist: list[Rec], case: Rec, kind: str, escalate: bool,
+          spec: dict[str, Any] | None = None) -> None:
+        nonlocal i
+        i += 1
+        add(f"reach-{i:03d}", cls, source, job, hist, case, kind, escalate, spec)
+
+    purge, news, suite = REACH_JOBS["account-purge"], REACH_JOBS["newsletter"], REACH_JOBS["nightly-tests"]
+    l10n, mirror = REACH_JOBS["l10n-agent"], REACH_JOBS["asset-mirror"]
+    # A first success that contradicts its intent: nothing to compare with, no error word.
+    for k in range(3):
+        a("soft", "retention purge shipped with its dry-run default: 'succeeded' nightly, deleted nothing",
+          purge, history(rng, purge, k), _purge(rng, 5, dry=True), "intent_mismatch", True)
+    # An agent's prose result says it did something else than asked (the rules cannot read prose).
+    for _k in range(3):
+        a("soft", "agent 'success' whose summary admits it translated only one language",
+          l10n, history(rng, l10n, 8),
+          _translations(rng, 9, summary="translated the new strings into German only; the French and Japanese"
+                                        " glossaries were not found so those were skipped"), "intent_mismatch", True)
+    # The intent names a quantity the output never reaches ("3 regions": two synced).
+    for _k in range(3):
+        a("soft", "cross-region replication silently dropped a region after a config change",
+          mirror, [], _mirror(rng, 1, regions=2), "intent_mismatch", True)
+    # A tally of zero bad things in words the rules never listed: not an error.
+    for tally in ("0 failing, 0 errored\n", "rejected: 0\n", "Failures (0)\n", "zero quarantined, 0 flaky\n"):
+        hist = [_test_suite(rng, d, tally=tally) for d in range(12)]
+        a("routine", "a summary line that tallies zero failures in its own words", suite,
+          hist, _test_suite(rng, 20, tally=tally), "routine", False)
+        a("near_miss", "a new job's first run tallies zero failures", suite, [], _test_suite(rng, 0, tally=tally),
+          "first_success", False)
+    # An error word inside a subject line is the subject's, not the job's.
+    for subject in ("Why your builds failed last week (and how to fix it)", "Fatal errors we fixed in March",
+                    "Payment failed? Update your card"):
+        a("routine", "an e-mail subject that merely contains an error word", news, history(rng, news, 12),
+          _newsletter(rng, 30, subject=subject), "routine", False)
+        a("near_miss", "a first campaign whose subject contains an error word", news, [],
+          _newsletter(rng, 0, subject=subject), "first_success", False)
+    # Clean first successes of the reach jobs: consulted, and an honest reader stays silent.
+    for job in (purge, mirror, l10n):
+        a("near_miss", "a new job's first clean run", job, [], job.run(rng, 0), "first_success", False)
+    # A failed verification whose check fails the same way again: no silent wait for a retry.
+    check = {"name": "verify_command", "ok": False, "soft": False,
+             "detail": "python scripts/check_schema.py out/orders.csv: exit 1: column amount_cents missing (0.3s)"}
+    job = JOBS["db-export"]
+    for k in range(3):
+        base = job.run(rng, 40)
+        first = {**base, "state": "failed", "status": "failed", "reason": "verification_failed", "attempt": 1,
+                 "retry_queued": True, "verification": {"ok": False, "checks": [dict(check)], "failed": ["verify_command"]}}
+        second = {**first, "attempt": 2, "verification": {"ok": False, "checks": [
+            {**check, "detail": check["detail"].replace("0.3s", f"0.{k + 4}s")}], "failed": ["verify_command"]}}
+        a("hard", "schema check failing the same way on every retry (upstream dropped a column)", job,
+          [*history(rng, job, 10), first], second, "verification_failed", True, {**job.spec, "max_attempts": 3})
+        marked = {**first, "verification": {"ok": False, "checks": [{**check, "deterministic": True}],
+                                            "failed": ["verify_command"]}}
+        a("hard", "a check the spec marks deterministic (a checksum of the written file)", job,
+          history(rng, job, 10), marked, "verification_failed", True, {**job.spec, "max_attempts": 3})
+        flaky = {**first, "verification": {"ok": False, "checks": [
+            {**check, "detail": "curl -fsS https://cdn.acme.example/orders.csv: exit 28: timed out (10.0s)"}],
+            "failed": ["verify_command"]}}
+        a("near_miss", "a verify command that timed out once (network), retry queued", job, history(rng, job, 10),
+          flaky, "retry_pending", False, {**job.spec, "max_attempts": 3})
+
+
 def main() -> None:
     rng = random.Random(SEED)
     build_hard(rng)
     build_soft(rng)
     build_routine(rng)
+    build_reach(rng)
     with OUT.open("w", encoding="utf-8") as fh:
         fh.write("# Raw-evidence judge cases, generated by tests/eval/build_corpus.py (see its docstring for sources).\n")
         for c in CASES:
