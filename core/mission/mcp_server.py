@@ -7,17 +7,21 @@ call would be, with the same audit events. ``spawn_worker`` and ``ask_person`` w
 ``wait_s`` seconds, reading the ledger, never calling a model) until the runner has
 settled and verified the worker or a person answered, so the coordinator is given results
 rather than polling; on a timeout they return ``{"waiting": true, "call_id": …}`` and
-``status`` shows the result later. The runner (``watchkeeper run``/``up``) must be running
+``status`` shows the result later. A call that failed (an unknown worker, a mission that has
+ended, a worker that did not deliver, an unknown mission for ``status``) sets MCP's
+``isError`` on the answer, with the same payload, so a client need not look inside it. The runner (``watchkeeper run``/``up``) must be running
 for workers to start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import anyio
 from mcp.server import MCPServer
+from mcp.types import CallToolResult, TextContent
 
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
@@ -28,6 +32,14 @@ from core.mission.engine import MissionEngine
 #: Seconds between ledger reads while a call waits for a worker or a person.
 WAIT_POLL_S = 0.25
 DEFAULT_WAIT_S = 600.0
+
+
+def answer(out: dict[str, Any], *, failed: bool | None = None) -> CallToolResult:
+    """A tool's answer as MCP sends it: ``out`` as structured content and as one JSON text
+    block, with ``isError`` from ``failed`` (default: ``out["is_error"]``)."""
+    error = bool(out.get("is_error")) if failed is None else failed
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(out, default=str))],
+                          structured_content=out, is_error=error)
 
 
 def build_server(ledger_path: str | os.PathLike[str], mission_id: int, settings: Any) -> MCPServer:
@@ -60,33 +72,36 @@ def build_server(ledger_path: str | os.PathLike[str], mission_id: int, settings:
         return out
 
     @server.tool(name=protocol.SPAWN_WORKER, description=protocol.TOOLS[0]["description"])
-    async def spawn_worker(worker: str, task: str, context: Any = None, wait_s: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+    async def spawn_worker(worker: str, task: str, context: Any = None,
+                           wait_s: float = DEFAULT_WAIT_S) -> CallToolResult:
         out = await anyio.to_thread.run_sync(call, protocol.SPAWN_WORKER,
                                              {"worker": worker, "task": task, "context": context})
-        return await wait(out, wait_s)
+        return answer(await wait(out, wait_s))
 
     @server.tool(name=protocol.ASK_PERSON, description=protocol.TOOLS[1]["description"])
-    async def ask_person(question: str, wait_s: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+    async def ask_person(question: str, wait_s: float = DEFAULT_WAIT_S) -> CallToolResult:
         out = await anyio.to_thread.run_sync(call, protocol.ASK_PERSON, {"question": question})
-        return await wait(out, wait_s)
+        return answer(await wait(out, wait_s))
 
     @server.tool(name=protocol.REPORT, description=protocol.TOOLS[2]["description"])
-    async def report(text: str, status: str | None = None) -> dict[str, Any]:
+    async def report(text: str, status: str | None = None) -> CallToolResult:
         inp = {"text": text} | ({"status": status} if status else {})
-        return await anyio.to_thread.run_sync(call, protocol.REPORT, inp)
+        return answer(await anyio.to_thread.run_sync(call, protocol.REPORT, inp))
 
     @server.tool(name=protocol.CLOSE_MISSION, description=protocol.TOOLS[3]["description"])
-    async def close_mission() -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(call, protocol.CLOSE_MISSION, {})
+    async def close_mission() -> CallToolResult:
+        return answer(await anyio.to_thread.run_sync(call, protocol.CLOSE_MISSION, {}))
 
     @server.tool(name=protocol.STATUS, description=protocol.MCP_STATUS_TOOL["description"])
-    async def status() -> dict[str, Any]:
-        def read() -> dict[str, Any]:
+    async def status() -> CallToolResult:
+        def read() -> CallToolResult:
             with Ledger(ledger_path) as led:
-                m = mactions.status(led, mission_id) or {"error": f"no mission {mission_id}"}
+                m = mactions.status(led, mission_id)
+            if m is None:
+                return answer({"error": f"no mission {mission_id}"}, failed=True)
             for w in m.get("spawned", []):
                 w.pop("lineage", None)
-            return m
+            return answer(m, failed=False)
         return await anyio.to_thread.run_sync(read)
 
     return server

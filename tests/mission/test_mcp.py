@@ -75,3 +75,24 @@ async def test_watchkeeper_mcp_serves_the_tools_over_stdio(tmp_path: Path) -> No
         assert {t.name for t in (await client.list_tools()).tools} >= {"spawn_worker", "status"}
         st = payload(await client.call_tool("status", {}))
         assert st["goal"] == "a goal" and st["coordinator"] == "external" and st["state"] == "working"
+
+
+@pytest.mark.slow
+async def test_a_failed_tool_call_sets_mcp_is_error(tmp_path: Path) -> None:
+    # Through the real `watchkeeper mcp` over stdio: a client that reads only isError (as
+    # Claude Code does) must see the failure, not a success with the error inside the payload.
+    db = tmp_path / "wk.db"
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
+        "-m", "console.cli", "mcp", "--goal", "a goal", "--worker", "echo", "--ledger", str(db)])
+    async with Client(params) as client:
+        bad = await client.call_tool("spawn_worker", {"worker": "rm-rf", "task": "x", "wait_s": 1})
+        assert bad.is_error
+        assert payload(bad)["is_error"] and "unknown worker" in payload(bad)["result"]
+        assert "unknown worker" in bad.content[0].text
+        ok = await client.call_tool("status", {})
+        assert not ok.is_error and payload(ok)["state"] == "working"
+        # Closing before any report is refused, and says so the same way.
+        early = await client.call_tool("close_mission", {})
+        assert early.is_error and "call report(text, status) before close_mission()" in payload(early)["result"]
+        reported = await client.call_tool("report", {"text": "done", "status": "success"})
+        assert not reported.is_error
