@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at, prepare_places
+from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, prepare_places
 from core.spec.settings import Settings, SettingsError, load_settings
 
 
@@ -30,6 +30,13 @@ def _console_options(f: Any) -> Any:
         click.option("--as", "operator", default=None, help="Operator name on actions [default: $USER]."),
         click.option("--screenshot-dir", type=click.Path(file_okay=False), default=None,
                      help="Folder for the palette's screenshots [default: the current folder]."),
+        click.option("--web", is_flag=True,
+                     help="Serve the console to browsers (textual-serve) instead of this terminal."),
+        click.option("--bind", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+                     help="With --web: where to listen. Any address but loopback needs a token."),
+        click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="With --web: TOML of [NAME] token = \"...\" (read_only = true to watch only); "
+                          "without it a non-loopback bind prints a generated token once."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -57,6 +64,26 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
                                         stop_runner=stop_runner))
 
 
+def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only: bool,
+               config: str | None) -> None:
+    from console.web import WebError, serve_console
+
+    try:
+        serve_console(ledger=Path(settings.ledger).absolute(), bind=bind, token_file=token_file,
+                      operator=settings.operator, read_only=read_only,
+                      config=Path(config).absolute() if config else None, theme=settings.theme,
+                      refresh=settings.refresh, echo=lambda line: click.echo(line))
+    except WebError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        fail(f"--bind {bind}: cannot listen ({exc.strerror or exc})", EXIT_USAGE)
+
+
+def _check_web_flags(web: bool, bind: str, token_file: Path | None) -> None:
+    if not web and (token_file is not None or bind != "127.0.0.1:8080"):
+        fail("--bind and --token-file go with --web", EXIT_USAGE)
+
+
 def _quiet_logging(path: Path) -> None:
     # Log lines on stderr would scribble over the console; send them to a file beside the ledger.
     root = logging.getLogger()
@@ -72,23 +99,33 @@ def register(group: click.Group) -> None:
     @_console_options
     def console_cmd(ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
                     theme: str | None, refresh: float | None, operator: str | None,
-                    screenshot_dir: str | None) -> None:
+                    screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None) -> None:
         """Open the console on a ledger written by a separate `watchkeeper run`.
 
         \b
         Keys: ? help, 1-4 views, enter detail, a ack, s snooze, r retry, x abandon, q quit.
         Several consoles may attach to one ledger at once.
 
+        With --web the same console is served to browsers (one console per tab); on loopback
+        (the default) no token is needed, any other --bind needs one (--token-file, or one is
+        generated and printed once). A token's name is the operator its actions are
+        attributed to.
+
         \b
         Example:
           watchkeeper console --ledger /var/lib/watchkeeper/ledger.db --read-only
+          watchkeeper console --web --ledger /var/lib/watchkeeper/ledger.db   # http://127.0.0.1:8080/
         """
+        _check_web_flags(web, bind, token_file)
         settings = _settings(None, ledger_path, config, theme, refresh, operator)
         if not Path(settings.ledger).exists():
             fail(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", EXIT_NOT_FOUND)
         # Open it once here, so a file that is not a ledger, a newer schema or read-only
         # media is one clear line instead of a console that cannot draw anything.
         open_ledger_at(settings.ledger, read_only=read_only).close()
+        if web:
+            _serve_web(settings, bind, token_file, read_only, config)
+            return
         _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
         _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
 
@@ -97,19 +134,24 @@ def register(group: click.Group) -> None:
     @_console_options
     def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
                theme: str | None, refresh: float | None, operator: str | None,
-               screenshot_dir: str | None) -> None:
+               screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None) -> None:
         """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
         Quitting the console (q, then y) stops the runner cleanly: it asks first, saying how
         many runs are in flight; no new run starts once confirmed, and running jobs get the
         shutdown grace.
 
+        With --web the console is served to browsers instead (see `watchkeeper console
+        --help`); Ctrl-C stops the server and the runner.
+
         \b
         Example:
           watchkeeper up sample_jobs --ledger demo/watchkeeper.db
+          watchkeeper up sample_jobs --web --bind 0.0.0.0:8080 --token-file ~/.config/watchkeeper/tokens.toml
         """
         from core.runner.runner import Runner
 
+        _check_web_flags(web, bind, token_file)
         settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
         # create and migrate before either side opens it; a bad place is one line, exit 2
         prepare_places(settings.ledger, settings.artifacts_dir)
@@ -127,12 +169,16 @@ def register(group: click.Group) -> None:
         thread = threading.Thread(target=run_runner, name="wk-runner", daemon=True)
         thread.start()
         try:
-            # Quitting asks first (runs in flight) and stops the scheduler before the console
-            # closes, so no run starts while it does.
-            _app(settings, read_only, screenshot_dir,
-                 stop_runner=lambda: runner.request_stop("console quit")).run(mouse=not no_mouse)
+            if web:
+                # each tab is a console of its own on the ledger; Ctrl-C ends the server, then the runner
+                _serve_web(settings, bind, token_file, read_only, str(Path(config).absolute()) if config else None)
+            else:
+                # Quitting asks first (runs in flight) and stops the scheduler before the console
+                # closes, so no run starts while it does.
+                _app(settings, read_only, screenshot_dir,
+                     stop_runner=lambda: runner.request_stop("console quit")).run(mouse=not no_mouse)
         finally:
-            runner.request_stop("console quit")
+            runner.request_stop("web console stopped" if web else "console quit")
             thread.join(timeout=settings.shutdown_grace + 15)
         if failure:
             raise click.ClickException(f"runner failed: {failure[0]}")
