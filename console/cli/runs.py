@@ -29,8 +29,9 @@ from console.cli.common import (
 )
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
-from core.ledger.reads import run_detail, run_row
+from core.ledger.reads import run_detail
 from core.ledger.runs import job_known, list_runs, run_time
+from core.ledger.sql_store import SqlStore
 from core.processes import signal_name
 from core.spec.settings import SettingsError, load_settings
 from core.text import duration, iso, local_hms, quoted, short_age
@@ -313,12 +314,12 @@ def abandon_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes:
 
     settings = open_settings(None, None, ledger=ledger_path, operator=operator)
     with open_ledger(ledger_path) as ledger:
-        run = run_row(ledger, run_id)
+        run = SqlStore(ledger).run(run_id)
         if run is None:
             fail(f"no run {run_id}", EXIT_NOT_FOUND)
-        if run["state"] not in TERMINAL and not yes:
-            where = f", pid {run['pid']}" if run.get("pid") else ""
-            question = (f"Abandon {_safe(_one_line(run['job'], 60))} run {run_id} ({run['state']}{where})?"
+        if run.state not in TERMINAL and not yes:
+            where = f", pid {run.pid}" if run.pid else ""
+            question = (f"Abandon {_safe(_one_line(run.job, 60))} run {run_id} ({run.state}{where})?"
                         " Its live process group is killed; every artifact is kept.")
             confirm_or_exit(question, "not abandoned")
         result = actions.abandon(ledger, run_id, settings.operator)
@@ -350,11 +351,11 @@ def retry_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: b
 
     settings = open_settings(None, None, ledger=ledger_path, operator=operator)
     with open_ledger(ledger_path) as ledger:
-        run = run_row(ledger, run_id)
+        run = SqlStore(ledger).run(run_id)
         if run is None:
             fail(f"no run {run_id}", EXIT_NOT_FOUND)
         if not yes:
-            question = f"Retry {_safe(_one_line(run['job'], 60))} (run {run_id})? Queues a new attempt of this run's lineage."
+            question = f"Retry {_safe(_one_line(run.job, 60))} (run {run_id})? Queues a new attempt of this run's lineage."
             confirm_or_exit(question, "not retried")
         result = actions.retry(ledger, run_id, settings.operator)
     if result.missing:

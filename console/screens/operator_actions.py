@@ -14,8 +14,8 @@ from console.labels import label
 from console.safe_text import clean, one_line
 from console.screens.dialogs import ConfirmScreen
 from core import actions
-from core.ledger import reads
 from core.ledger.lifecycle import TERMINAL
+from core.ledger.sql_store import SqlStore
 from core.vocabulary import ActionResult
 
 After = Callable[..., Awaitable[Any]]
@@ -75,11 +75,11 @@ def _abandon_unless_ended(screen: Screen, run_id: int, job: str, after: After,
 
     async def check() -> None:
         try:
-            row = await app.reader.call(lambda ledger: reads.run_row(ledger, run_id))
+            state = await app.reader.call(lambda ledger: SqlStore(ledger).run_state(run_id))
         except Exception:
-            row = None  # unreadable now: ask anyway; core.actions.abandon refuses an ended run
-        if row is not None and row["state"] in TERMINAL:
-            screen.notify(f"{one_line(job, 40)} run {run_id} already ended ({label('run_state', row['state']).text}):"
+            state = None  # unreadable now: ask anyway; core.actions.abandon refuses an ended run
+        if state is not None and state in TERMINAL:
+            screen.notify(f"{one_line(job, 40)} run {run_id} already ended ({label('run_state', state).text}):"
                           " nothing to abandon", severity="warning", markup=False)
             return
         question = f"Abandon {one_line(job, 40)} (run {run_id})?"

@@ -105,18 +105,6 @@ def live_runs_of_parent(conn: sqlite3.Connection, parent_run_id: int) -> int:
                             (parent_run_id,)).fetchone()[0])
 
 
-def run_state(conn: sqlite3.Connection, run_id: int) -> str | None:
-    """``runs.state`` of run ``run_id``; None when there is no such run."""
-    row = conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def run_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
-    """Every ``runs`` column of run ``run_id`` as a dict; None when there is no such run."""
-    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None else dict(row)
-
-
 def finished_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
     """What the runner prints for a finished run: ``runs`` id, job, task, attempt, state,
     exit_code, signal, reason, started_at, ended_at and ``job_outcomes.duration_s`` (seconds)."""
@@ -141,7 +129,7 @@ def record_late_result(conn: sqlite3.Connection, run: dict[str, Any], *, actor: 
     written to the run's outcome, so a run abandoned or orphaned while it still wrote output
     shows the bytes and lines it really produced (the settling side could not count them).
     """
-    state = run_state(conn, run["id"]) or "missing"
+    state = runs.state_of(conn, run["id"]) or "missing"
     kept = {k: v for k, v in (evidence or {}).items() if k in LATE_EVIDENCE}
     if kept and state != "missing":
         outcomes.record(conn, run["id"], **kept)

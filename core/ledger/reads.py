@@ -633,11 +633,6 @@ def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int
             "tail": last.decode("utf-8", "replace")}
 
 
-def run_row(ledger: Ledger, run_id: int) -> dict[str, Any] | None:
-    """The ``runs`` row of ``run_id`` as a dict, or None when there is no such run."""
-    return ledger.row("SELECT * FROM runs WHERE id = ?", (run_id,))
-
-
 def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any] | None:
     """Everything the run detail screen shows, or None when there is no such run.
 

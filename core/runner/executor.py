@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from core.ledger import breaker, lifecycle, outcomes, queue, terminal
 from core.ledger.connection import Conn, Ledger
 from core.ledger.lifecycle import State
+from core.ledger.sql_store import SqlStore
 from core.ledger.writer import Writer
 from core.mission import worker as mission_worker
 from core.processes import (
@@ -461,13 +462,12 @@ class Executor:
 
     def _settle_fallback(self, run_id: int) -> None:
         """Never leave a run in verifying because the supervisor broke: decide by exit code."""
-        led = self.ctx.thread_ledger()
-        row = queue.run_row(led.conn, run_id)
-        if row is None or row["state"] != State.VERIFYING:
+        store = SqlStore(self.ctx.thread_ledger())
+        run = store.run(run_id)
+        if run is None or run.state != State.VERIFYING:
             return
-        to = State.SUCCEEDED if row["exit_code"] == 0 else State.FAILED
-        terminal.finish_run(led, run_id, row["attempt"], State.VERIFYING, to, actor=self.ctx.actor,
-                            reason="supervisor_error")
+        to = State.SUCCEEDED if run.exit_code == 0 else State.FAILED
+        store.finish_run(run_id, run.attempt, State.VERIFYING, to, actor=self.ctx.actor, reason="supervisor_error")
 
     def judge(self, run_id: int) -> None:
         """The supervisor's judgement of a terminal run (call from a worker thread)."""

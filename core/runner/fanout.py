@@ -15,9 +15,10 @@ import subprocess
 import time
 from typing import Any
 
-from core.ledger import fanout, lifecycle, outcomes, queue, terminal
+from core.ledger import fanout, lifecycle, outcomes, terminal
 from core.ledger.connection import Conn
 from core.ledger.lifecycle import State
+from core.ledger.sql_store import SqlStore
 from core.processes import signal_group
 from core.runner import spawn
 from core.runner.capture import Capture
@@ -56,7 +57,7 @@ class FanoutParent:
             settled, results = fanout.task_results(ctx.ledger.conn, run_id, spec)
             if settled:
                 break
-            if queue.run_state(ctx.ledger.conn, run_id) != State.RUNNING:
+            if SqlStore(ctx.ledger).run_state(run_id) != State.RUNNING:
                 return  # abandoned or orphaned meanwhile: its children settle on their own
             if time.time() > deadline:
                 await self._timed_out(run, spec, results)

@@ -10,6 +10,7 @@ import pytest
 
 from core.ledger import queue, runners
 from core.ledger.connection import Ledger
+from core.ledger.sql_store import SqlStore
 from core.runner.dispatcher import Dispatcher
 from core.runner.scheduler import MAX_SLEEP_S, Scheduler
 from core.spec.model import LoadedJob, load_dir
@@ -66,8 +67,9 @@ def test_scheduler_queues_each_slot_once_and_sleeps_until_the_next(led, tmp_path
     assert len(queued) == 1
     assert s.tick(T0 + 10.02) == T0 + 20  # the same slot again: nothing new
     assert len(queued) == 1
-    run = queue.run_row(led.conn, queued[0])
-    assert run["state"] == "queued" and run["not_before"] == T0 + 10 and run["trigger"] == "schedule"
+    run = SqlStore(led).run(queued[0])
+    assert run is not None
+    assert run.state == "queued" and run.not_before == T0 + 10 and run.trigger == "schedule"
 
 
 def test_scheduler_idle_tick_touches_no_job_and_the_ledger_not_at_all(led, tmp_path):
@@ -145,7 +147,7 @@ def test_dispatcher_leaves_runs_of_unknown_jobs_queued(led, tmp_path):
     d = Dispatcher(write=led.write, read=lambda fn: fn(led.conn), runner_id="r1", actor="runner:r1", lease_s=30)
     d.jobs = {}
     assert d.tick(T0 + 1, room=4) == []
-    assert queue.run_state(led.conn, 1) == "queued"
+    assert SqlStore(led).run_state(1) == "queued"
 
 
 def test_scheduler_takes_new_specs_at_the_next_tick(led, tmp_path):
@@ -156,4 +158,4 @@ def test_scheduler_takes_new_specs_at_the_next_tick(led, tmp_path):
     s.set_jobs(jobs)  # a reload, as the runner's loop does while ticks run in a worker thread
     assert s.tick(T0 + 6) == T0 + 10
     s.tick(T0 + 10)
-    assert [queue.run_row(led.conn, i)["job"] for i in queued] == ["b"]
+    assert [r.job for i in queued if (r := SqlStore(led).run(i))] == ["b"]
