@@ -24,7 +24,7 @@ class ConsoleConfig:
     see ``themes/``); ``screenshot_dir`` is where the palette's "save screenshot" writes
     (default: the current folder)."""
 
-    ledger: Path
+    ledger: Path | str  # a SQLite file, or a postgresql:// URL
     operator: str
     read_only: bool = False
     theme: str = themes.DARK_NAME

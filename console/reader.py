@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.ledger.connection import Ledger
+from core.ledger.dialect import is_url
 
 T = TypeVar("T")
 
@@ -24,14 +25,14 @@ class LedgerThread:
     """Run ``fn(ledger)`` in this object's thread: ``await lt.call(fn)``."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False, name: str = "ledger") -> None:
-        self.path = Path(path)
+        self.path: Path | str = path if is_url(path) else Path(path)
         self.read_only = read_only
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wk-{name}")
         self._ledger: Ledger | None = None
 
     def _run(self, fn: Callable[[Ledger], T]) -> T:
         if self._ledger is None:
-            if self.read_only and not self.path.exists():
+            if self.read_only and isinstance(self.path, Path) and not self.path.exists():
                 raise FileNotFoundError(f"no ledger at {self.path}")
             self._ledger = Ledger(self.path, read_only=self.read_only)
             # A job may have stored bytes that are not UTF-8; read them with replacement

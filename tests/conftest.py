@@ -11,13 +11,23 @@ from pathlib import Path
 import pytest
 
 from core.ledger.connection import Ledger
+from core.ledger.dialect import close_pools
+from tests.kit import postgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow tests (real processes, Pilot, tmux) share one xdist group, so under
     ``--dist loadgroup`` at most one of them runs at a time while the other worker takes the
-    fast ones: two heavy tests never fight over a 2-core machine's CPU and time out."""
+    fast ones: two heavy tests never fight over a 2-core machine's CPU and time out.
+
+    PostgreSQL items (marker ``pg``) outside the representative modules
+    (``tests.kit.postgres.REPRESENTATIVE``) are also ``soak``: ``make test`` runs the
+    representative PostgreSQL lane, ``make soak`` all of it."""
     for item in items:
+        if item.get_closest_marker("pg") is not None:
+            module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            if module not in postgres.REPRESENTATIVE:
+                item.add_marker(pytest.mark.soak)
         if item.get_closest_marker("slow") or item.get_closest_marker("soak"):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 
@@ -38,11 +48,41 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> None:
     time.tzset()
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[postgres.Server]:
+    """One throw-away PostgreSQL per test session (per xdist worker), see tests/kit/postgres.py."""
+    why = postgres.available()
+    if why is not None:
+        pytest.skip(f"no PostgreSQL here: {why}")
+    server = postgres.Server().start()
+    try:
+        yield server
+    finally:
+        close_pools()
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a test's ledger lives, once per backend: ``tmp_path / "wk.db"`` (SQLite) or the
+    URL of a fresh database with the schema on the session's throw-away PostgreSQL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "wk.db")
+        return
+    server: postgres.Server = request.getfixturevalue("pg_server")
+    url = server.fresh_database()
+    try:
+        yield url
+    finally:
+        close_pools()
+        server.drop_database(url)
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    """An empty ledger at ``tmp_path / "wk.db"`` (schema applied), closed after the test. A
-    module that needs a filled one defines its own ``ledger``."""
-    with Ledger(tmp_path / "wk.db") as led:
+def ledger(ledger_target: str) -> Iterator[Ledger]:
+    """An empty ledger (schema applied) on each backend (``ledger_target``), closed after
+    the test. A module that needs a filled one defines its own ``ledger``."""
+    with Ledger(ledger_target) as led:
         yield led
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, shown
+from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, ledger_name, shown
 from core.ledger.connection import Ledger, LedgerError, StorageError
+from core.ledger.dialect import is_url
 from core.ledger.jobs import recent_spec_errors
 from core.spec.loader import LoadedJob, load_dir
 from core.spec.mission import check_missions
@@ -33,11 +34,12 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _runtime_errors(ledger_path: Path, limit: int) -> tuple[list[dict[str, Any]], str | None]:
-    if not ledger_path.exists():
+def _runtime_errors(ledger_place: str, limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    ledger_path = ledger_name(ledger_place)
+    if not is_url(ledger_place) and not Path(ledger_place).exists():
         return [], f"{ledger_path}: no ledger yet"
     try:
-        with Ledger(ledger_path, read_only=True) as ledger:
+        with Ledger(ledger_place, read_only=True) as ledger:
             return recent_spec_errors(ledger, limit=limit), None
     except (LedgerError, StorageError, OSError) as exc:  # a damaged ledger must not hide the folder's result
         return [], f"{ledger_path}: {describe_ledger_error(exc, read_only=True)}"
@@ -51,11 +53,11 @@ def register(group: click.Group) -> None:
     @group.command("check")
     @click.argument("spec_dir", metavar="DIR", type=click.Path(path_type=Path))
     @click.option("--json", "as_json", is_flag=True, help="One JSON document: ok, errors, jobs, recorded errors.")
-    @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
+    @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
                   help="Also show spec errors a running runner recorded on hot reload.")
     @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000),
                   help="How many recorded errors to show.")
-    def check(spec_dir: Path, as_json: bool, ledger_path: Path | None, limit: int) -> None:
+    def check(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int) -> None:
         """Validate the job specs in DIR (and DIR/watchkeeper.toml).
 
         Every error is printed on its own line as

@@ -29,6 +29,7 @@ from core.ledger.connection import (
     StorageUnavailable,
     describe_error,
 )
+from core.ledger.dialect import is_url, mask_url
 from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
 from core.text import invisible, quoted, safe_text
 
@@ -43,8 +44,14 @@ MAX_ID = 2**63 - 1
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: The ledger the current command opened, for messages about errors that surface later.
-_current_ledger: Path | None = None
+#: The ledger the current command opened (a path, or a masked URL), for messages about errors
+#: that surface later.
+_current_ledger: Path | str | None = None
+
+
+def ledger_name(place: str | Path) -> str:
+    """How a ledger is named to people: the path, or the URL with any password masked."""
+    return mask_url(place) if is_url(place) else str(place)
 
 
 def shown(value: Any, width: int | None = None) -> str:
@@ -84,6 +91,8 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
     Watchkeeper's schema is refused rather than shown as empty.
     """
     global _current_ledger
+    if is_url(path):
+        return _open_url(str(path), read_only=read_only)
     p = Path(path)
     _current_ledger = p
     if must_exist and not p.exists():
@@ -105,6 +114,29 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
             if version == 0:
                 fail(f"{p}: not a Watchkeeper ledger (no Watchkeeper schema)")
             fail(f"{p}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
+                 "start `watchkeeper run` on it once to migrate")
+    return ledger
+
+
+def _open_url(url: str, *, read_only: bool) -> Ledger:
+    """``open_ledger_at`` for a PostgreSQL ledger: one line naming the masked URL on failure."""
+    global _current_ledger
+    name = _current_ledger = mask_url(url)
+    try:
+        ledger = Ledger(url, read_only=read_only)
+    except (StorageError, LedgerError, OSError) as exc:
+        fail(f"{name}: {describe_ledger_error(exc, read_only=read_only)}")
+    if read_only:
+        try:
+            version = ledger.schema_version
+        except (StorageError, OSError) as exc:
+            ledger.close()
+            fail(f"{name}: {describe_ledger_error(exc, read_only=True)}")
+        if version < SCHEMA_VERSION:
+            ledger.close()
+            if version == 0:
+                fail(f"{name}: no Watchkeeper schema yet (run `watchkeeper ledger init URL`)")
+            fail(f"{name}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
                  "start `watchkeeper run` on it once to migrate")
     return ledger
 
@@ -133,12 +165,15 @@ def prepare_places(ledger: str | Path, artifacts: str | Path | None) -> None:
     no space left on the device, a file where a folder should be): the ledger's folder (a
     probe write), the ledger itself (created and migrated), then the artifacts folder. A full
     artifacts disk is one warning line, not an exit: the ledger still records every run."""
-    ledger = Path(ledger)
-    try:
-        _probe_write(ledger.parent)
-    except OSError as exc:
-        fail(f"{ledger.parent}: ledger folder unusable ({exc.strerror or exc})")
-    open_ledger_at(ledger, must_exist=False).close()
+    if is_url(ledger):
+        open_ledger_at(ledger, must_exist=False).close()  # only the artifacts folder is local
+    else:
+        ledger = Path(ledger)
+        try:
+            _probe_write(ledger.parent)
+        except OSError as exc:
+            fail(f"{ledger.parent}: ledger folder unusable ({exc.strerror or exc})")
+        open_ledger_at(ledger, must_exist=False).close()
     if artifacts is None:
         return
     try:
@@ -156,6 +191,8 @@ def prepare_places(ledger: str | Path, artifacts: str | Path | None) -> None:
 def open_ledger_prefer_write(path: str | Path) -> Ledger:
     """Writable when possible (so side duties like the runner-gap check can record), else
     read-only when the ledger is on read-only media; exits 2 with one line otherwise."""
+    if is_url(path):
+        return open_ledger_at(path)
     p = Path(path)
     if not p.exists():
         fail(f"no ledger at {p} (start a runner, or pass --ledger)")
@@ -212,9 +249,10 @@ ID = click.IntRange(1, MAX_ID)
 # The options every area repeats, written once so their names, types and help read the same
 # in every command.
 def ledger_option(f: Any) -> Any:
-    """``--ledger PATH`` → ``ledger_path`` (str or None: $WATCHKEEPER_LEDGER, then ./watchkeeper.db)."""
+    """``--ledger PATH|URL`` → ``ledger_path`` (str or None: $WATCHKEEPER_LEDGER, then
+    ./watchkeeper.db); a ``postgresql://`` URL names a PostgreSQL ledger."""
     return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                        help="Ledger file [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+                        help="Ledger file or postgresql:// URL [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
 
 
 def as_option(f: Any) -> Any:

@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
+<<<<<<< HEAD
 from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, prepare_places
+=======
+from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at, prepare_places
+from core.ledger.dialect import is_url
+>>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
 from core.spec.settings import Settings, SettingsError, load_settings
 
 
@@ -55,7 +60,7 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
          stop_runner=None):
     from console.app import ConsoleConfig, WatchkeeperApp
 
-    return WatchkeeperApp(ConsoleConfig(ledger=Path(settings.ledger), operator=settings.operator,
+    return WatchkeeperApp(ConsoleConfig(ledger=settings.ledger, operator=settings.operator,
                                         read_only=read_only, theme=settings.theme, refresh=settings.refresh,
                                         themes_dir=settings.themes_dir,
                                         screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None,
@@ -64,6 +69,7 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
                                         stop_runner=stop_runner))
 
 
+<<<<<<< HEAD
 def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only: bool,
                config: str | None) -> None:
     from console.web import WebError, serve_console
@@ -82,6 +88,15 @@ def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only
 def _check_web_flags(web: bool, bind: str, token_file: Path | None) -> None:
     if not web and (token_file is not None or bind != "127.0.0.1:8080"):
         fail("--bind and --token-file go with --web", EXIT_USAGE)
+=======
+def log_beside(settings: Settings, suffix: str) -> Path:
+    """The console's log file: beside a SQLite ledger; beside the artifacts folder of a
+    PostgreSQL one (logs stay on the host)."""
+    if is_url(settings.ledger):
+        settings.artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
+        return settings.artifacts_dir.with_suffix(suffix)
+    return Path(settings.ledger).with_suffix(suffix)
+>>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
 
 
 def _quiet_logging(path: Path) -> None:
@@ -118,15 +133,19 @@ def register(group: click.Group) -> None:
         """
         _check_web_flags(web, bind, token_file)
         settings = _settings(None, ledger_path, config, theme, refresh, operator)
-        if not Path(settings.ledger).exists():
+        if not is_url(settings.ledger) and not Path(settings.ledger).exists():
             fail(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", EXIT_NOT_FOUND)
         # Open it once here, so a file that is not a ledger, a newer schema or read-only
         # media is one clear line instead of a console that cannot draw anything.
         open_ledger_at(settings.ledger, read_only=read_only).close()
+<<<<<<< HEAD
         if web:
             _serve_web(settings, bind, token_file, read_only, config)
             return
         _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
+=======
+        _quiet_logging(log_beside(settings, ".console.log"))
+>>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
         _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
 
     @group.command("up")
@@ -155,7 +174,7 @@ def register(group: click.Group) -> None:
         settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
         # create and migrate before either side opens it; a bad place is one line, exit 2
         prepare_places(settings.ledger, settings.artifacts_dir)
-        _quiet_logging(Path(settings.ledger).with_suffix(".log"))
+        _quiet_logging(log_beside(settings, ".log"))
         runner = Runner(spec_dir, settings, install_signal_handlers=False)
         failure: list[BaseException] = []
 

@@ -21,6 +21,7 @@ from console.cli.common import (
     shown,
 )
 from console.cli.runs import config_option, open_settings
+from core.ledger.dialect import is_url, mask_url
 from core.ledger.jobs import job_row
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
@@ -69,7 +70,7 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
 
 
 def _stored(settings: Settings, name: str) -> dict[str, Any] | None:
-    if not Path(settings.ledger).exists():
+    if not is_url(settings.ledger) and not Path(settings.ledger).exists():
         return None
     led = open_ledger_at(settings.ledger)
     try:
@@ -110,5 +111,5 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
         tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip()][-1:]
         click.echo(f"watchkeeper: {shown(job_name)} run {result.run_id} {result.state} ({shown(why)})"
                    + (f": {shown(tail[0])}" if tail else "")
-                   + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(str(settings.ledger))}", err=True)
+                   + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)
     raise SystemExit(result.exit_status)

@@ -21,7 +21,8 @@ from core.text import safe_text
 AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
          "console.cli.console", "console.cli.prune",
          "console.cli.import_crontab", "console.cli.service", "console.cli.eval",
-         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd", "console.cli.notify")
+         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd", "console.cli.notify",
+         "console.cli.ledger_cmd")
 
 
 class _Group(click.Group):

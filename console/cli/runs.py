@@ -20,6 +20,7 @@ from console.cli.common import (
     confirm_or_exit,
     fail,
     ledger_errors,
+    ledger_name,
     ledger_option,
     open_ledger_at,
     prepare_places,
@@ -132,7 +133,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
                                      f.reason))
 
     runner = Runner(spec_dir, settings, on_finished=on_finished)
-    click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {settings.ledger}"
+    click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {ledger_name(settings.ledger)}"
                " (Ctrl-C to stop)", err=True)
     try:
         asyncio.run(runner.run())

@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import sqlite_utils
 
+from core.ledger import dialect
 from core.text import quoted
 
 log = logging.getLogger(__name__)
@@ -294,6 +295,7 @@ MIGRATIONS: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+dialect.learn_schema(MIGRATIONS)
 
 
 #: A ledger connection, as passed to ``Ledger.write`` callbacks and the ``conn``-taking
@@ -379,9 +381,13 @@ def describe_error(exc: BaseException, *, read_only: bool = False) -> str:
 
 
 def is_locked_error(exc: BaseException) -> bool:
-    """True for SQLite's transient 'database is locked' / 'busy' errors."""
+    """True for a transient error after which the whole transaction is simply run again:
+    SQLite's 'database is locked' / 'busy', PostgreSQL's serialization conflicts and a lost
+    connection (``dialect.Conflict``, ``dialect.Disconnected``)."""
     if not isinstance(exc, sqlite3.OperationalError):
         return False
+    if isinstance(exc, dialect.Conflict | dialect.Disconnected):
+        return True
     msg = str(exc).lower()
     return "locked" in msg or "busy" in msg
 
@@ -402,24 +408,49 @@ def _create_private(path: Path) -> None:
 
 
 class Ledger:
-    """One connection to the ledger.
+    """One connection to the ledger: a SQLite file, or a PostgreSQL database named by a
+    ``postgresql://`` URL (see ``core.ledger.dialect``: the same SQL runs on both).
 
     Args:
-        path: database file; created (mode 0600) and migrated unless ``read_only``.
+        path: database file, created (mode 0600) and migrated unless ``read_only``; or a
+            PostgreSQL URL (schema created and migrated unless ``read_only``; the password,
+            if the URL carries one, is never shown: ``name`` is the masked URL).
         busy_timeout_ms: SQLite busy timeout per statement, milliseconds.
-        read_only: open with ``mode=ro`` (no migrations, no writes).
+        read_only: SQLite ``mode=ro``; PostgreSQL read-only transactions (no migrations).
+
+    Attributes: ``backend`` ("sqlite" | "postgresql"), ``target`` (what was given), ``name``
+    (safe to show), ``path`` (the SQLite file; None on PostgreSQL).
 
     Raises:
-        SchemaTooNew: the file's schema is newer than this code.
+        SchemaTooNew: the ledger's schema is newer than this code.
         NotALedger: the file is a SQLite database of something else (left untouched: only an
             empty or new file becomes a ledger).
-        sqlite3.DatabaseError: the file is not a SQLite database.
+        sqlite3.DatabaseError: not a SQLite database, or PostgreSQL refused (a DB-API error
+            of the ``sqlite3`` classes, see ``core.ledger.dialect``).
     """
+
+    path: Path | None
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                  read_only: bool = False) -> None:
-        self.path = Path(path)
         self.read_only = read_only
+        self._down_since: float | None = None
+        if dialect.is_url(path):
+            self.backend = "postgresql"
+            self.target: str | Path = str(path)
+            self.name = dialect.mask_url(str(path))
+            self.path = None
+            self.conn = cast(sqlite3.Connection, dialect.PgConn(str(path), read_only=read_only))
+            self._db: sqlite_utils.Database | None = None
+            if not read_only:
+                self.migrate()
+            elif self.schema_version > SCHEMA_VERSION:
+                raise SchemaTooNew(f"{self.name}: schema {self.schema_version} is newer than {SCHEMA_VERSION}")
+            return
+        self.backend = "sqlite"
+        self.path = Path(path)
+        self.target = self.path
+        self.name = str(self.path)
         if read_only:
             uri = f"file:{self.path}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -428,7 +459,7 @@ class Ledger:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
+        self._db = sqlite_utils.Database(conn)
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         try:
@@ -449,9 +480,26 @@ class Ledger:
             if version > SCHEMA_VERSION:
                 raise SchemaTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
 
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The sqlite-utils view of a SQLite ledger (doctor's schema check).
+
+        Raises:
+            LedgerError: the ledger is on PostgreSQL."""
+        if self._db is None:
+            raise LedgerError(f"{self.name}: sqlite-utils reads only SQLite ledgers")
+        return self._db
+
     # -- schema -------------------------------------------------------------------------
     def migrate(self) -> int:
-        """Apply pending forward migrations; returns the resulting schema version."""
+        """Apply pending forward migrations; returns the resulting schema version.
+
+        SQLite keeps the version in ``PRAGMA user_version``; PostgreSQL in the one-row
+        ``schema_version`` table, migrated under an advisory lock (two runners starting
+        together do not both migrate) with the change triggers (re)installed."""
+        if self.backend == "postgresql":
+            return self._retry(self._migrate_pg)
+
         def step() -> int:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -472,8 +520,48 @@ class Ledger:
                 raise
         return self._retry(step)
 
+    def _pg_version(self) -> int:
+        row = self.conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return 0
+        got = self.conn.execute("SELECT version FROM schema_version").fetchone()
+        return int(got[0]) if got else 0
+
+    def _migrate_pg(self) -> int:
+        version = self._pg_version()
+        if version == SCHEMA_VERSION:
+            return version
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"{self.name}: schema {version} is newer than {SCHEMA_VERSION}")
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(735201)")  # one migrator at a time
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            version = self._pg_version()
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(f"{self.name}: schema {version} is newer than {SCHEMA_VERSION}")
+            for i in range(version, SCHEMA_VERSION):
+                for stmt in split_sql(MIGRATIONS[i]):
+                    conn.execute(stmt)
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            tables = [r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+                " AND table_type = 'BASE TABLE' AND table_name != 'schema_version'").fetchall()]
+            for stmt in dialect.change_tracking_sql(sorted(tables)):
+                conn.execute(stmt)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return SCHEMA_VERSION
+
     @property
     def schema_version(self) -> int:
+        if self.backend == "postgresql":
+            return self._pg_version()
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     # -- transactions -------------------------------------------------------------------
@@ -514,17 +602,33 @@ class Ledger:
         attempt = 0
         while True:
             try:
-                return fn()
+                result = fn()
             except sqlite3.OperationalError as exc:
                 if not is_locked_error(exc):
                     raise
                 attempt += 1
                 if max_wait_s is not None and time.monotonic() - started > max_wait_s:
                     raise
-                if attempt in (1, 10, 100) or attempt % 1000 == 0:
-                    log.warning("ledger %s locked (attempt %d), retrying: %s", self.path, attempt, exc)
+                if isinstance(exc, dialect.Disconnected):
+                    self._note_down(exc)
+                elif attempt in (1, 10, 100) or attempt % 1000 == 0:
+                    log.warning("ledger %s locked (attempt %d), retrying: %s", self.name, attempt, exc)
                 time.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 1.0)
+                continue
+            self._note_up()
+            return result
+
+    def _note_down(self, exc: BaseException) -> None:
+        """A lost PostgreSQL connection is one warning line, however long it stays lost."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("ledger %s: %s; retrying with backoff", self.name, exc)
+
+    def _note_up(self) -> None:
+        if self._down_since is not None:
+            log.warning("ledger %s: connection back after %.1fs", self.name, time.monotonic() - self._down_since)
+            self._down_since = None
 
     # -- small conveniences -------------------------------------------------------------
     def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
@@ -533,12 +637,17 @@ class Ledger:
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """Run a read query and return every row as a plain dict (sqlite-utils
-        ``Database.query``); callers bound it with LIMIT."""
-        return list(self.db.query(sql, params))
+        ``Database.query`` on SQLite); callers bound it with LIMIT."""
+        if self._db is None:
+            return [dict(zip(r.keys(), r, strict=True)) for r in self.conn.execute(sql, params).fetchall()]
+        return list(self._db.query(sql, params))
 
     def row(self, sql: str, params: Any = ()) -> dict[str, Any] | None:
         """Run a read query and return its first row as a plain dict, or None."""
-        return next(iter(self.db.query(sql, params)), None)
+        if self._db is None:
+            r = self.conn.execute(sql, params).fetchone()
+            return None if r is None else dict(zip(r.keys(), r, strict=True))
+        return next(iter(self._db.query(sql, params)), None)
 
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
         """Run a read query and return the first row or None."""
@@ -557,7 +666,8 @@ class Ledger:
         return row[0]
 
     def data_version(self) -> int:
-        """``PRAGMA data_version``: changes whenever another connection commits."""
+        """``PRAGMA data_version``: changes whenever another connection commits (on
+        PostgreSQL: the ``wk_changes`` counter every write statement bumps)."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:

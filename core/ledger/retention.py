@@ -140,8 +140,10 @@ def dir_size(path: Path) -> int:
 
 
 def total_size(ledger: Ledger, artifacts_dir: Path | None) -> int:
-    """Ledger file plus WAL plus the artifacts folder, bytes."""
-    return _file_size(ledger.path) + (dir_size(artifacts_dir) if artifacts_dir else 0)
+    """Ledger file plus WAL (on PostgreSQL: the database's size) plus the artifacts folder, bytes."""
+    stored = (_file_size(ledger.path) if ledger.path is not None
+              else int(ledger.scalar("SELECT pg_database_size(current_database())")))
+    return stored + (dir_size(artifacts_dir) if artifacts_dir else 0)
 
 
 def _kept_ids(conn: sqlite3.Connection, keep_per_job: int) -> dict[str, int]:

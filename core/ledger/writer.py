@@ -156,7 +156,7 @@ class Writer:
                 if is_locked_error(exc):
                     if attempt in (1, 10, 100) or attempt % 1000 == 0:
                         log.warning("ledger %s locked (attempt %d), retrying %d write(s): %s",
-                                    self.ledger.path, attempt, len(batch), exc)
+                                    self.ledger.name, attempt, len(batch), exc)
                     time.sleep(delay * (0.5 + random.random() / 2))
                     delay = min(delay * 2, 1.0)
                     continue
@@ -206,7 +206,7 @@ class WriterLedger(Ledger):
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
-        super().__init__(writer.ledger.path)
+        super().__init__(writer.ledger.target)
 
     def migrate(self) -> int:
         """The writer's connection migrated the file already: only read the version (no write

@@ -19,6 +19,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import humanize
 from pydantic import (
@@ -229,6 +230,11 @@ class RetentionSettings(BaseModel):
                 f" job's newest {self.keep_per_job}; [retention] enabled = false keeps everything")
 
 
+def is_ledger_url(value: object) -> bool:
+    """True when a ledger setting names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
+
+
 class Settings(BaseSettings):
     """Validated runner-wide settings. See docs/settings.md and the generated settings reference."""
 
@@ -236,7 +242,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", env_nested_delimiter="__", extra="forbid",
                                       env_ignore_empty=True)
 
-    ledger: Path = Field(Path("watchkeeper.db"), description="Ledger file (SQLite).")
+    ledger: Path | str = Field(Path("watchkeeper.db"), description=(
+        "Ledger: a SQLite file, or a postgresql:// URL (the fleet; password from libpq's own sources)."))
     artifacts: Path | None = Field(None, description="Per-run output folder; default: '<ledger name>-artifacts' beside the ledger.")
     concurrency: int = Field(8, ge=1, description="Global limit of runs executing at once.")
     heartbeat: Duration = Field(5.0, gt=0, description="Seconds between runner heartbeats (lease renewals).")
@@ -257,11 +264,21 @@ class Settings(BaseSettings):
     refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
     themes_dir: Path | None = Field(None, description="Folder of user console themes (*.toml, as in themes/).")
 
+    @field_validator("ledger", mode="before")
+    @classmethod
+    def _ledger_place(cls, v: Any) -> Any:
+        # A PostgreSQL URL stays a string (a Path would fold its '//'); anything else is a file.
+        if isinstance(v, str) and is_ledger_url(v):
+            return v
+        return Path(v) if isinstance(v, str) else v
+
     @field_validator("ledger", "artifacts", "themes_dir")
     @classmethod
-    def _absolute(cls, v: Path | None) -> Path | None:
+    def _absolute(cls, v: Path | str | None) -> Path | str | None:
         # Jobs run in their own cwd: a relative artifacts path would point somewhere else there.
-        return None if v is None else v.expanduser().absolute()
+        if v is None or isinstance(v, str):
+            return v
+        return v.expanduser().absolute()
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -294,7 +311,12 @@ class Settings(BaseSettings):
     def artifacts_dir(self) -> Path:
         # Named after the ledger: two ledgers in one folder must not share run folders
         # (run ids restart at 1 in each, and a handoff would land in the other's run).
-        return self.artifacts if self.artifacts is not None else self.ledger.parent / f"{self.ledger.stem}-artifacts"
+        if self.artifacts is not None:
+            return self.artifacts
+        if isinstance(self.ledger, str):  # PostgreSQL: run output stays on each host, per database
+            state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+            return state / "watchkeeper" / f"{urlsplit(self.ledger).path.strip('/') or 'ledger'}-artifacts"
+        return self.ledger.parent / f"{self.ledger.stem}-artifacts"
 
 
 def _sink_name(sink: Any) -> Any:

@@ -23,8 +23,10 @@ def add_job(ledger: Ledger, folder: Path, name: str = "job", **spec_fields: Any)
     source = folder / f"{name}.toml"
     source.write_text(f'name = "{name}"\ncommand = "true"\n')
     ledger.write(lambda c: c.execute(
-        "INSERT OR REPLACE INTO jobs (name, kind, spec, spec_hash, source, owner, intent, updated_at)"
-        " VALUES (?,?,?,?,?,?,?,?)",
+        "INSERT INTO jobs (name, kind, spec, spec_hash, source, owner, intent, updated_at)"
+        " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, spec = excluded.spec,"
+        " spec_hash = excluded.spec_hash, source = excluded.source, owner = excluded.owner,"
+        " intent = excluded.intent, updated_at = excluded.updated_at",
         (name, spec.kind, spec_json(spec), spec.spec_hash(), str(source), spec.owner, spec.intent, time.time())))
     return spec
 

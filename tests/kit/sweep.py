@@ -34,7 +34,9 @@ def add_job(ledger: Ledger, name: str = "job", **spec: Any) -> JobSpec:
     js = JobSpec(name=name, command=spec.pop("command", ["true"]), **spec)
     now = time.time()
     ledger.write(lambda c: c.execute(
-        "INSERT OR REPLACE INTO jobs (name, kind, spec, spec_hash, updated_at) VALUES (?,?,?,?,?)",
+        "INSERT INTO jobs (name, kind, spec, spec_hash, updated_at) VALUES (?,?,?,?,?) ON CONFLICT (name)"
+        " DO UPDATE SET kind = excluded.kind, spec = excluded.spec, spec_hash = excluded.spec_hash,"
+        " updated_at = excluded.updated_at",
         (name, js.kind, spec_json(js), js.spec_hash(), now)))
     return js
 

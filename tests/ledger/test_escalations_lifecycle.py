@@ -56,7 +56,7 @@ def test_acknowledge_race_exactly_one_wins(ledger, tmp_path):
     barrier = threading.Barrier(2)
 
     def act(name):
-        with Ledger(tmp_path / "wk.db") as own:
+        with Ledger(ledger.target) as own:
             barrier.wait()
             results[name] = escalations.acknowledge(own, esc_id, name)
 

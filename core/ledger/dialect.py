@@ -1,0 +1,594 @@
+"""The SQL dialect layer: the ledger's one set of SQL, written for SQLite, run on PostgreSQL.
+
+Why one set of SQL and a translator instead of SQL written twice: the ledger's SQL is ~300
+statements over 20 modules and changes weekly; two copies would drift, and every
+compare-and-set would need its twin reviewed. The statements use a small common subset
+(``?`` placeholders, ``INSERT OR IGNORE``, ``json_extract``/``json_each`` on id lists, two-argument
+``MAX``/``MIN``, ``LIKE``, ``RETURNING``), and ``translate`` rewrites exactly that subset for
+PostgreSQL; anything else is plain SQL both databases read the same. See docs/architecture.md.
+
+``PgConn`` wraps one psycopg 3 connection with the part of ``sqlite3.Connection`` the ledger
+uses (``execute``/``executemany``, cursors with ``fetchone``/``fetchall``/``rowcount``/
+``lastrowid``, rows indexable by position and by name, ``in_transaction``), so every
+``conn``-taking ledger function runs unchanged on both backends. Its errors are the
+DB-API classes of ``sqlite3`` the ledger already handles: a serialization failure or a
+deadlock is ``Conflict`` and a lost connection ``Disconnected`` (both "retry the whole
+transaction", like SQLite's 'database is locked'); a unique violation is
+``sqlite3.IntegrityError``.
+
+Transactions: ``BEGIN IMMEDIATE`` (SQLite's one writer at a time) becomes ``BEGIN ISOLATION
+LEVEL SERIALIZABLE``: PostgreSQL keeps the same guarantee (each write transaction behaves as if
+it ran alone) with row locks and conflict detection instead of one lock, and a transaction that
+lost a race is re-run whole by the ledger's retry loop. A plain ``BEGIN`` (a read snapshot) is
+``REPEATABLE READ``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+if TYPE_CHECKING:  # psycopg is imported only when a postgresql:// ledger is opened
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+log = logging.getLogger(__name__)
+
+#: The NOTIFY channel the ledger's triggers signal on commit (runs, jobs, missions changed).
+CHANNEL = "watchkeeper"
+#: Tables whose ``id`` is an identity column: an INSERT into them reports ``lastrowid``.
+ID_TABLES = frozenset({"runs", "events", "escalations", "notifications", "missions", "mission_workers",
+                       "mission_calls"})
+#: Tables whose changes wake sleeping runners (``NOTIFY``): what dispatch and missions read.
+WAKE_TABLES = frozenset({"runs", "jobs", "missions", "mission_workers", "mission_calls"})
+
+
+def is_url(target: object) -> bool:
+    """True when ``target`` names a PostgreSQL ledger (``postgresql://`` or ``postgres://``)."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (in the user part and in a
+    ``password=`` query parameter); what logs, errors, ``status`` and the ledger ever show."""
+    if not is_url(url):
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k == "password" for k, _ in pairs):
+            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# -- errors -------------------------------------------------------------------------------
+
+class Conflict(sqlite3.OperationalError):
+    """PostgreSQL could not serialize the transaction (40001) or broke a deadlock (40P01):
+    nothing was written; run the whole transaction again (as after SQLite's 'locked')."""
+
+
+class Disconnected(sqlite3.OperationalError):
+    """The connection to PostgreSQL was lost (server restart, failover, network): what the
+    transaction wrote was not committed, unless the loss came during ``COMMIT`` itself; run
+    it again (every ledger write is a compare-and-set or keyed insert, so a repeat of a
+    committed one changes nothing)."""
+
+
+def _wrap_error(exc: Exception, conn: psycopg.Connection[Any] | None) -> sqlite3.Error:
+    import psycopg
+    from psycopg import errors as pe
+
+    msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    if isinstance(exc, pe.SerializationFailure | pe.DeadlockDetected | pe.LockNotAvailable):
+        return Conflict(f"database is locked (PostgreSQL conflict, retried: {msg})")
+    if conn is not None and conn.broken or isinstance(exc, pe.AdminShutdown | pe.CannotConnectNow) or (
+            isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed)):
+        return Disconnected(f"connection to PostgreSQL lost ({msg})")
+    if isinstance(exc, pe.UndefinedTable):
+        return sqlite3.OperationalError(f"no such table ({msg})")
+    if isinstance(exc, psycopg.IntegrityError):
+        return sqlite3.IntegrityError(msg)
+    if isinstance(exc, psycopg.OperationalError):
+        return sqlite3.OperationalError(msg)
+    return sqlite3.DatabaseError(msg)
+
+
+# -- SQL translation ----------------------------------------------------------------------
+
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
+_NULLABLE: set[str] = set()  # column names nullable in some table (filled by ``learn_schema``)
+
+
+def learn_schema(ddl: Iterable[str]) -> None:
+    """Note which column names are nullable anywhere in the schema: ``ORDER BY`` on those
+    gets SQLite's NULL order spelled out (NULLs sort first ascending), the rest keep PG's
+    default so an index on a NOT NULL key still serves the order."""
+    for script in ddl:
+        for stmt in script.split(";"):
+            stmt = "\n".join(ln.split("--", 1)[0] for ln in stmt.splitlines())
+            m = re.search(r"CREATE TABLE \w+ \((.*)\)", stmt, re.S)
+            if m:
+                for col in re.split(r",\s*(?![^()]*\))", m.group(1)):
+                    words = col.split()
+                    if words and words[0].upper() not in ("UNIQUE", "PRIMARY", "FOREIGN", "CHECK") and \
+                            "NOT NULL" not in col.upper() and "PRIMARY KEY" not in col.upper():
+                        _NULLABLE.add(words[0].lower())
+            m = re.search(r"ALTER TABLE \w+ ADD COLUMN (\w+)(.*)", stmt, re.S)
+            if m and "NOT NULL" not in m.group(2).upper():
+                _NULLABLE.add(m.group(1).lower())
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _close_paren(text: str, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError(f"unbalanced parentheses in SQL: {text[:80]}")
+
+
+def _greatest_least(sql: str) -> str:
+    out = sql
+    for name, pg in (("MAX", "GREATEST"), ("MIN", "LEAST")):
+        pos = 0
+        pat = re.compile(rf"\b{name}\(", re.I)
+        while (m := pat.search(out, pos)) is not None:
+            end = _close_paren(out, m.end() - 1)
+            if len(_split_top(out[m.end():end])) == 2:
+                out = out[:m.start()] + pg + out[m.end() - 1:]
+            pos = m.start() + 1
+    return out
+
+
+_ORDER_END = re.compile(r"\b(LIMIT|OFFSET|FOR|FETCH)\b|\)|;", re.I)
+
+
+def _null_order(sql: str) -> str:
+    out, pos = [], 0
+    for m in re.finditer(r"\bORDER BY\b", sql, re.I):
+        if m.start() < pos:
+            continue
+        # the clause ends at LIMIT/OFFSET/FOR or at the ')' closing the enclosing subquery
+        depth, end = 0, len(sql)
+        i = m.end()
+        while i < len(sql):
+            ch = sql[i]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                if depth == 0:
+                    end = i
+                    break
+                depth -= 1
+            elif depth == 0 and _ORDER_END.match(sql, i) is not None and (
+                    i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+                end = i
+                break
+            i += 1
+        items = []
+        for item in _split_top(sql[m.end():end]):
+            words = item.strip()
+            base = re.sub(r"\s+(ASC|DESC)$", "", words, flags=re.I)
+            col = base.split(".")[-1].lower()
+            if "NULLS" in words.upper() or (re.fullmatch(r"[\w.]+", base) and col not in _NULLABLE):
+                items.append(item)
+                continue
+            trail = item[len(item.rstrip()):]
+            items.append(item.rstrip() + (" NULLS LAST" if words.upper().endswith("DESC") else " NULLS FIRST")
+                         + trail)
+        out.append(sql[pos:m.end()])
+        out.append(",".join(items))
+        pos = end
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+def _ddl(sql: str) -> str:
+    s = re.sub(r"\bINTEGER PRIMARY KEY\b", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", sql)
+    s = re.sub(r"\bINTEGER\b", "BIGINT", s)
+    s = re.sub(r"\bREAL\b", "DOUBLE PRECISION", s)
+    m = re.match(r"(\s*CREATE (?:UNIQUE )?INDEX \w+ ON \w+)\s*\(([^)]*)\)(.*)", s, re.S | re.I)
+    if m:  # NULLs first, as SQLite orders them, so ORDER BY … NULLS FIRST walks the index
+        cols = ", ".join(f"{c.strip()} NULLS FIRST" for c in m.group(2).split(","))
+        s = f"{m.group(1)} ({cols}){m.group(3)}"
+    return s
+
+
+_PRAGMAS = {
+    "data_version": "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM wk_changes",
+    "integrity_check": "SELECT 'ok'",
+    "freelist_count": "SELECT 0",
+    "auto_vacuum": "SELECT 0",
+    "user_version": "SELECT version FROM schema_version",
+    "page_count": "SELECT 1",
+}
+
+
+@lru_cache(maxsize=4096)
+def translate(sql: str) -> tuple[str, bool]:
+    """The PostgreSQL text of one ledger statement, and whether it reports ``lastrowid``
+    (an INSERT into an identity table gets ``RETURNING id``).
+
+    Raises:
+        ValueError: a construct the layer does not translate (``INSERT OR REPLACE``,
+            an unknown ``PRAGMA``) — a ledger change must stay in the common subset.
+    """
+    literals: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        literals.append(m.group(0))
+        return f"\x00{len(literals) - 1}\x00"
+
+    s = _LITERAL.sub(keep, sql.strip())
+    head = s.lstrip().upper()
+    if head.startswith("PRAGMA"):
+        m = re.match(r"\s*PRAGMA\s+(\w+)\s*(=|\()?", s, re.I)
+        name = m.group(1).lower() if m else ""
+        if m and m.group(2) is None and name in _PRAGMAS:
+            return _PRAGMAS[name], False
+        if name in ("database_list",):
+            return "SELECT 0, 'main', current_database()", False
+        if name in ("wal_checkpoint", "wal_autocheckpoint", "incremental_vacuum", "auto_vacuum", "journal_mode",
+                    "synchronous", "busy_timeout", "foreign_keys", "optimize"):
+            return "", False  # nothing to do on PostgreSQL (its own WAL, autovacuum, lock timeouts)
+        raise ValueError(f"PRAGMA {name} has no PostgreSQL translation")
+    if re.match(r"BEGIN\s+IMMEDIATE\b", head):
+        return "BEGIN ISOLATION LEVEL SERIALIZABLE", False
+    if re.fullmatch(r"BEGIN(\s+DEFERRED)?(\s+TRANSACTION)?", head.strip()):
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ", False
+    if head.startswith(("CREATE TABLE", "ALTER TABLE", "CREATE INDEX", "CREATE UNIQUE INDEX")):
+        s = _ddl(s)
+    if re.search(r"\bINSERT\s+OR\s+REPLACE\b", s, re.I):
+        raise ValueError("INSERT OR REPLACE has no place in the ledger: use ON CONFLICT … DO UPDATE")
+    ignore = re.search(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", s, re.I) is not None
+    s = re.sub(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", "INSERT INTO", s, flags=re.I)
+    s = re.sub(r"\bIN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(\?\)\s*\)",
+               "IN (SELECT jsonb_array_elements_text(?::jsonb)::bigint)", s, flags=re.I)
+
+    def json_path(m: re.Match[str]) -> str:
+        path = literals[int(m.group(2))]
+        key = path.strip("'")
+        if not key.startswith("$.") or "." in key[2:]:
+            raise ValueError(f"json_extract path {path} has no PostgreSQL translation")
+        return f"({m.group(1)}::jsonb ->> '{key[2:]}')"
+    s = re.sub(r"\bjson_extract\(\s*([\w.]+)\s*,\s*\x00(\d+)\x00\s*\)", json_path, s, flags=re.I)
+    s = re.sub(r"\bCAST\((.*?)\s+AS\s+INTEGER\)", r"CAST(\1 AS BIGINT)", s, flags=re.I)
+    s = re.sub(r"\bAS\s+REAL\)", "AS DOUBLE PRECISION)", s, flags=re.I)
+    s = re.sub(r"\bLIKE\b", "ILIKE", s)  # SQLite's LIKE ignores ASCII case
+    s = re.sub(r"(\bAND|\bWHERE|\bON|\bOR|\()\s+\+(?=[A-Za-z_])", r"\1 ", s, flags=re.I)  # SQLite's no-index '+col'
+    s = _greatest_least(s)
+    if not head.startswith(("CREATE", "ALTER")):
+        s = _null_order(s)
+    returning = re.search(r"\bRETURNING\b", s, re.I) is not None
+    m = re.match(r"\s*INSERT\s+INTO\s+(\w+)", s, re.I)
+    if ignore:
+        if returning:
+            s = re.sub(r"\bRETURNING\b", "ON CONFLICT DO NOTHING RETURNING", s, count=1, flags=re.I)
+        else:
+            s += " ON CONFLICT DO NOTHING"
+    lastrowid = bool(m and m.group(1).lower() in ID_TABLES and not returning)
+    if lastrowid:
+        s += " RETURNING id"
+    s = s.replace("%", "%%").replace("?", "%s")
+    s = re.sub(r"\x00(\d+)\x00", lambda m: literals[int(m.group(1))].replace("%", "%%"), s)
+    return s, lastrowid
+
+
+# -- rows and cursors ---------------------------------------------------------------------
+
+class PgRow(tuple[Any, ...]):
+    """A result row indexable by position and by (case-insensitive) column name, like
+    ``sqlite3.Row``; ``keys()`` gives the names."""
+
+    _names: tuple[str, ...]
+    _index: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: tuple[str, ...], index: dict[str, int]) -> PgRow:
+        row = super().__new__(cls, values)
+        row._names = names
+        row._index = index
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._index[key.lower()])
+            except KeyError:
+                raise IndexError(f"No item with that key: {key}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor: Any) -> Any:
+    desc = cursor.description
+    names = tuple(c.name for c in desc) if desc else ()
+    index: dict[str, int] = {}
+    for i, n in enumerate(names):
+        index.setdefault(n.lower(), i)
+    return lambda values: PgRow(values, names, index)
+
+
+class PgCursor:
+    """The part of ``sqlite3.Cursor`` the ledger reads."""
+
+    def __init__(self, rows: list[PgRow] | None, rowcount: int, lastrowid: int | None,
+                 description: Any = None) -> None:
+        self._rows = rows or []
+        self._at = 0
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.description = description
+
+    def fetchone(self) -> PgRow | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[PgRow]:
+        rest = self._rows[self._at:]
+        self._at = len(self._rows)
+        return rest
+
+    def fetchmany(self, size: int = 1) -> list[PgRow]:
+        rest = self._rows[self._at:self._at + size]
+        self._at += len(rest)
+        return rest
+
+    def __iter__(self) -> Iterator[PgRow]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+    def close(self) -> None:
+        self._rows = []
+
+
+def _param(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)  # the schema stores flags as integers, as SQLite does
+    if isinstance(v, str) and "\x00" in v:
+        return v.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL; SQLite's could
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).decode("utf-8", "replace")  # undecodable output stored in a TEXT column
+    return v
+
+
+def clean_value(v: Any) -> Any:
+    """``_param`` plus lone surrogates (text decoded with ``surrogateescape``) → U+FFFD."""
+    v = _param(v)
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return v
+
+
+# -- connections --------------------------------------------------------------------------
+
+_pools: dict[str, ConnectionPool[Any]] = {}
+_pools_lock = threading.Lock()
+#: Most connections one process holds to one ledger (runner: writer, loop, threads, listener).
+POOL_MAX = 24
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    from psycopg import ClientCursor
+    from psycopg.types.numeric import NumericLoader
+
+    class _Number(NumericLoader):
+        """SUM/AVG come back as ``numeric``; the ledger (as with SQLite) wants int or float."""
+        def load(self, data: Any) -> Any:
+            text = bytes(data).decode()
+            try:
+                return int(text)
+            except ValueError:
+                return float(text)
+
+    conn.autocommit = True
+    conn.cursor_factory = ClientCursor  # literal binding: typeless '?' params work as in SQLite
+    conn.row_factory = _row_factory
+    conn.adapters.register_loader("numeric", _Number)
+
+
+def pool_for(url: str) -> ConnectionPool[Any]:
+    """The process's connection pool for ``url`` (opened on first use; psycopg-pool checks a
+    connection before handing it out, so one broken by a server restart is replaced)."""
+    from psycopg_pool import ConnectionPool
+
+    with _pools_lock:
+        pool = _pools.get(url)
+        if pool is None:
+            pool = ConnectionPool(url, min_size=1, max_size=POOL_MAX, configure=_configure,
+                                  check=ConnectionPool.check_connection,
+                                  kwargs={"application_name": "watchkeeper"},
+                                  name=f"watchkeeper {mask_url(url)}", open=False)
+            pool.open(wait=False)
+            _pools[url] = pool
+        return pool
+
+
+def close_pools() -> None:
+    """Close every pool of this process (tests, and a CLI command's exit)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+class PgConn:
+    """One pooled psycopg connection behaving like the ``sqlite3.Connection`` the ledger
+    code was written against (see the module docstring). Not thread-safe: one per thread,
+    as with SQLite.
+
+    A connection lost outside a transaction is replaced on the next statement; a read
+    (``SELECT``/``WITH``) that meets a lost connection is re-run once on a fresh one.
+    Inside a transaction the loss raises ``Disconnected`` and the caller's retry loop runs
+    the transaction again.
+    """
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, read_only: bool = False) -> None:
+        self.url = url
+        self.masked = mask_url(url)
+        self.read_only = read_only
+        self._timeout = connect_timeout_s
+        self._conn: psycopg.Connection[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        import psycopg_pool
+        try:
+            conn = pool_for(self.url).getconn(timeout=self._timeout)
+        except psycopg_pool.PoolTimeout as exc:
+            raise Disconnected(f"cannot connect to PostgreSQL {self.masked} ({exc})") from exc
+        if self.read_only:
+            conn.execute("SET SESSION default_transaction_read_only = on")
+        self._conn = conn
+        return conn
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        """The psycopg connection (reconnecting when it was lost)."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            self._drop()
+            conn = self._connect()
+        return conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                pool_for(self.url).putconn(conn)
+            except Exception:  # noqa: BLE001 - a broken connection is discarded by the pool anyway
+                log.debug("returning a broken connection to the pool failed", exc_info=True)
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR,
+                                                TransactionStatus.ACTIVE)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = ()) -> PgCursor:
+        try:
+            pg_sql, wants_id = translate(sql)
+        except ValueError as exc:
+            raise sqlite3.ProgrammingError(str(exc)) from None
+        if not pg_sql:
+            return PgCursor(None, -1, None)
+        args = tuple(_param(v) for v in (params or ()))
+        retry_read = not self.in_transaction and pg_sql.lstrip().upper().startswith(("SELECT", "WITH"))
+        for attempt in (1, 2):
+            conn = self.raw
+            try:
+                cur = conn.execute(pg_sql, args)
+                rows = cur.fetchall() if cur.description is not None else None
+                lastrowid = None
+                if wants_id and rows:
+                    lastrowid = int(rows[-1][0])
+                    rows = None
+                return PgCursor(rows, cur.rowcount, lastrowid, cur.description)
+            except UnicodeEncodeError:
+                args = tuple(clean_value(v) for v in args)  # rare: retried once with clean text
+                if attempt == 1:
+                    continue
+                raise
+            except Exception as exc:
+                import psycopg
+                if not isinstance(exc, psycopg.Error):
+                    raise
+                err = _wrap_error(exc, conn)
+                if isinstance(err, Disconnected):
+                    self._drop()
+                    if retry_read and attempt == 1:
+                        continue
+                raise err from exc
+        raise AssertionError("unreachable")
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> PgCursor:
+        n = 0
+        for params in seq:
+            n += max(0, self.execute(sql, params).rowcount)
+        return PgCursor(None, n, None)
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.execute("ROLLBACK")
+
+    def close(self) -> None:
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            try:
+                if self.in_transaction:
+                    conn.execute("ROLLBACK")
+                if self.read_only:
+                    conn.execute("RESET default_transaction_read_only")
+            except Exception:  # noqa: BLE001 - the pool discards a connection in a bad state
+                log.debug("resetting a connection before returning it failed", exc_info=True)
+        self._drop()
+
+
+# -- schema support (PostgreSQL only) ------------------------------------------------------
+
+def change_tracking_sql(tables: Iterable[str]) -> list[str]:
+    """Statements installing the change counter (``PRAGMA data_version``'s stand-in) and the
+    ``NOTIFY`` that wakes runners, one statement-level trigger per table."""
+    out = [
+        "CREATE SEQUENCE IF NOT EXISTS wk_changes",
+        "CREATE OR REPLACE FUNCTION wk_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " PERFORM nextval('wk_changes'); RETURN NULL; END $$",
+        "CREATE OR REPLACE FUNCTION wk_touch_wake() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" PERFORM nextval('wk_changes'); PERFORM pg_notify('{CHANNEL}', TG_TABLE_NAME); RETURN NULL; END $$",
+    ]
+    for t in tables:
+        fn = "wk_touch_wake" if t in WAKE_TABLES else "wk_touch"
+        out.append(f"CREATE OR REPLACE TRIGGER wk_changed AFTER INSERT OR UPDATE OR DELETE ON {t}"
+                   f" FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
+    return out
+
+
+def reset_identities_sql(tables: Iterable[str]) -> list[str]:
+    """After rows were copied in with their ids: move each identity past the largest id."""
+    return [f"SELECT setval(pg_get_serial_sequence('{t}', 'id'), GREATEST((SELECT MAX(id) FROM {t}), 1))"
+            for t in tables if t in ID_TABLES]

@@ -1,0 +1,188 @@
+"""The PostgreSQL ledger: the dialect layer's translation, `ledger init`, `ledger copy` with
+history, masked credentials, and writes that survive a server restart exactly once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from console.cli.main import cli
+from core.ledger import lifecycle, runs
+from core.ledger.connection import SCHEMA_VERSION, Ledger
+from core.ledger.dialect import close_pools, mask_url, translate
+from tests.kit import console_fixtures as cf
+
+# -- translation (no server needed) ---------------------------------------------------------
+
+
+def test_placeholders_become_percent_s_and_literals_are_kept():
+    sql, wants_id = translate("SELECT name FROM jobs WHERE name = ? AND owner LIKE '50% ?' AND x = ?")
+    assert sql == "SELECT name FROM jobs WHERE name = %s AND owner ILIKE '50%% ?' AND x = %s"
+    assert not wants_id
+
+
+def test_insert_or_ignore_is_on_conflict_do_nothing_and_reports_its_id():
+    sql, wants_id = translate("INSERT OR IGNORE INTO mission_calls (a, b) VALUES (?, ?)")
+    assert sql == "INSERT INTO mission_calls (a, b) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING id"
+    assert wants_id
+
+
+def test_sqlite_only_functions_are_rewritten():
+    sql, _ = translate("UPDATE escalations SET notified = MAX(notified, ?) WHERE id IN (SELECT value FROM json_each(?))")
+    assert "GREATEST(notified, %s)" in sql
+    assert "IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)" in sql
+    sql, _ = translate("SELECT MAX(id) FROM runs WHERE json_extract(detail, '$.until') > 0")
+    assert "MAX(id)" in sql and "(detail::jsonb ->> 'until')" in sql
+
+
+def test_null_order_follows_sqlite_only_where_a_column_can_be_null():
+    sql, _ = translate("SELECT id FROM runs ORDER BY ended_at DESC, id DESC LIMIT 5")
+    assert "ORDER BY ended_at DESC NULLS LAST, id DESC LIMIT" in sql
+
+
+def test_begin_immediate_is_a_serializable_transaction():
+    assert translate("BEGIN IMMEDIATE")[0] == "BEGIN ISOLATION LEVEL SERIALIZABLE"
+
+
+def test_a_password_in_a_url_is_masked():
+    assert mask_url("postgresql://wk:s3cret@db1:5432/ledger") == "postgresql://wk:***@db1:5432/ledger"
+    assert "s3cret" not in mask_url("postgresql://db1/ledger?user=wk&password=s3cret")
+    assert mask_url("postgresql://wk@db1/ledger") == "postgresql://wk@db1/ledger"
+
+
+# -- against the throw-away server ---------------------------------------------------------
+
+pg = pytest.mark.pg
+
+
+@pg
+def test_ledger_init_creates_the_schema_and_is_idempotent(pg_server):
+    url = pg_server.fresh_database(schema=False)
+    try:
+        for _ in range(2):
+            res = CliRunner().invoke(cli, ["ledger", "init", url])
+            assert res.exit_code == 0, res.output
+            assert f"schema {SCHEMA_VERSION} of {SCHEMA_VERSION}" in res.output
+        with Ledger(url) as led:
+            assert led.schema_version == SCHEMA_VERSION
+            assert led.scalar("SELECT COUNT(*) FROM schema_version") == 1
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+@pg
+def test_a_password_never_shows_in_cli_output(pg_server):
+    url = pg_server.url_for("nowhere").replace("postgres@", "postgres:hunter2@")
+    res = CliRunner().invoke(cli, ["runs", "--ledger", url])
+    assert res.exit_code == 2
+    assert "hunter2" not in res.output and "***" in res.output
+
+
+@pg
+def test_copy_moves_a_sqlite_ledger_with_its_history(pg_server, tmp_path):
+    src = tmp_path / "wk.db"
+    ids = cf.build(src, hostile=True)
+    url = pg_server.fresh_database(schema=False)
+    try:
+        res = CliRunner().invoke(cli, ["ledger", "copy", str(src), url])
+        assert res.exit_code == 0, res.output
+        with Ledger(src) as a, Ledger(url) as b:
+            for table in ("runs", "events", "job_outcomes", "escalations", "notifications", "jobs"):
+                assert a.scalar(f"SELECT COUNT(*) FROM {table}") == b.scalar(f"SELECT COUNT(*) FROM {table}")
+            assert [tuple(r) for r in a.query("SELECT id, job, state, attempt FROM runs ORDER BY id")] == \
+                [tuple(r) for r in b.query("SELECT id, job, state, attempt FROM runs ORDER BY id")]
+            # ids carry on after the copied ones
+            new_id = b.write(lambda c: runs.create(c, job="backup-db", slot="manual:x", trigger="manual",
+                                                   actor="cli", not_before=time.time(), spec_hash=None))
+            assert new_id is not None and new_id > max(ids.values())
+        again = CliRunner().invoke(cli, ["ledger", "copy", str(src), url])
+        assert again.exit_code == 2 and "already holds history" in again.output
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+@pg
+def test_compare_and_set_has_one_winner_across_connections(pg_server):
+    url = pg_server.fresh_database()
+    try:
+        with Ledger(url) as led:
+            cf._job(led, "j", None)
+            run_id = led.write(lambda c: runs.create(c, job="j", slot="s", trigger="manual", actor="t",
+                                                     not_before=0, spec_hash=None))
+        wins: list[bool] = []
+        barrier = threading.Barrier(4)
+
+        def claim() -> None:
+            with Ledger(url) as own:
+                barrier.wait()
+                wins.append(lifecycle.transition(own, run_id, 1, "queued", "spawned", actor="t"))
+
+        threads = [threading.Thread(target=claim) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(wins) == [False, False, False, True]
+        with Ledger(url) as led:
+            assert led.scalar("SELECT COUNT(*) FROM events WHERE kind = 'transition' AND run_id = ?", (run_id,)) == 1
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+@pg
+@pytest.mark.slow
+def test_writes_survive_a_server_restart_exactly_once(pg_server, caplog):
+    """A writer keeps queueing runs while the server restarts: every run is written once,
+    and the loss is one warning line (plus one when the connection is back)."""
+    url = pg_server.fresh_database()
+    try:
+        with Ledger(url) as led:
+            cf._job(led, "j", None)
+        done: list[int] = []
+        stop = threading.Event()
+
+        def load() -> None:
+            with Ledger(url) as own:
+                i = 0
+                while not stop.is_set() or i < 40:
+                    i += 1
+                    slot = f"s{i}"
+                    own.write(lambda c, slot=slot: runs.create(c, job="j", slot=slot, trigger="manual",
+                                                               actor="t", not_before=0, spec_hash=None,
+                                                               if_absent=True))
+                    done.append(i)
+
+        t = threading.Thread(target=load)
+        t.start()
+        deadline = time.monotonic() + 20
+        while len(done) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with caplog.at_level("WARNING", logger="core.ledger.connection"):
+            pg_server.restart()
+            mark = len(done)
+            while len(done) < mark + 20 and time.monotonic() < deadline + 30:
+                time.sleep(0.01)
+            stop.set()
+            t.join(timeout=60)
+        assert not t.is_alive()
+        with Ledger(url) as led:
+            slots = [r[0] for r in led.query("SELECT slot FROM runs WHERE job = 'j'")]
+            events = led.scalar("SELECT COUNT(*) FROM events WHERE kind = 'run_queued'")
+        assert len(slots) == len(set(slots)) == len(done) == events
+        lost = [r for r in caplog.records if "retrying with backoff" in r.getMessage()]
+        assert len(lost) <= 1
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+def test_unknown_pragma_is_refused():
+    with pytest.raises(ValueError, match="no PostgreSQL translation"):
+        translate("PRAGMA table_info(runs)")
+
