@@ -448,9 +448,9 @@ class Ledger:
                 raise SchemaTooNew(f"{self.name}: schema {self.schema_version} is newer than {SCHEMA_VERSION}")
             return
         self.backend = "sqlite"
-        self.path = Path(path)
-        self.target = self.path
-        self.name = str(self.path)
+        self.path = file = Path(path)
+        self.target = file
+        self.name = str(file)
         if read_only:
             uri = f"file:{self.path}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -463,7 +463,7 @@ class Ledger:
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         try:
-            self._retry(lambda: _refuse_foreign(conn, self.path))
+            self._retry(lambda: _refuse_foreign(conn, file))
         except BaseException:
             conn.close()
             raise
