@@ -11,12 +11,8 @@ from typing import Any
 
 import click
 
-<<<<<<< HEAD
 from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, prepare_places
-=======
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, fail, open_ledger_at, prepare_places
 from core.ledger.dialect import is_url
->>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
 from core.spec.settings import Settings, SettingsError, load_settings
 
 
@@ -69,13 +65,12 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
                                         stop_runner=stop_runner))
 
 
-<<<<<<< HEAD
 def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only: bool,
                config: str | None) -> None:
     from console.web import WebError, serve_console
 
     try:
-        serve_console(ledger=Path(settings.ledger).absolute(), bind=bind, token_file=token_file,
+        serve_console(ledger=settings.ledger if is_url(settings.ledger) else Path(settings.ledger).absolute(), bind=bind, token_file=token_file,
                       operator=settings.operator, read_only=read_only,
                       config=Path(config).absolute() if config else None, theme=settings.theme,
                       refresh=settings.refresh, echo=lambda line: click.echo(line))
@@ -88,7 +83,8 @@ def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only
 def _check_web_flags(web: bool, bind: str, token_file: Path | None) -> None:
     if not web and (token_file is not None or bind != "127.0.0.1:8080"):
         fail("--bind and --token-file go with --web", EXIT_USAGE)
-=======
+
+
 def log_beside(settings: Settings, suffix: str) -> Path:
     """The console's log file: beside a SQLite ledger; beside the artifacts folder of a
     PostgreSQL one (logs stay on the host)."""
@@ -96,7 +92,6 @@ def log_beside(settings: Settings, suffix: str) -> Path:
         settings.artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
         return settings.artifacts_dir.with_suffix(suffix)
     return Path(settings.ledger).with_suffix(suffix)
->>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
 
 
 def _quiet_logging(path: Path) -> None:
@@ -138,14 +133,10 @@ def register(group: click.Group) -> None:
         # Open it once here, so a file that is not a ledger, a newer schema or read-only
         # media is one clear line instead of a console that cannot draw anything.
         open_ledger_at(settings.ledger, read_only=read_only).close()
-<<<<<<< HEAD
         if web:
             _serve_web(settings, bind, token_file, read_only, config)
             return
-        _quiet_logging(Path(settings.ledger).with_suffix(".console.log"))
-=======
         _quiet_logging(log_beside(settings, ".console.log"))
->>>>>>> 1467778 (PostgreSQL ledger: one set of ledger SQL run on both backends through a dialect layer (core/ledger/dialect.py), postgresql:// URLs wherever a ledger path goes, `watchkeeper ledger init` and `ledger copy` (history kept), a throw-away PostgreSQL for the tests (tests/kit/postgres.py) and the ledger fixture parametrised over both backends)
         _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
 
     @group.command("up")
