@@ -109,9 +109,9 @@ def register(group: click.Group) -> None:
             click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
 
     def _finish(res: Any) -> None:
-        click.echo(shown(res.message), err=not res.ok)
-        if not res.ok:
-            raise SystemExit(EXIT_NOT_FOUND if res.missing else EXIT_LOST)
+        if not res.ok:  # "error: no escalation 9999", as every command says a failure
+            fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_LOST)
+        click.echo(shown(res.message))
 
     @group.command("ack")
     @click.argument("esc_id", type=ID)

@@ -108,7 +108,9 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
     result = asyncio.run(ExecWrapper(job, settings, record=record).run())
     if result.exit_status != 0 and not quiet:
         why = result.reason or result.state
-        tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip()][-1:]
+        # The job's last stderr line, unless the reason already quotes it (a spawn failure's
+        # reason is its error, which is also what stderr holds: said once, not twice).
+        tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip() and ln.strip() not in why][-1:]
         click.echo(f"watchkeeper: {shown(job_name)} run {result.run_id} {result.state} ({shown(why)})"
                    + (f": {shown(tail[0])}" if tail else "")
                    + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)

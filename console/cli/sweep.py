@@ -121,12 +121,16 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
 @click.command("status")
 @ledger_option
 @_config_option
+@click.option("--all", "all_runners", is_flag=True,
+              help="Also list runners gone for more than a day (by default only counted).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @ledger_errors
-def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) -> None:
+def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bool, as_json: bool) -> None:
     """Show each runner's last heartbeat, and say plainly when no runner is alive.
 
-    Exit code 2 when there is a runner gap (no runner alive), else 0.
+    Each runner is listed once, newest heartbeat first; runners gone for more than a day
+    are counted, not listed, unless --all. Exit code 2 when there is a runner gap (no
+    runner alive), else 0.
 
     \b
     Example:
@@ -136,7 +140,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, as_json: bool) 
     settings = _settings(ledger_path, config_path)
     led = _open(settings, read_only=True)
     try:
-        st = core_status.status(led)
+        st = core_status.status(led, all_runners=all_runners)
     finally:
         led.close()
     if as_json:

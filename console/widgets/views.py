@@ -99,8 +99,8 @@ class OutcomesTable(PagedTable):
     def cells(self, row: dict[str, Any]) -> list[Text]:
         silent = row.get("silent")
         reason = row.get("reason") or ""
-        if silent == 1 and not reason:
-            reason = "(silent)"
+        if silent == 1 and not reason:  # the manual's words for a routine success, else plain silence
+            reason = "routine success" if row.get("verdict_kind") == "routine" else "(silent)"
         if reason == row.get("run_reason") and reason in ("exit_code", "signal", row["state"]):
             reason = ""  # it would only repeat the State and Exit columns
         return [cell(clock(row["ended_at"], self.now)), cell(job_name(row)), cell(row["attempt"]),

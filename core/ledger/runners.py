@@ -129,19 +129,36 @@ def runner_gap(ledger: Ledger, *, now: float | None = None) -> RunnerGap | None:
                      text=gap_text(since, now))
 
 
-def status(ledger: Ledger, *, now: float | None = None) -> dict[str, Any]:
+#: A gone runner whose last heartbeat is older than this (seconds) is long dead: ``status``
+#: leaves it out unless asked for ``--all`` (the newest runner is always shown).
+LONG_DEAD_S = 86400.0
+#: Most runners ``status --all`` lists.
+ALL_RUNNERS_LIMIT = 1000
+
+
+def status(ledger: Ledger, *, now: float | None = None, all_runners: bool = False) -> dict[str, Any]:
     """Everything ``watchkeeper status`` shows, as JSON-ready data:
-    ``{"at", "runners": [RunnerStatus dict], "gap": RunnerGap dict | None,
+    ``{"at", "runners": [RunnerStatus dict], "hidden": int, "gap": RunnerGap dict | None,
     "runs": {state: count} for non-terminal states, "stalled": [runner id],
-    "paused": [{name, paused_at, paused_by, pause_reason}] (``core.ledger.jobs.paused_jobs``)}``."""
+    "paused": [{name, paused_at, paused_by, pause_reason}] (``core.ledger.jobs.paused_jobs``)}``.
+
+    ``runners`` lists each runner once, newest heartbeat first: every runner alive, stalled,
+    holding live runs or heard from within ``LONG_DEAD_S``, and always the newest one; the
+    others are counted in ``hidden`` unless ``all_runners`` (then up to ``ALL_RUNNERS_LIMIT``)."""
     now = time.time() if now is None else now
-    rs = runners(ledger, now=now)
+    rs = runners(ledger, now=now, limit=ALL_RUNNERS_LIMIT)
+    if all_runners:
+        shown, hidden = rs, 0
+    else:
+        shown = [r for i, r in enumerate(rs) if i == 0 or r.liveness != RunnerLiveness.GONE or r.live_runs
+                 or now - r.heartbeat_at <= LONG_DEAD_S]
+        hidden = len(rs) - len(shown)
     gap = runner_gap(ledger, now=now)
     counts = {r["state"]: r["n"] for r in ledger.query(
         f"SELECT state, count(*) AS n FROM runs WHERE state IN ({_NON_TERMINAL_SQL}) GROUP BY state")}
-    return {"at": now, "runners": [r.to_dict() for r in rs], "gap": gap.to_dict() if gap else None,
-            "runs": counts, "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED],
-            "paused": paused_jobs(ledger)}
+    return {"at": now, "runners": [r.to_dict() for r in shown], "hidden": hidden,
+            "gap": gap.to_dict() if gap else None, "runs": counts,
+            "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED], "paused": paused_jobs(ledger)}
 
 
 def format_status(st: dict[str, Any]) -> list[str]:
@@ -161,6 +178,8 @@ def format_status(st: dict[str, Any]) -> list[str]:
             extra = f" (stopped: {r['stop_reason'] or 'stopped'})"
         lines.append(f"  {r['id']}  {r['liveness']:<7} {r['hostname']}:{r['pid']}  last heartbeat {beat} ago,"
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
+    if st.get("hidden"):
+        lines.append(f"  … {st['hidden']} runner(s) gone for more than {short_age(LONG_DEAD_S)} not shown (--all)")
     runs = st["runs"]
     lines.append("runs: " + (", ".join(f"{n} {s}" for s, n in sorted(runs.items())) if runs else "none in flight"))
     for p in st.get("paused") or []:
