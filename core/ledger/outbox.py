@@ -96,6 +96,15 @@ KIND_PHRASES: dict[str, str] = {
     EscalationKind.WORK_COUNT: "did less work than usual",
     EscalationKind.NEW_OUTPUT_SHAPE: "printed a new kind of output",
     EscalationKind.MISSING_OUTPUT: "printed none of its expected output",
+    EscalationKind.INTENT_MISMATCH: "did not do what its intent says",
+    EscalationKind.CIRCUIT_OPEN: "tripped its circuit breaker",
+    EscalationKind.SPEC_INVALID: "has an invalid spec",
+    EscalationKind.ESCAPED_PROCESSES: "left processes running",
+    EscalationKind.MISSION_QUESTION: "asks a question",
+    EscalationKind.MISSION_WORKER_FAILED: "has a failed worker",
+    EscalationKind.MISSION_REPORT: "has a report to approve",
+    EscalationKind.MISSION_BUDGET_EXHAUSTED: "ran out of budget",
+    EscalationKind.MISSION_COORDINATOR_FAILED: "lost its coordinator",
 }
 #: Kinds whose job's own last output line says why better than the reason does.
 _TOLD_BY_OUTPUT = frozenset({EscalationKind.FAILED, EscalationKind.RETRIES_EXHAUSTED, EscalationKind.TIMED_OUT,

@@ -136,3 +136,11 @@ def test_delivery_respects_its_time_budget(ledger, tmp_path):
     stats = notify.deliver_due(ledger, settings.notify, budget_s=0.3)
     # the first send is cut to the budget; the second is deferred, not attempted
     assert stats.retried == 1 and stats.deferred == 1
+
+
+def test_every_escalation_kind_has_a_subject_phrase():
+    """A subject reads as a sentence for every kind that can page (notes never do)."""
+    from core.ledger.outbox import KIND_PHRASES
+    from core.vocabulary import EscalationKind
+    notes = {"first_success", "recovered_on_retry", "routine", "retry_pending", "abandoned", "subtask"}
+    assert {k.value for k in EscalationKind} - notes <= set(KIND_PHRASES)
