@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from typing import Any
 
 import psutil
 
-from core.ledger import events, jobs, runs, terminal
-from core.ledger.connection import Conn, Ledger, add_event
-from core.ledger.lifecycle import LIVE, NON_TERMINAL, TERMINAL, State
+from core.ledger.connection import Ledger
+from core.ledger.lifecycle import NON_TERMINAL, State
+from core.ledger.records import Event
+from core.ledger.runs import UnknownJob
+from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive
 from core.processes import signal_name, stop_group, stop_processes
-from core.text import iso
-from core.vocabulary import ActionResult, Trigger
+from core.text import iso, quoted
+from core.vocabulary import ActionResult
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -32,15 +32,10 @@ def _actor(operator: str) -> str:
     return f"operator:{operator}"
 
 
-def _last_move(conn: Conn, run_id: int) -> dict[str, Any] | None:
-    return events.latest(conn, run_id, "transition")
-
-
-def _who(move: dict[str, Any] | None) -> str:
-    if not move:
+def _who(move: Event | None) -> str:
+    if move is None:
         return ""
-    actor = str(move["actor"]).removeprefix("operator:")
-    return f" by {actor} at {iso(move['at'])}"
+    return f" by {move.actor.removeprefix('operator:')} at {iso(move.at)}"
 
 
 def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = None) -> ActionResult:
@@ -52,30 +47,17 @@ def retry(ledger: Ledger, run_id: int, operator: str, *, now: float | None = Non
     latest attempt is not terminal yet (someone else's retry already queued counts).
     ``target_id`` is the new run's id on success. Never raises for a lost race.
     """
-    actor = _actor(operator)
-
-    def tx(conn: Conn) -> ActionResult:
-        run = runs.get(conn, run_id)
-        if run is None:
-            return ActionResult(False, f"no run {run_id}", run_id, missing=True)
-        latest = runs.latest_attempt(conn, run["lineage"])
-        assert latest is not None  # the lineage holds at least ``run``
-        if latest["state"] not in TERMINAL:
-            who = _who(events.first(conn, latest["id"]))
-            return ActionResult(False, f"{run['job']}: attempt {latest['attempt']} is already {latest['state']}"
-                                f" (run {latest['id']}{', queued' + who if who else ''})", latest["id"])
-        ts = now if now is not None else time.time()
-        job = jobs.job_row(conn, run["job"])
-        attempt = latest["attempt"] + 1
-        new_id = runs.create(conn, job=run["job"], lineage=run["lineage"], attempt=attempt, slot=run["slot"],
-                             task=run["task"], trigger=Trigger.MANUAL_RETRY, parent_run_id=run["parent_run_id"],
-                             spec_hash=job["spec_hash"] if job else run["spec_hash"], not_before=ts, now=ts,
-                             actor=actor, event="manual_retry", reason=f"retry of run {run_id} requested by {operator}",
-                             detail={"retry_of": run_id, "previous_attempt": latest["attempt"]})
-        assert new_id is not None  # the lineage's next attempt: a conflict raises IntegrityError instead
-        return ActionResult(True, f"{run['job']}: queued attempt {attempt} (run {new_id})", new_id)
-
-    return ledger.write(tx)
+    got = SqlStore(ledger).retry_lineage(run_id, actor=_actor(operator), now=now,
+                                         reason=f"retry of run {run_id} requested by {operator}")
+    run, latest = got.run, got.latest
+    if run is None or latest is None:
+        return ActionResult(False, f"no run {run_id}", run_id, missing=True)
+    if got.new_run_id is None:
+        who = _who(got.queued_by)
+        return ActionResult(False, f"{run.job}: attempt {latest.attempt} is already {latest.state}"
+                            f" (run {latest.id}{', queued' + who if who else ''})", latest.id)
+    return ActionResult(True, f"{run.job}: queued attempt {latest.attempt + 1} (run {got.new_run_id})",
+                        got.new_run_id)
 
 
 def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None:
@@ -129,18 +111,18 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     up to ``2 * grace_s`` seconds while the process dies (call it off the UI thread).
     """
     actor = _actor(operator)
+    store = SqlStore(ledger)
     for _ in range(5):  # the run may move under us (queued → spawned …); re-read and retry
-        row = runs.get(ledger.conn, run_id)
-        if row is None:
+        run = store.run(run_id)
+        if run is None:
             return ActionResult(False, f"no run {run_id}", run_id, missing=True)
-        if row["state"] not in NON_TERMINAL:
-            move = _last_move(ledger.conn, run_id)
-            return ActionResult(False, f"{row['job']} run {run_id} is already {row['state']}{_who(move)}", run_id)
-        state, attempt = row["state"], row["attempt"]
+        if run.state not in NON_TERMINAL:
+            move = store.latest_event(run_id, "transition")
+            return ActionResult(False, f"{run.job} run {run_id} is already {run.state}{_who(move)}", run_id)
+        state, attempt = run.state, run.attempt
 
         # A fan-out parent's queued sub-tasks go with it (the terminal recipe settles them).
-        if terminal.finish_run(ledger, run_id, attempt, state, State.ABANDONED, actor=actor,
-                               reason=f"abandoned by {operator}"):
+        if store.finish_run(run_id, attempt, state, State.ABANDONED, actor=actor, reason=f"abandoned by {operator}"):
             break
     else:
         return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)
@@ -148,22 +130,51 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     note = "no live process"
     if state == State.VERIFYING:  # the job exited; its runner kills a verify command still running
         note += "; a verify command still running is stopped by the runner"
-    proc = _process_alive(row["pid"], row["pid_create_time"]) if state != State.QUEUED else None
+    proc = _process_alive(run.pid, run.pid_create_time) if state != State.QUEUED and run.pid else None
     if proc is not None:
-        note = _kill_group(proc, row["pgid"], grace_s)
-        ledger.write(lambda conn: add_event(conn, actor=actor, kind="abandon_kill", run_id=run_id, job=row["job"],
-                                            attempt=attempt, reason=note,
-                                            detail={"pid": row["pid"], "pgid": row["pgid"]}))
+        note = _kill_group(proc, run.pgid, grace_s)
+        store.record_event(actor=actor, kind="abandon_kill", run_id=run_id, job=run.job, attempt=attempt, reason=note,
+                           detail={"pid": run.pid, "pgid": run.pgid})
     # A fan-out parent's queued sub-tasks went with it in the transaction above; its running
     # ones are abandoned (and killed) too, or they would work on for nobody.
-    subtasks = runs.children_in_states(ledger.conn, run_id, LIVE)
-    done = [sub for sub in subtasks if abandon(ledger, sub, operator, grace_s=grace_s).ok]
+    done = [sub for sub in store.live_subtasks(run_id) if abandon(ledger, sub, operator, grace_s=grace_s).ok]
     if done:
         note += f"; {len(done)} running sub-task(s) abandoned: runs {', '.join(map(str, done))}"
-    return ActionResult(True, f"{row['job']} run {run_id} abandoned ({note}); artifacts kept", run_id)
+    return ActionResult(True, f"{run.job} run {run_id} abandoned ({note}); artifacts kept", run_id)
 
 
 # -- job controls --------------------------------------------------------------------------
+
+def _utc(ts: float | None) -> str:
+    return iso(ts) or "?"
+
+
+def _set_paused(ledger: Ledger, job: str, *, paused: bool, operator: str, reason: str | None = None,
+                now: float | None = None) -> ActionResult:
+    """Pause or resume ``job`` through ``Store.set_job_paused`` and say what happened: of two
+    operators acting at once one wins and the other is told "already paused by X at T"; the
+    same operator asking again is ``ok=True`` with "nothing to do"."""
+    actor = _actor(operator)
+    got = SqlStore(ledger).set_job_paused(job, paused=paused, actor=actor, reason=reason, now=now)
+    if got.job is None:
+        return ActionResult(False, f"no job {quoted(job)} in the ledger (a runner records jobs when it loads"
+                                   " their specs)", missing=True)
+    if got.changed:
+        if paused:
+            return ActionResult(True, f"{job} paused by {operator}: scheduled runs are skipped until"
+                                      f" `watchkeeper resume {job}`")
+        return ActionResult(True, f"{job} resumed by {operator}: scheduled runs go ahead again")
+    if paused:
+        if got.job.paused_by == actor:
+            return ActionResult(True, f"{job} already paused by you at {_utc(got.job.paused_at)}; nothing to do")
+        by = str(got.job.paused_by or "?").removeprefix("operator:")
+        return ActionResult(False, f"{job} already paused by {by} at {_utc(got.job.paused_at)}")
+    last = got.last_resume
+    if last is not None and last.actor == actor:
+        return ActionResult(True, f"{job} already resumed by you at {_utc(last.at)}; nothing to do")
+    by = f" (resumed by {last.actor.removeprefix('operator:')} at {_utc(last.at)})" if last else ""
+    return ActionResult(False, f"{job} is not paused{by}")
+
 
 def pause_job(ledger: Ledger, job: str, operator: str, *, reason: str | None = None,
               now: float | None = None) -> ActionResult:
@@ -172,14 +183,14 @@ def pause_job(ledger: Ledger, job: str, operator: str, *, reason: str | None = N
     survives runner restarts. Runs already queued or running go on; a manual trigger still
     runs. ``ok=False`` with "already paused by X at T" when someone else paused it first;
     ``missing=True`` when there is no such enabled job (the CLI exits 2)."""
-    return jobs.set_paused(ledger, job, paused=True, actor=_actor(operator), reason=reason, now=now)
+    return _set_paused(ledger, job, paused=True, operator=operator, reason=reason, now=now)
 
 
 def resume_job(ledger: Ledger, job: str, operator: str, *, now: float | None = None) -> ActionResult:
     """Resume a paused ``job``: the next scheduled slot runs as usual (the slots skipped
     while paused are not replayed). ``ok=False`` when the job is not paused; ``missing=True``
     when there is no such enabled job."""
-    return jobs.set_paused(ledger, job, paused=False, actor=_actor(operator), now=now)
+    return _set_paused(ledger, job, paused=False, operator=operator, now=now)
 
 
 def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
@@ -187,9 +198,11 @@ def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
     event by ``operator:<name>``); a running runner picks it up. Runs even when the job is
     paused (the message says so). ``target_id`` is the new run's id; ``missing=True`` when
     there is no such enabled job."""
+    store = SqlStore(ledger)
     try:
-        run_id = runs.trigger(ledger, job, actor=_actor(operator))
-    except runs.UnknownJob as exc:
+        run_id = store.queue_manual_run(job, actor=_actor(operator))
+    except UnknownJob as exc:
         return ActionResult(False, str(exc), missing=True)
-    note = " (the job is paused: this manual run goes ahead anyway)" if jobs.pause_of(ledger.conn, job) else ""
+    known = store.job(job)
+    note = " (the job is paused: this manual run goes ahead anyway)" if known and known.paused_at is not None else ""
     return ActionResult(True, f"queued run {run_id} of {job}{note}", run_id)

@@ -37,8 +37,8 @@ from core.ledger import escalations
 from core.ledger.connection import Ledger, add_event
 from core.spec.loader import LoadedJob, LoadResult, SpecError
 from core.spec.model import JobSpec, spec_from_json, spec_json
-from core.text import iso, quoted, safe_text
-from core.vocabulary import ActionResult, EscalationKind, JobEvent
+from core.text import iso, safe_text
+from core.vocabulary import EscalationKind, JobEvent
 
 log = logging.getLogger(__name__)
 
@@ -278,65 +278,47 @@ def _job_row(conn: sqlite3.Connection, job: str) -> sqlite3.Row | None:
                         (job,)).fetchone()
 
 
-def set_paused(ledger: Ledger, job: str, *, paused: bool, actor: str, reason: str | None = None,
-               now: float | None = None) -> ActionResult:
-    """Pause or resume ``job`` (``jobs.paused_at``/``paused_by``/``pause_reason``), with a
-    ``job_paused`` / ``job_resumed`` event in the same transaction.
+def set_paused_in(conn: sqlite3.Connection, job: str, *, paused: bool, actor: str, reason: str | None = None,
+                  now: float | None = None) -> tuple[dict[str, Any], bool] | None:
+    """Inside a write transaction: pause or resume ``job`` (``jobs.paused_at``/``paused_by``/
+    ``pause_reason``), with a ``job_paused`` / ``job_resumed`` event.
 
     The update is conditional on the pause state read (``paused_at IS NULL`` to pause,
-    ``IS NOT NULL`` to resume), so of two operators acting at once one wins and the other is
-    told "already paused by X at T". Asking for the state the job is already in by the same
-    actor is ``ok=True`` with "nothing to do". ``missing=True`` when no enabled job has that
-    name. ``now`` is Unix seconds (UTC). While paused, the scheduler skips the job's slots and
-    records each as a ``slot_skipped_paused`` event (``admit_slot``); runs already queued or
-    running are not touched, and a manual trigger still runs.
+    ``IS NOT NULL`` to resume), so of two operators acting at once one wins. Returns None when
+    no enabled job has that name, else ``(the jobs row before, changed)``: ``changed`` is
+    False, with nothing written, when the job was in the asked state already. ``now`` is Unix
+    seconds (UTC). While paused, the scheduler skips the job's slots and records each as a
+    ``slot_skipped_paused`` event (``admit_slot``); runs already queued or running are not
+    touched, and a manual trigger still runs.
     """
     ts = time.time() if now is None else now
+    got = conn.execute("SELECT * FROM jobs WHERE name = ?", (job,)).fetchone()
+    if got is None or not got["enabled"]:
+        return None
+    row = {k: got[k] for k in got.keys()}
+    if (row["paused_at"] is not None) == paused:
+        return row, False
+    if paused:
+        conn.execute("UPDATE jobs SET paused_at = ?, paused_by = ?, pause_reason = ?"
+                     " WHERE name = ? AND paused_at IS NULL", (ts, actor, reason, job))
+    else:
+        conn.execute("UPDATE jobs SET paused_at = NULL, paused_by = NULL, pause_reason = NULL"
+                     " WHERE name = ? AND paused_at IS NOT NULL", (job,))
     who = actor.removeprefix("operator:")
-
-    def tx(conn: sqlite3.Connection) -> ActionResult:
-        row = _job_row(conn, job)
-        if row is None or not row["enabled"]:
-            return ActionResult(False, f"no job {quoted(job)} in the ledger (a runner records jobs when it loads"
-                                       " their specs)", missing=True)
-        is_paused = row["paused_at"] is not None
-        if is_paused == paused:
-            if paused:
-                by = str(row["paused_by"] or "?").removeprefix("operator:")
-                if row["paused_by"] == actor:
-                    return ActionResult(True, f"{job} already paused by you at {_utc(row['paused_at'])};"
-                                              " nothing to do")
-                return ActionResult(False, f"{job} already paused by {by} at {_utc(row['paused_at'])}")
-            last = _last_resume(conn, job)
-            if last is not None and last["actor"] == actor:
-                return ActionResult(True, f"{job} already resumed by you at {_utc(last['at'])}; nothing to do")
-            by = f" (resumed by {str(last['actor']).removeprefix('operator:')} at {_utc(last['at'])})" if last else ""
-            return ActionResult(False, f"{job} is not paused{by}")
-        if paused:
-            cur = conn.execute("UPDATE jobs SET paused_at = ?, paused_by = ?, pause_reason = ?"
-                               " WHERE name = ? AND paused_at IS NULL", (ts, actor, reason, job))
-        else:
-            cur = conn.execute("UPDATE jobs SET paused_at = NULL, paused_by = NULL, pause_reason = NULL"
-                               " WHERE name = ? AND paused_at IS NOT NULL", (job,))
-        if cur.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; kept as the CAS contract
-            return ActionResult(False, f"{job} changed concurrently; try again")
-        kind = JobEvent.PAUSED if paused else JobEvent.RESUMED
-        detail: dict[str, Any] = {} if paused else {"paused_at": row["paused_at"], "paused_by": row["paused_by"],
-                                                    "paused_s": round(ts - row["paused_at"], 3)}
-        add_event(conn, actor=actor, kind=kind, job=job, from_state="paused" if not paused else "active",
-                  to_state="paused" if paused else "active",
-                  reason=reason or f"{'paused' if paused else 'resumed'} by {who}", detail=detail, at=ts)
-        if paused:
-            return ActionResult(True, f"{job} paused by {who}: scheduled runs are skipped until"
-                                      f" `watchkeeper resume {job}`")
-        return ActionResult(True, f"{job} resumed by {who}: scheduled runs go ahead again")
-
-    return ledger.write(tx)
+    kind = JobEvent.PAUSED if paused else JobEvent.RESUMED
+    detail: dict[str, Any] = {} if paused else {"paused_at": row["paused_at"], "paused_by": row["paused_by"],
+                                                "paused_s": round(ts - row["paused_at"], 3)}
+    add_event(conn, actor=actor, kind=kind, job=job, from_state="paused" if not paused else "active",
+              to_state="paused" if paused else "active",
+              reason=reason or f"{'paused' if paused else 'resumed'} by {who}", detail=detail, at=ts)
+    return row, True
 
 
-def _last_resume(conn: sqlite3.Connection, job: str) -> sqlite3.Row | None:
-    return conn.execute("SELECT actor, at FROM events WHERE kind = ? AND job = ? ORDER BY id DESC LIMIT 1",
-                        (JobEvent.RESUMED.value, job)).fetchone()
+def last_resume(conn: sqlite3.Connection, job: str) -> dict[str, Any] | None:
+    """The latest ``job_resumed`` event of ``job`` (an ``events`` row as a dict), or None."""
+    row = conn.execute("SELECT * FROM events WHERE kind = ? AND job = ? ORDER BY id DESC LIMIT 1",
+                       (JobEvent.RESUMED.value, job)).fetchone()
+    return None if row is None else {k: row[k] for k in row.keys()}
 
 
 def pause_of(conn: sqlite3.Connection, job: str) -> dict[str, Any] | None:

@@ -511,3 +511,30 @@ def columns(record: Any) -> dict[str, Any]:
     """A record's fields as a shallow ``{column: value}`` mapping: for code that reads the
     ledger's column-shaped formats (the eval corpus, a ``--json`` listing), never for rows."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineageRetry:
+    """What ``Store.retry_lineage`` found and did."""
+
+    #: The run asked about; None when there is no such run (nothing written).
+    run: Run | None
+    #: The lineage's latest attempt as the transaction saw it (before any new one).
+    latest: Run | None = None
+    #: The id of the attempt queued, None when refused (the latest attempt has not ended).
+    new_run_id: int | None = None
+    #: When refused: the latest attempt's first event (who queued it, when).
+    queued_by: Event | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseChange:
+    """What ``Store.set_job_paused`` found and did."""
+
+    #: The job as the transaction read it, before the change; None: no such enabled job.
+    job: Job | None
+    #: True when the pause state was changed (False: it was in the asked state already).
+    changed: bool = False
+    #: The job's latest ``job_resumed`` event (who resumed it last, when), when asked to
+    #: resume a job that is not paused.
+    last_resume: Event | None = None

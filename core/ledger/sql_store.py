@@ -9,6 +9,7 @@ shared by every backend: the connection's dialect runs them on SQLite or Postgre
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
@@ -20,7 +21,9 @@ from core.ledger.records import (
     HistoryOutcome,
     Job,
     JudgingCase,
+    LineageRetry,
     Outcome,
+    PauseChange,
     RaiseEscalation,
     Run,
     Runner,
@@ -97,6 +100,31 @@ class SqlStore:
     def queue_manual_run(self, job: str, *, actor: str) -> int:
         return runs.trigger(self.ledger, job, actor=actor)
 
+    def retry_lineage(self, run_id: int, *, actor: str, reason: str, now: float | None = None) -> LineageRetry:
+        def tx(conn: Conn) -> LineageRetry:
+            run = _run(conn, run_id)
+            if run is None:
+                return LineageRetry(run=None)
+            top = runs.latest_attempt(conn, run.lineage)
+            latest = _run(conn, int(top["id"])) if top is not None else None
+            assert latest is not None  # the lineage holds at least ``run``
+            if latest.state not in lifecycle.TERMINAL:
+                first = events.first(conn, latest.id)
+                return LineageRetry(run=run, latest=latest, queued_by=None if first is None else Event.from_row(first))
+            ts = now if now is not None else time.time()
+            job = jobs.job_row(conn, run.job)
+            new_id = runs.create(conn, job=run.job, lineage=run.lineage, attempt=latest.attempt + 1, slot=run.slot,
+                                 task=run.task, trigger=Trigger.MANUAL_RETRY, parent_run_id=run.parent_run_id,
+                                 spec_hash=job["spec_hash"] if job else run.spec_hash, not_before=ts, now=ts,
+                                 actor=actor, event="manual_retry", reason=reason,
+                                 detail={"retry_of": run_id, "previous_attempt": latest.attempt})
+            assert new_id is not None  # the lineage's next attempt: a conflict raises IntegrityError instead
+            return LineageRetry(run=run, latest=latest, new_run_id=new_id)
+        return self.ledger.write(tx)
+
+    def live_subtasks(self, parent_id: int) -> list[int]:
+        return runs.children_in_states(self._conn, parent_id, lifecycle.LIVE)
+
     def move_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
                  reason: str | None = None, fields: Mapping[str, Any] | None = None,
                  detail: dict[str, Any] | None = None) -> bool:
@@ -135,6 +163,19 @@ class SqlStore:
             conn.execute("RELEASE judge")
             return judged
 
+        return self.ledger.write(tx)
+
+    # -- jobs ------------------------------------------------------------------------------
+    def set_job_paused(self, job: str, *, paused: bool, actor: str, reason: str | None = None,
+                       now: float | None = None) -> PauseChange:
+        def tx(conn: Conn) -> PauseChange:
+            got = jobs.set_paused_in(conn, job, paused=paused, actor=actor, reason=reason, now=now)
+            if got is None:
+                return PauseChange(job=None)
+            row, changed = got
+            last = None if changed or paused else jobs.last_resume(conn, job)
+            return PauseChange(job=Job.from_row(row), changed=changed,
+                               last_resume=None if last is None else Event.from_row(last))
         return self.ledger.write(tx)
 
     # -- judging ---------------------------------------------------------------------------

@@ -26,7 +26,9 @@ from core.ledger.records import (
     HistoryOutcome,
     Job,
     JudgingCase,
+    LineageRetry,
     Outcome,
+    PauseChange,
     RaiseEscalation,
     Run,
     Runner,
@@ -88,6 +90,17 @@ class Store(Protocol):
         """
         ...
 
+    def retry_lineage(self, run_id: int, *, actor: str, reason: str, now: float | None = None) -> LineageRetry:
+        """An operator's retry: queue attempt ``latest + 1`` of ``run_id``'s lineage (same job,
+        slot and task, ``trigger = 'manual_retry'``, due ``now``, event ``manual_retry`` with
+        ``reason``) — only when the lineage's latest attempt is terminal (compare-and-set on it
+        in one transaction). ``LineageRetry`` says what was found and whether it was queued."""
+        ...
+
+    def live_subtasks(self, parent_id: int) -> list[int]:
+        """Ids of the spawned, running or verifying sub-task runs of fan-out parent ``parent_id``."""
+        ...
+
     def move_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
                  reason: str | None = None, fields: Mapping[str, Any] | None = None,
                  detail: dict[str, Any] | None = None) -> bool:
@@ -135,6 +148,15 @@ class Store(Protocol):
         recorded with it (or the run was judged already), False when none was (the caller
         judges after the commit).
         """
+        ...
+
+    # -- jobs ------------------------------------------------------------------------------
+    def set_job_paused(self, job: str, *, paused: bool, actor: str, reason: str | None = None,
+                       now: float | None = None) -> PauseChange:
+        """Pause or resume enabled ``job`` (``jobs.paused_at/paused_by/pause_reason``)
+        compare-and-set on its pause state, with a ``job_paused`` / ``job_resumed`` event.
+        Nothing is written when no enabled job has that name or it is in the asked state
+        already; ``PauseChange`` says which."""
         ...
 
     # -- judging ---------------------------------------------------------------------------
