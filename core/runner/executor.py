@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core import runas
 from core.ledger import breaker, lifecycle, outcomes, queue, terminal
 from core.ledger.connection import Conn, Ledger
 from core.ledger.lifecycle import State
@@ -195,8 +196,19 @@ class Executor:
         # Taken before the spawn: a fast job may have exited by the time spawn returns, and
         # its duration must not come out negative.
         started = time.time()
+        env = self.env_for(spec, run, handoff_path)
         try:
-            proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=self.env_for(spec, run, handoff_path))
+            # A job's `user`: switched to when this runner may, else the run fails saying why
+            # (never run as the runner's own user instead).
+            account = runas.resolve(spec.user)
+            if account is not None:
+                argv, env = runas.wrap(argv, account), runas.environ(env, account, spec.env)
+                runas.hand_over(art, ctx.settings.artifacts_dir, account)
+        except (runas.RunAsError, OSError) as exc:
+            await self.spawn_failed(run, str(art), f"user: {exc}")
+            return
+        try:
+            proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=env)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return

@@ -41,6 +41,8 @@ from core.spec.durations import (  # noqa: F401 (re-exported: callers import the
 from core.text import safe_text  # noqa: F401 (re-exported: the one escaper lives in core.text)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+#: A local account name (as useradd takes them, plus a trailing $ for machine accounts) or a uid.
+USER_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10})$")
 
 
 def check_name(v: str) -> str:
@@ -320,6 +322,9 @@ class JobSpec(_Strict):
     command: Command | None = None
     cwd: NonEmptyStr | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    #: The account the job runs as (a name or uid, as a system crontab's user column); see
+    #: ``core.runas``: honoured when the runner may switch to it, else an error, never ignored.
+    user: str | None = None
     schedule: str | None = None
     timezone: str | None = None
     every: PositiveDuration | None = None
@@ -366,6 +371,13 @@ class JobSpec(_Strict):
             data.setdefault("no_retry_on", [AGENT_EXIT_PERMANENT])
             data.setdefault("max_steps", 10)
         return data
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not USER_RE.match(v):
+            raise ValueError(f"invalid user name {v!r} (a local account name such as 'backup', or a uid)")
+        return v
 
     @field_validator("every")
     @classmethod

@@ -1,7 +1,8 @@
 """Preflight: what a valid spec still needs from this machine before it can run.
 
 Validation (``core.spec.model``) judges the file; preflight judges the spec against the
-host: the job's ``cwd`` is a folder, and every program it would start (``command``,
+host: the job's ``user`` is an account this runner may run it as (``core.runas``), its
+``cwd`` is a folder, and every program it would start (``command``,
 ``fallback``, ``synthesize``, fan-out ``tasks``, ``verify``) can be found and executed —
 the checks whose failure would otherwise show up only when the job first runs (a spawn
 failure, or ``/bin/sh`` exiting 127). ``watchkeeper check`` reports each problem as a
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from core import runas
 from core.spec.loader import LoadedJob, SpecError, field_line, resolve_cwd
 
 #: Words /bin/sh runs itself: no program needs to exist for them (POSIX special and
@@ -139,6 +141,10 @@ def preflight(job: LoadedJob, environ: Mapping[str, str] | None = None) -> list[
         what = "is not a folder" if cwd.exists() else "does not exist"
         problems.append(SpecError(job.source, field_line(job, ("cwd",)), spec.name, "cwd",
                                   f"{cwd} {what}: the run would fail to start"))
+    why_user = runas.problem(spec.user)
+    if why_user is not None:
+        problems.append(SpecError(job.source, field_line(job, ("user",)), spec.name, "user",
+                                  f"{why_user}: the run would fail to start"))
     for loc, name, command in _commands(job):
         for program, in_shell in _programs(command):
             if not cwd_ok and "/" in program and not os.path.isabs(program):
