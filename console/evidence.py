@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from console.safe_text import one_line, output
+from console.safe_text import escaped_line, output
 
 _ERRORISH = re.compile(r"error|fail|fatal|exception|traceback|denied|refused|cannot|can't|not found|"
                        r"no such|timed? ?out|killed|panic|abort", re.IGNORECASE)
@@ -35,7 +35,7 @@ def telling_lines(stderr: str | None, stdout: str | None, n: int = 2, width: int
         out = _lines(stdout)
         bad = [ln for ln in out if _ERRORISH.search(ln)]
         picked = (bad or out)[-n:]
-    return [one_line(ln, width) for ln in picked]
+    return [escaped_line(ln, width) for ln in picked]
 
 
 def not_in(reason: str | None, lines: list[str]) -> list[str]:
@@ -71,7 +71,7 @@ def verification_rows(verification: Any) -> list[tuple[bool, bool, str, str]]:
         else:
             rows.append((1, ok, soft, name, detail))
     rows.sort(key=lambda r: r[0])
-    return [(ok, soft, one_line(what, 60), one_line(found, 120)) for _, ok, soft, what, found in rows]
+    return [(ok, soft, escaped_line(what, 60), escaped_line(found, 120)) for _, ok, soft, what, found in rows]
 
 
 def handoff_fields(handoff: Any) -> list[tuple[str, str]]:
@@ -92,7 +92,7 @@ def handoff_fields(handoff: Any) -> list[tuple[str, str]]:
             text = json.dumps(value, ensure_ascii=False, default=str)
         else:
             text = str(value)
-        out.append((key, one_line(text, 200)))
+        out.append((key, escaped_line(text, 200)))
 
     for key in ("status", "error", "result", "confidence", "steps_used", "exit_state", "blockers", "notes"):
         add(key, handoff.get(key))

@@ -8,11 +8,12 @@ module:
 
 * ``safe_text`` *escapes* what is unsafe, repr-style (``\\x1b``, ``\\u202e``): for the CLI
   and error messages, where the operator must see that something was there;
-* ``clean`` *drops* it: for the console, which shows output as the job meant it to read
-  (``one_line`` is ``clean`` on one line, cut by terminal cells).
+* ``stripped`` *drops* it: for one-line summaries where only the readable words matter
+  (``stripped_line`` is ``stripped`` on one line, cut by terminal cells).
 
-Neither ever interprets markup; the console wraps ``clean``'s result in ``rich.text.Text``
-(``console.safe_text.text``).
+The console shows untrusted text through ``console.safe_text`` (``escaped``: ``safe_text``
+with the console's choice of kept characters, wrapped in ``rich.text.Text``). Nothing here
+ever interprets markup.
 
 Times: every timestamp in the ledger is a float of Unix seconds (UTC). ``iso`` for JSON and
 audit lines, ``utc_hms`` inside sentences, ``local_hms`` in one-line listings; ``duration``
@@ -87,7 +88,7 @@ _FORMAT = re.compile(
 
 
 def invisible(ch: str) -> bool:
-    """True for a character ``clean`` drops as invisible (format, bidi, filler, variation
+    """True for a character ``stripped`` drops as invisible (format, bidi, filler, variation
     selector, tag, …); for callers that show such characters escaped instead."""
     return _FORMAT.fullmatch(ch) is not None
 
@@ -104,7 +105,7 @@ def as_text(value: object) -> str:
     """``value`` as one ``str`` before any escaping: ``None`` is "", bytes are decoded as UTF-8
     and other non-strings go through ``str()``; invalid UTF-8 (bytes, or str with surrogate
     escapes) becomes U+FFFD and CRLF, U+2028 and U+2029 become newlines. Shared by both
-    ``clean``s (this one and ``console.safe_text.clean``)."""
+    ``stripped`` and ``console.safe_text.escaped`` (shows)."""
     if value is None:
         return ""
     if isinstance(value, bytes | bytearray):
@@ -115,7 +116,7 @@ def as_text(value: object) -> str:
     return s.replace("\r\n", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
 
 
-def clean(value: object, *, keep_newlines: bool = True) -> str:
+def stripped(value: object, *, keep_newlines: bool = True) -> str:
     """Return ``value`` as printable text: escape sequences, control and invisible characters
     removed, invalid UTF-8 (bytes, or str with surrogate escapes) replaced by U+FFFD.
 
@@ -150,9 +151,9 @@ def cut(s: str, width: int) -> str:
     return "".join(out) + "…"
 
 
-def one_line(value: object, width: int | None = None) -> str:
-    """``clean`` on one line, optionally cut to ``width`` terminal cells with an ellipsis."""
-    s = clean(value, keep_newlines=False)
+def stripped_line(value: object, width: int | None = None) -> str:
+    """``stripped`` on one line, optionally cut to ``width`` terminal cells with an ellipsis."""
+    s = stripped(value, keep_newlines=False)
     return s if width is None else cut(s, width)
 
 

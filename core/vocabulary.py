@@ -59,8 +59,9 @@ class OutcomeStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-class Worker(StrEnum):
-    """Which worker a run uses (``runs.worker``): the job's command, or its ``fallback``."""
+class RunCommand(StrEnum):
+    """Which of its job's commands a run executes (``runs.worker``, a column name kept from
+    schema 1): the spec's ``command``, or its ``fallback``. Not a mission worker."""
 
     PRIMARY = "primary"
     FALLBACK = "fallback"
@@ -124,7 +125,7 @@ class EscalationKind(StrEnum):
     CIRCUIT_OPEN = "circuit_open"
     SPEC_INVALID = "spec_invalid"
     ESCAPED_PROCESSES = "escaped_processes"
-    # raised by a mission's supervisor program (job 'mission:<id>', to the mission's owner)
+    # raised by the mission engine (job 'mission:<id>', to the mission's owner)
     MISSION_QUESTION = "mission_question"
     MISSION_WORKER_FAILED = "mission_worker_failed"
     MISSION_REPORT = "mission_report"
@@ -285,7 +286,7 @@ class WorkerState(StrEnum):
     """One spawned worker of a mission (``mission_workers.state``).
 
     ``running`` covers queued, live and retrying attempts of its run lineage; ``delivered``
-    means the supervisor program verified its delivery; ``failed`` that its last attempt
+    means the mission engine verified its delivery; ``failed`` that its last attempt
     failed or its claim did not verify; ``abandoned`` that a person (or an abort) gave it up.
     """
 

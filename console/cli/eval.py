@@ -20,7 +20,7 @@ from core.spec.settings import JudgeSettings
 from core.supervisor import supervisor
 from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
 from core.supervisor.moods import MOODS
-from core.text import iso, one_line
+from core.text import iso, stripped_line
 
 #: The shipped corpus, used when no CORPUS is given and the command runs from the project folder.
 DEFAULT_CORPUS = "tests/eval/corpus.jsonl"
@@ -112,7 +112,7 @@ def register(group: click.Group) -> None:
                     click.echo(f"  GOAL MISSED: {missed}")
                 if show_misses:
                     for m in r.misses:
-                        click.echo(f"  miss: {one_line(m)}")
+                        click.echo(f"  miss: {stripped_line(m)}")
             click.echo("goals met" if ok else "GOALS MISSED")
         if not ok:
             raise SystemExit(EXIT_FINDINGS)
@@ -141,7 +141,7 @@ def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...
                + (" (limit reached)" if len(rows) >= REPLAY_LIMIT else ""))
     click.echo(f"{'job':<24} {'outcomes':>8} {'escalated then':>14} {'would now':>10} {'changed':>8}")
     for job, j in sorted(summary["jobs"].items()):
-        click.echo(f"{one_line(job, 24):<24} {j['outcomes']:>8} {j['was_escalated']:>14} {j['now_escalated']:>10}"
+        click.echo(f"{stripped_line(job, 24):<24} {j['outcomes']:>8} {j['was_escalated']:>14} {j['now_escalated']:>10}"
                    f" {j['changed']:>8}")
     shown = [r for r in items if show_all or r.changed]
     if shown:
@@ -150,8 +150,8 @@ def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...
     for r in shown:
         was = f"{'escalate' if r.was_escalate else 'silent'} {r.was_kind or '-'}"
         now = f"{'escalate' if r.now_escalate else 'silent'} {r.now_kind}"
-        click.echo(f"{r.run_id:<7} {one_line(r.job, 24):<24} {was:<22} {now}")
+        click.echo(f"{r.run_id:<7} {stripped_line(r.job, 24):<24} {was:<22} {now}")
         if r.now_escalate:
-            click.echo(f"        why: {one_line(r.now_reason, 160)}")
+            click.echo(f"        why: {stripped_line(r.now_reason, 160)}")
     if not items:
         click.echo("nothing recorded in that window")

@@ -25,9 +25,8 @@ from core.ledger.dialect import is_url, mask_url
 from core.ledger.jobs import job_row
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
-from core.spec.source_map import one_line
-from core.text import one_line as single_line
-from core.text import quoted
+from core.spec.source_map import validation_line
+from core.text import quoted, stripped_line
 
 
 def register(cli: click.Group) -> None:
@@ -44,7 +43,7 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         lj = loaded.jobs.get(name)
         if lj is None:
             # Not found or unusable (exit 2, one line); exit 3 is for bad settings only.
-            errors = [single_line(str(e)) for e in loaded.errors if e.job == name]
+            errors = [stripped_line(str(e)) for e in loaded.errors if e.job == name]
             fail(f"{jobs_dir}: job {quoted(name)} is invalid: {shown(errors[0])}" if errors
                  else f"{jobs_dir}: no job named {quoted(name)}", EXIT_NOT_FOUND)
         record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
@@ -60,7 +59,7 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
             try:
                 base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
             except ValidationError as exc:  # a bad --job name: a usage error, one line
-                fail(f"--job {quoted(name)}: {shown(one_line(exc))}", EXIT_USAGE)
+                fail(f"--job {quoted(name)}: {shown(validation_line(exc))}", EXIT_USAGE)
             # Relative paths in the command resolve against the folder exec was started in.
             record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
     spec = base.model_copy(update={"command": list(argv)}) if argv else base

@@ -13,7 +13,7 @@ import click
 from pydantic import ValidationError
 
 from core.ledger.connection import SCHEMA_VERSION
-from core.spec.source_map import one_line
+from core.spec.source_map import validation_line
 from core.text import safe_text
 
 # Areas, each a module with register(group). Kept as names so one broken area cannot hide
@@ -33,7 +33,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ValidationError as exc:
-            click.echo(f"error: {safe_text(one_line(exc))}", err=True)
+            click.echo(f"error: {safe_text(validation_line(exc))}", err=True)
             ctx.exit(2)
 
 

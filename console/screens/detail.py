@@ -24,12 +24,12 @@ from textual.widgets import Footer, Input, Static
 
 from console import evidence, keys
 from console.labels import label, word
-from console.safe_text import clean, one_line, output
+from console.safe_text import escaped, escaped_line, output
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
 from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
-from core.ledger import reads as queries
+from core.ledger import reads
 
 
 def _section(out: Text, title: str) -> None:
@@ -54,7 +54,7 @@ def _kv(out: Text, key: str, value: object, *, styled: tuple[str, str] | None = 
     if styled is not None:
         out.append(styled[0], style=styled[1])
     else:
-        out.append(_hanging(clean(value if value is not None else "-", keep_newlines=False), width), style=style)
+        out.append(_hanging(escaped(value if value is not None else "-", keep_newlines=False), width), style=style)
     out.append("\n")
 
 
@@ -106,7 +106,7 @@ def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any],
         out.append("verification: skipped (the run failed before verification)\n", style="bold")
         return
     if raw_json:
-        out.append(clean(_pretty(verification)) + "\n")
+        out.append(escaped(_pretty(verification)) + "\n")
         return
     rows = evidence.verification_rows(verification)
     if not rows:
@@ -123,10 +123,10 @@ def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: in
     _section(out, "Handoff")
     handoff, findings = outcome.get("handoff"), outcome.get("handoff_findings")
     if raw_json:
-        out.append(clean(_pretty(handoff or outcome.get("handoff_raw"))) + "\n")
+        out.append(escaped(_pretty(handoff or outcome.get("handoff_raw"))) + "\n")
         if findings:
             out.append("findings: ", style="bold")
-            out.append(clean(_pretty(findings)) + "\n")
+            out.append(escaped(_pretty(findings)) + "\n")
         return
     if handoff is None and outcome.get("handoff_raw") is None and evidence.is_plain_job_without_handoff(findings):
         out.append("none: a plain shell job; its exit code and output are the evidence\n", style="dim")
@@ -142,7 +142,7 @@ def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: in
     for f in findings or []:
         if isinstance(f, dict) and f.get("code") != "missing":
             out.append("problem     ", style="bold red")
-            out.append(clean(f"{f.get('code')}: {f.get('message', '')}", keep_newlines=False) + "\n")
+            out.append(escaped(f"{f.get('code')}: {f.get('message', '')}", keep_newlines=False) + "\n")
 
 
 def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: bool = False) -> Text:
@@ -157,7 +157,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     text, style = _status_word(run, outcome)
     # Job and run on separate labelled lines: which job, then which run of it.
     out.append(f"{'job':<12}", style="bold")
-    out.append(clean(run["job"], keep_newlines=False) + "\n", style="bold")
+    out.append(escaped(run["job"], keep_newlines=False) + "\n", style="bold")
     out.append(f"{'run':<12}", style="bold")
     out.append(f"{run['id']} · attempt {run['attempt']} · ")
     out.append(text, style=style)
@@ -170,7 +170,7 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
         lab = label("severity", e["severity"])
         out.append(f"{'escalation':<12}", style="bold")
         out.append(lab.text, style=lab.style)
-        out.append(clean(f" #{e['id']} {e['kind']} · {word('escalation_state', e['state'])} · ×{e['count']}",
+        out.append(escaped(f" #{e['id']} {e['kind']} · {word('escalation_state', e['state'])} · ×{e['count']}",
                          keep_newlines=False) + "\n")
 
     render_verification(out, run, outcome, raw_json)
@@ -192,14 +192,14 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
         mark = "▶" if a["id"] == run["id"] else " "
         lab, st = label("run_state", a["state"])
         head = f"{mark} #{a['attempt']:<2} run {a['id']:<6} "
-        rest = (f" {one_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
+        rest = (f" {escaped_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
                 f"exit {exit_text(a['exit_code'], a['signal']):<5}")
         used = len(head) + 10 + len(rest)
         out.append(head)
         out.append(f"{lab:<10}", style=st)
         out.append(rest)
         if a["reason"] and width - used > 2:
-            out.append(" " + one_line(a["reason"], width - used - 1))
+            out.append(" " + escaped_line(a["reason"], width - used - 1))
         out.append("\n")
 
     children = d.get("children") or []
@@ -207,22 +207,22 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
         _section(out, f"Sub-tasks ({len(children)})")
         for c in children:
             lab, st = label("run_state", c["state"])
-            head = f"  {one_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
+            head = f"  {escaped_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
             rest = f" exit {exit_text(c['exit_code'], c['signal']):<5}"
             used = len(head) + 10 + len(rest)
             out.append(head)
             out.append(f"{lab:<10}", style=st)
             out.append(rest)
             if c["reason"] and width - used > 2:
-                out.append(" " + one_line(c["reason"], width - used - 1))
+                out.append(" " + escaped_line(c["reason"], width - used - 1))
             out.append("\n")
 
     _section(out, f"Timeline ({len(d['events'])} events)")
     for ev in d["events"]:
         move = f"{ev['from_state'] or ''} → {ev['to_state']}" if ev["to_state"] else ""
         out.append(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ")
-        out.append(clean(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
-        out.append(clean(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False) + "\n")
+        out.append(escaped(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
+        out.append(escaped(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False) + "\n")
 
     for name in ("stdout", "stderr"):
         s = d[name]
@@ -250,7 +250,7 @@ class DetailScreen(PollingScreen, Screen):
         super().__init__()
         self.run_id = run_id
         self.detail: dict[str, Any] | None = None
-        self.summary: queries.Summary | None = None
+        self.summary: reads.Summary | None = None
         self.stale_since: float | None = None
         self._last_mono = 0.0
         self.term = ""
@@ -289,13 +289,13 @@ class DetailScreen(PollingScreen, Screen):
         seen = None if force or self.detail is None else self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
 
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, queries.Summary | None, bool, tuple[bool, str]]:
+        def fetch(ledger) -> tuple[int, dict[str, Any] | None, reads.Summary | None, bool, tuple[bool, str]]:
             dv = ledger.data_version()
             if dv == seen and not idle:
                 # Nothing written, but a runner killed with SIGKILL writes nothing either.
-                return dv, None, None, False, queries.runner_status(ledger, now)
-            summary = queries.summary(ledger, now)
-            return dv, queries.run_detail(ledger, self.run_id), summary, True, (summary.runner_up, summary.runner_text)
+                return dv, None, None, False, reads.runner_status(ledger, now)
+            summary = reads.summary(ledger, now)
+            return dv, reads.run_detail(ledger, self.run_id), summary, True, (summary.runner_up, summary.runner_text)
 
         try:
             dv, detail, summary, read, runner = await self.wk.reader.call(fetch)
@@ -304,7 +304,7 @@ class DetailScreen(PollingScreen, Screen):
                 self.stale_since = now
             self._render_header()
             if self.detail is None:
-                self.query_one("#content", Static).update(Text(clean(f"could not read run {self.run_id}: {exc}")))
+                self.query_one("#content", Static).update(Text(escaped(f"could not read run {self.run_id}: {exc}")))
             return
         self.stale_since = None
         self._data_version = dv
@@ -377,7 +377,7 @@ class DetailScreen(PollingScreen, Screen):
         self._match_i = -1
         self._show_detail()
         if self.term and not self._matches:
-            self.notify(clean(f"no match for {self.term!r}"), markup=False, severity="warning")
+            self.notify(escaped(f"no match for {self.term!r}"), markup=False, severity="warning")
         self.action_next_match()
 
     def action_next_match(self) -> None:

@@ -12,7 +12,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from console import keys
-from console.safe_text import clean
+from console.safe_text import escaped
 
 DIALOG_CSS = """
 {name} {{ align: center middle; }}
@@ -49,9 +49,9 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             # The question embeds job names: plain Text, never markup.
-            yield Static(Text(clean(self.question), style="bold"))
+            yield Static(Text(escaped(self.question), style="bold"))
             if self.detail:
-                yield Static(Text(clean(self.detail)))
+                yield Static(Text(escaped(self.detail)))
             yield Static(Text("y / enter: yes    n / esc: no", style="dim"))
 
     def action_answer(self, yes: bool) -> None:
@@ -78,7 +78,7 @@ class SnoozeScreen(ModalScreen[float | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             if self.what:
-                yield Static(Text(clean(f"Snooze {self.what}?", keep_newlines=False), style="bold"))
+                yield Static(Text(escaped(f"Snooze {self.what}?", keep_newlines=False), style="bold"))
             yield Static(Text("Snooze for… (1-5, enter; esc cancels)", style="bold" if not self.what else ""))
             yield OptionList(*(Option(f"{i}  {label}", id=str(i)) for i, (label, _) in enumerate(SNOOZE_CHOICES, 1)))
 

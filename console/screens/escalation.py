@@ -20,15 +20,14 @@ from textual.widgets import DataTable, Footer, Static
 
 from console import keys
 from console.labels import label
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import SnoozeScreen
 from console.screens.operator_actions import refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
-from core.ledger import escalations
-from core.ledger import reads as queries
+from core.ledger import escalations, reads
 
 
 def _utc(ts: float | None) -> str:
@@ -59,10 +58,10 @@ def render_summary(d: dict[str, Any], now: float) -> Group:
     st = label("escalation_state", esc["state"])
     head.append(sev.text, style=sev.style)
     head.append("  ")
-    head.append(clean(esc["job"], keep_newlines=False), style="bold")
-    head.append("  " + clean(esc["kind"], keep_newlines=False) + "  ")
+    head.append(escaped(esc["job"], keep_newlines=False), style="bold")
+    head.append("  " + escaped(esc["kind"], keep_newlines=False) + "  ")
     head.append(st.text, style=st.style)
-    head.append(f"  ×{esc['count']}  owner {one_line(esc.get('owner') or '-', 24)}  #{esc['id']}")
+    head.append(f"  ×{esc['count']}  owner {escaped_line(esc.get('owner') or '-', 24)}  #{esc['id']}")
     seen = (f"first {age(now - esc['first_seen'])} ago ({clock(esc['first_seen'], now)}), "
             f"last {age(now - esc['last_seen'])} ago ({clock(esc['last_seen'], now)})")
     if esc["state"] == "snoozed" and esc.get("snoozed_until"):
@@ -70,7 +69,7 @@ def render_summary(d: dict[str, Any], now: float) -> Group:
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", width=7, no_wrap=True)
     grid.add_column(ratio=1)
-    grid.add_row("why", Text(clean(esc.get("reason") or "(no reason recorded)")))
+    grid.add_row("why", Text(escaped(esc.get("reason") or "(no reason recorded)")))
     grid.add_row("seen", Text(seen))
     return Group(head, grid)
 
@@ -96,7 +95,7 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
         verb = a["kind"].removeprefix("escalation_")
         out.append(f"{clock(a['at'], now) if a.get('at') else '-':<9} ")
         out.append(f"{verb:<13}", style="bold")
-        out.append(clean(f"by {_actor(a.get('actor'))}", keep_newlines=False))
+        out.append(escaped(f"by {_actor(a.get('actor'))}", keep_newlines=False))
         if a.get("until"):
             out.append(f" until {clock(a['until'], now)}")
         out.append("\n")
@@ -108,16 +107,16 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
     for n in notes:
         lab = label("delivery_state", n["state"])
         out.append(f"{clock(n['created_at'], now):<9} ")
-        out.append(clean(f"{n['event']} → {n['sink']}", keep_newlines=False) + "  ")
+        out.append(escaped(f"{n['event']} → {n['sink']}", keep_newlines=False) + "  ")
         out.append(lab.text + " ", style=lab.style)
         if n["state"] == "sent" and n.get("sent_at"):
             out.append(f" at {clock(n['sent_at'], now)}")
         elif n["state"] == "cancelled":
-            out.append(": " + one_line(n.get("last_error") or "", 60))
+            out.append(": " + escaped_line(n.get("last_error") or "", 60))
         elif n["state"] != "sent":
             out.append(f" after {n['attempts']} attempt{'s' if n['attempts'] != 1 else ''}")
             if n.get("last_error"):
-                out.append(": " + one_line(n["last_error"], 60))
+                out.append(": " + escaped_line(n["last_error"], 60))
         out.append("\n")
     return out
 
@@ -163,11 +162,11 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the escalation when the ledger changed (``force``: regardless)."""
         try:
-            read, detail = await self.live_read(lambda ledger, now: queries.escalation_detail(ledger, self.esc_id),
+            read, detail = await self.live_read(lambda ledger, now: reads.escalation_detail(ledger, self.esc_id),
                                                 have=self.detail is not None, force=force)
         except Exception as exc:
             if self.detail is None:
-                self.query_one("#summary", Static).update(Text(clean(f"could not read escalation {self.esc_id}: {exc}")))
+                self.query_one("#summary", Static).update(Text(escaped(f"could not read escalation {self.esc_id}: {exc}")))
             return
         if read:
             self.detail = detail
@@ -193,7 +192,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
             table.add_row(Text(clock(o["at"], now)), Text(str(o["run_id"] or "-")), Text(str(o.get("attempt") or "-")),
                           Text(st.text, style=st.style) if st else Text("-"),
                           Text(exit_text(o.get("exit_code"), o.get("signal"))),
-                          Text(one_line(o.get("reason") or "", room)),
+                          Text(escaped_line(o.get("reason") or "", room)),
                           key=f"{o['at']}:{o['run_id']}")
         if occ:
             table.move_cursor(row=min(row, len(occ) - 1))
@@ -225,9 +224,9 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         try:
             result = await self.wk.actor.call(lambda ledger: call(ledger, esc_id, op, now))
         except Exception as exc:
-            self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            self.notify(escaped(f"{verb} failed: {exc}"), severity="error", markup=False)
             return
-        self.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
+        self.notify(escaped(result.message), severity="information" if result.ok else "warning", markup=False)
         await self.load(force=True)
 
     async def action_acknowledge(self) -> None:
@@ -240,7 +239,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         if refuse_read_only(self) or self.detail is None:
             return
         esc = self.detail["escalation"]
-        what = f"{one_line(esc['job'], 30)} · {one_line(esc['kind'], 24)} (#{esc['id']})"
+        what = f"{escaped_line(esc['job'], 30)} · {escaped_line(esc['kind'], 24)} (#{esc['id']})"
 
         async def chosen(seconds: float | None) -> None:
             if seconds is not None:

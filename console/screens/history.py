@@ -18,14 +18,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console import keys
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.screens.detail import DetailScreen
 from console.screens.operator_actions import confirm_job_action, job_controls_available, refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, duration, exit_text, run_state
 from console.widgets.header_bar import HeaderBar
 from console.widgets.sparkline import run_bars
-from core.ledger import reads as queries
+from core.ledger import reads
 from core.supervisor import baseline
 
 
@@ -40,9 +40,9 @@ def next_run_text(nxt: float | None, zone: str | None, now: float, held: str | N
     (UTC alone when the job's zone is UTC). ``nxt`` and ``held`` are
     ``core.ledger.reads.job_next_run``'s answer (the CLI's ``jobs`` gives the same)."""
     if nxt is None:
-        return "none: paused (scheduled slots are skipped)" if held == queries.HELD_PAUSED else "none scheduled"
+        return "none: paused (scheduled slots are skipped)" if held == reads.HELD_PAUSED else "none scheduled"
     when = "due now" if nxt <= now else f"in {age(nxt - now)}"
-    if held == queries.HELD_BREAKER:
+    if held == reads.HELD_BREAKER:
         when += " (the breaker's trial run, after its cool-down)"
     local = _in_zone(nxt, zone)
     if local.utcoffset() == timedelta(0):
@@ -57,23 +57,23 @@ def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
     job, runs = h["job"], h["runs"]
     out = Text(end="")
     out.append(f"{'job':<10}", style="bold")
-    out.append(clean(job["name"], keep_newlines=False), style="bold")
+    out.append(escaped(job["name"], keep_newlines=False), style="bold")
     if job.get("paused_at"):
         who = str(job.get("paused_by") or "-").removeprefix("operator:")
-        out.append(f"  ‖ paused by {one_line(who, 20)} {age(now - job['paused_at'], 1)} ago", style="bold yellow")
+        out.append(f"  ‖ paused by {escaped_line(who, 20)} {age(now - job['paused_at'], 1)} ago", style="bold yellow")
     if not job["enabled"]:
         out.append("  (off: no spec defines it now)", style="dim")
     if job.get("breaker_state") and job["breaker_state"] != "closed":
         out.append(f"  breaker {job['breaker_state']}", style="bold red")
     out.append("\n")
     out.append(f"{'schedule':<10}", style="bold")
-    out.append(clean(job.get("schedule_text") or "manual", keep_newlines=False))
+    out.append(escaped(job.get("schedule_text") or "manual", keep_newlines=False))
     if job.get("timezone"):
-        out.append(clean(f" ({job['timezone']})", keep_newlines=False))
+        out.append(escaped(f" ({job['timezone']})", keep_newlines=False))
     out.append("\n")
     out.append(f"{'next run':<10}", style="bold")
     out.append(next_run_text(h["next_run"], job.get("timezone"), now, h.get("next_held")) + "\n")
-    rate, lineages = queries.lineage_success_rate(runs)
+    rate, lineages = reads.lineage_success_rate(runs)
     out.append(f"{'success':<10}", style="bold")
     out.append(f"{rate * 100:.0f}% of the last {lineages} runs (each slot by its final attempt)"
                if rate is not None else "no finished runs yet")
@@ -114,7 +114,7 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
     def compose(self) -> ComposeResult:
         yield HeaderBar()
         # The summary stays put; the run list below it scrolls by itself.
-        yield Static(Text(f"loading {one_line(self.job, 40)}…"), id="summary")
+        yield Static(Text(f"loading {escaped_line(self.job, 40)}…"), id="summary")
         yield DataTable(id="runs", cursor_type="row")
         yield Footer(compact=True)
 
@@ -131,11 +131,11 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
     async def load(self, *, force: bool = False, **_: Any) -> None:
         """Re-read the job's history when the ledger changed (``force``: regardless)."""
         try:
-            read, history = await self.live_read(lambda ledger, now: queries.job_history(ledger, self.job, now=now),
+            read, history = await self.live_read(lambda ledger, now: reads.job_history(ledger, self.job, now=now),
                                                  have=self.history is not None, force=force)
         except Exception as exc:
             if self.history is None:
-                self.query_one("#summary", Static).update(Text(clean(f"could not read {self.job}: {exc}")))
+                self.query_one("#summary", Static).update(Text(escaped(f"could not read {self.job}: {exc}")))
             return
         if read:
             self.history = history
@@ -148,7 +148,7 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
     def _show(self) -> None:
         now = self.wk.now()
         if self.history is None:
-            self.query_one("#summary", Static).update(Text(clean(f"no job named {self.job!r}")))
+            self.query_one("#summary", Static).update(Text(escaped(f"no job named {self.job!r}")))
             return
         width = self.query_one("#summary").content_region.width or self.app.size.width - 2
         self.query_one("#summary", Static).update(render_summary(self.history, now, width))
@@ -159,7 +159,7 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
             table.add_row(Text(clock(r["ended_at"], now)), Text(str(r["id"])), Text(str(r["attempt"])),
                           run_state(r["state"], r["status"]), Text(duration(r["duration_s"])),
                           Text(exit_text(r["exit_code"], r["signal"])),
-                          Text(one_line(r["verdict_reason"] or r["reason"] or "", 200)), key=str(r["id"]))
+                          Text(escaped_line(r["verdict_reason"] or r["reason"] or "", 200)), key=str(r["id"]))
         if self.history["runs"]:
             table.move_cursor(row=min(row, len(self.history["runs"]) - 1))
 

@@ -22,7 +22,7 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from console import keys
 from console.labels import canonical_filter, word
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import HelpScreen, SnoozeScreen
 from console.screens.escalation import EscalationScreen
@@ -37,8 +37,7 @@ from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
-from core.ledger import escalations
-from core.ledger import reads as queries
+from core.ledger import escalations, reads
 from core.vocabulary import ActionResult
 
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
@@ -67,7 +66,7 @@ class ViewBar(Static):
         current, filter_text, total, exact, row = self._args
         width = self.content_region.width or 10_000
         count = f" {row + 1 if total else 0}/{'' if exact else '~'}{total:,}"
-        flt = one_line(filter_text)
+        flt = escaped_line(filter_text)
         line = Content("")
         for compact in (False, True):
             parts: list[Content] = []
@@ -83,7 +82,7 @@ class ViewBar(Static):
                 break
         if flt:
             room = max(1, width - line.cell_length - len("  filter: "))
-            line = Content.assemble(line, ("  filter: ", "bold"), one_line(flt, room))
+            line = Content.assemble(line, ("  filter: ", "bold"), escaped_line(flt, room))
         self.update(line)
 
 
@@ -115,7 +114,7 @@ class MainScreen(PollingScreen, Screen):
         self.paused = False
         self.follow = False
         self.stale_since: float | None = None
-        self.summary: queries.Summary | None = None
+        self.summary: reads.Summary | None = None
         self._last_mono = 0.0
         self._loaded: set[str] = set()
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
@@ -167,7 +166,7 @@ class MainScreen(PollingScreen, Screen):
         """Read what changed and render it. Marks the data stale on a ledger error."""
         now = self.wk.now()
         table = self.table
-        flt = queries.parse_filter(canonical_filter(self.filter_text))
+        flt = reads.parse_filter(canonical_filter(self.filter_text))
         if flt == table.flt:
             flt = table.flt  # same filter, same object: reads begun under it still apply
         table.flt = flt
@@ -176,13 +175,13 @@ class MainScreen(PollingScreen, Screen):
         want_rows = not self.paused and (force or table.VIEW not in self._loaded)
         start, limit = table.window_request()
 
-        def fetch(ledger) -> tuple[int, queries.Summary | None, tuple[bool, str], queries.Page | None]:
+        def fetch(ledger) -> tuple[int, reads.Summary | None, tuple[bool, str], reads.Page | None]:
             dv = ledger.data_version()
             changed = dv != seen
-            summary = queries.summary(ledger, now) if (changed or force or idle) else None
+            summary = reads.summary(ledger, now) if (changed or force or idle) else None
             # The runner's status on every poll: a runner killed with SIGKILL writes nothing,
             # so only its dead process tells, and the header should say so at once.
-            runner = (summary.runner_up, summary.runner_text) if summary else queries.runner_status(ledger, now)
+            runner = (summary.runner_up, summary.runner_text) if summary else reads.runner_status(ledger, now)
             page = None
             if want_rows or (not self.paused and (changed or idle)):
                 page = table.fetch(ledger, now=now, offset=start, limit=limit, flt=flt)
@@ -228,7 +227,7 @@ class MainScreen(PollingScreen, Screen):
         self._counting.add(table.VIEW)
         self.run_worker(self._count(table, table.flt), group="count", exit_on_error=False)
 
-    async def _count(self, table: PagedTable, flt: queries.Filter | None) -> None:
+    async def _count(self, table: PagedTable, flt: reads.Filter | None) -> None:
         now = self.wk.now()
         changes = self._changes
         try:
@@ -284,7 +283,7 @@ class MainScreen(PollingScreen, Screen):
 
         async def fetch() -> None:
             try:
-                ev = await self.wk.reader.call(lambda ledger: queries.run_evidence(ledger, run_id))
+                ev = await self.wk.reader.call(lambda ledger: reads.run_evidence(ledger, run_id))
             except Exception:  # the poll shows ledger trouble; the next redraw asks again
                 return
             finally:
@@ -459,7 +458,7 @@ class MainScreen(PollingScreen, Screen):
         out: list[tuple[str, Any]] = []
         jobs = self.query_one("#jobs", PagedTable)
         for row in [r for r in jobs.rows_data if not r.get("invalid")][:200]:
-            name, raw = one_line(row["name"], 60), str(row["name"])
+            name, raw = escaped_line(row["name"], 60), str(row["name"])
             out.append((f"Outcomes of job {name}", partial(self.show_job_outcomes, raw)))
             out.append((f"History of job {name}", partial(self.open_history, raw)))
         return out
@@ -475,7 +474,7 @@ class MainScreen(PollingScreen, Screen):
             return
         if table.VIEW == "jobs":
             if row.get("invalid"):
-                self.notify(clean(f"{row['text']}"), severity="warning", markup=False, timeout=8)
+                self.notify(escaped(f"{row['text']}"), severity="warning", markup=False, timeout=8)
                 return
             await self.show_job_outcomes(str(row["name"]))
             return
@@ -523,7 +522,7 @@ class MainScreen(PollingScreen, Screen):
             msg = f"{verb}: {len(ok)} done, {len(failed)} refused"
             if failed:
                 msg += " — " + "; ".join(r.message for r in failed[:3])
-        self.notify(clean(msg), severity="information" if not failed else "warning", markup=False,
+        self.notify(escaped(msg), severity="information" if not failed else "warning", markup=False,
                     timeout=6 if failed else 3)
 
     def _refuse_changed_row(self) -> bool:
@@ -552,7 +551,7 @@ class MainScreen(PollingScreen, Screen):
             try:
                 results = await self.wk.actor.call(work)
             except Exception as exc:
-                self.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+                self.notify(escaped(f"{verb} failed: {exc}"), severity="error", markup=False)
                 return
             self.report(results, verb)
             table.clear_marks()
@@ -575,8 +574,8 @@ class MainScreen(PollingScreen, Screen):
         rows = self.table.selection()
         if len(rows) == 1:
             r = rows[0]
-            what = (f"{word('severity', r['severity'])} {one_line(r['job'], 30)} · "
-                    f"{one_line(r['kind'], 24)} (#{r['id']})")
+            what = (f"{word('severity', r['severity'])} {escaped_line(r['job'], 30)} · "
+                    f"{escaped_line(r['kind'], 24)} (#{r['id']})")
         else:
             what = f"{len(rows)} marked escalations"
 

@@ -21,7 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
 from console import keys
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
 from console.screens.operator_actions import refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
@@ -52,7 +52,7 @@ def worker_label(w: dict[str, Any]) -> Text:
     """A worker's node in the tree: seq, worker, state (its figures are the lines under it,
     ``worker_lines``, so nothing is cut at 80 columns)."""
     out = Text(f"{w['seq']}. ")
-    out.append(one_line(w["worker"], 40), style="bold")
+    out.append(escaped_line(w["worker"], 40), style="bold")
     out.append("  ")
     out.append_text(_styled(w["state"]))
     return out
@@ -78,13 +78,13 @@ def worker_lines(w: dict[str, Any], width: int) -> list[Text]:
     (the verification's or the error), each wrapped to ``width`` cells."""
     conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
     steps = w.get("steps_used") if w.get("steps_used") is not None else "-"
-    figures = Text(f"status {one_line(w.get('status') or '-', 12)} · conf {conf} · steps {steps}"
+    figures = Text(f"status {escaped_line(w.get('status') or '-', 12)} · conf {conf} · steps {steps}"
                    f" · attempts {w['attempts']}")
     out = [figures]
-    out += _wrapped("task  ", one_line(w.get("task") or "-"), width)
+    out += _wrapped("task  ", escaped_line(w.get("task") or "-"), width)
     note = w.get("note") or w.get("error")
     if note:
-        out += _wrapped("note  ", one_line(note, 400), width)
+        out += _wrapped("note  ", escaped_line(note, 400), width)
     return out
 
 
@@ -93,20 +93,20 @@ def render_body(m: dict[str, Any]) -> Text:
     b = m.get("budget") or {}
     out = Text(end="")
     out.append("goal  ", style="bold")
-    out.append(clean(m["goal"]))
-    out.append(f"\nowner {one_line(m.get('owner') or '-')}   turns {m['turns']}/{b.get('turns')}   "
+    out.append(escaped(m["goal"]))
+    out.append(f"\nowner {escaped_line(m.get('owner') or '-')}   turns {m['turns']}/{b.get('turns')}   "
                f"tokens {m['tokens']}   cost ${m['cost']:.4f}")
     if m.get("reason"):
-        out.append(f"\nwhy   {one_line(m['reason'], 200)}")
+        out.append(f"\nwhy   {escaped_line(m['reason'], 200)}")
     if m.get("question"):
         out.append("\n\nquestion (w answers)\n", style="bold yellow")
-        out.append(clean(m["question"]))
+        out.append(escaped(m["question"]))
     if m.get("report"):
         out.append(f"\n\nreport ({m.get('report_status') or '-'})", style="bold")
         if m["state"] == "awaiting_approval":
             out.append("  A approves", style="bold cyan")
         out.append("\n")
-        out.append(clean(m["report"]))
+        out.append(escaped(m["report"]))
     return out
 
 
@@ -122,7 +122,7 @@ class AnswerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(clean(self.question), style="bold"))
+            yield Static(Text(escaped(self.question), style="bold"))
             yield Input(placeholder="your answer (enter sends, esc cancels)", id="answer")
 
     @on(Input.Submitted)
@@ -192,8 +192,8 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         table.clear()
         for m in rows:
             b = m.get("budget") or {}
-            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(one_line(m["name"], 20)),
-                          Text(f"{m['turns']}/{b.get('turns')}"), Text(one_line(m["goal"], 60)), key=str(m["id"]))
+            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(escaped_line(m["name"], 20)),
+                          Text(f"{m['turns']}/{b.get('turns')}"), Text(escaped_line(m["goal"], 60)), key=str(m["id"]))
         if keep is not None and str(keep) in {str(m["id"]) for m in rows}:
             table.move_cursor(row=table.get_row_index(str(keep)))
 
@@ -209,7 +209,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
             return
         self._tree_sig = sig
         root = Text(f"mission {m['id']} ")
-        root.append(one_line(m["name"], 24), style="bold")
+        root.append(escaped_line(m["name"], 24), style="bold")
         root.append("  ")
         root.append_text(_styled(m["state"]))
         tree.reset(root)
@@ -241,7 +241,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
             except Exception as exc:  # a ledger error is reported, never fatal
                 self.notify(f"failed: {exc}", severity="error", markup=False)
                 return
-            self.notify(one_line(res.message, 200), severity="information" if res.ok else "warning", markup=False)
+            self.notify(escaped_line(res.message, 200), severity="information" if res.ok else "warning", markup=False)
             self._tree_sig = self._rows_sig = None
             await self.poll()
         self.run_worker(go(), group="missions-act")
@@ -277,10 +277,10 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         mid, seq, who = m["id"], w["seq"], self.wk.config.operator
         if w.get("state") not in ABANDONABLE:
             # Refused up front, as core.mission.actions.abandon_worker would refuse it after the dialog.
-            self.notify(f"worker {seq} ({one_line(w['worker'], 30)}) is {one_line(str(w.get('state')), 20)}:"
+            self.notify(f"worker {seq} ({escaped_line(w['worker'], 30)}) is {escaped_line(str(w.get('state')), 20)}:"
                         " only a failed or running worker can be abandoned", markup=False)
             return
-        self._confirm(f"Abandon worker {seq} ({one_line(w['worker'], 30)}) of mission {mid}?",
+        self._confirm(f"Abandon worker {seq} ({escaped_line(w['worker'], 30)}) of mission {mid}?",
                       lambda led: mactions.abandon_worker(led, mid, seq, who))
 
     def action_answer(self) -> None:

@@ -11,7 +11,7 @@ from textual.screen import Screen
 
 from console.context import ConsoleApp
 from console.labels import label
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.screens.dialogs import ConfirmScreen
 from core import actions
 from core.ledger.lifecycle import TERMINAL
@@ -34,10 +34,10 @@ def _run(screen: Screen, question: str, detail: str, verb: str, call: Callable[[
         try:
             result = await app.actor.call(lambda ledger: call(ledger, op))
         except Exception as exc:
-            screen.notify(clean(f"{verb} failed: {exc}"), severity="error", markup=False)
+            screen.notify(escaped(f"{verb} failed: {exc}"), severity="error", markup=False)
             await after(force=True)
             return
-        screen.notify(clean(result.message), severity="information" if result.ok else "warning", markup=False)
+        screen.notify(escaped(result.message), severity="information" if result.ok else "warning", markup=False)
         await after(force=True)
 
     screen.app.push_screen(ConfirmScreen(question, detail), answered)
@@ -58,7 +58,7 @@ def confirm_run_action(screen: Screen, verb: str, run_id: int, job: str, after: 
     ``before()`` runs once confirmed, before the write; ``after(force=True)`` re-reads once
     done (also when the action failed)."""
     if verb == "retry":
-        question = f"Retry {one_line(job, 40)} (run {run_id})?"
+        question = f"Retry {escaped_line(job, 40)} (run {run_id})?"
         detail = "Queues a new attempt of this run's lineage."
         fn = actions.retry
     else:
@@ -79,10 +79,10 @@ def _abandon_unless_ended(screen: Screen, run_id: int, job: str, after: After,
         except Exception:
             state = None  # unreadable now: ask anyway; core.actions.abandon refuses an ended run
         if state is not None and state in TERMINAL:
-            screen.notify(f"{one_line(job, 40)} run {run_id} already ended ({label('run_state', state).text}):"
+            screen.notify(f"{escaped_line(job, 40)} run {run_id} already ended ({label('run_state', state).text}):"
                           " nothing to abandon", severity="warning", markup=False)
             return
-        question = f"Abandon {one_line(job, 40)} (run {run_id})?"
+        question = f"Abandon {escaped_line(job, 40)} (run {run_id})?"
         detail = "Marks the run abandoned and kills its live process group. Every artifact is kept."
         _run(screen, question, detail, "abandon", lambda ledger, op: actions.abandon(ledger, run_id, op), after, before)
 
@@ -92,7 +92,7 @@ def _abandon_unless_ended(screen: Screen, run_id: int, job: str, after: After,
 def confirm_job_action(screen: Screen, verb: str, job: str, after: After, *, paused: bool = False) -> None:
     """Ask, then pause / resume (``verb="pause"``; ``paused`` says which) or trigger
     (``verb="trigger"``) ``job`` through ``core.actions`` and report the result."""
-    name = one_line(job, 40)
+    name = escaped_line(job, 40)
     if verb == "trigger":
         question, detail = f"Run {name} now?", "Queues a manual run (attempt 1); the runner starts it."
         fn: Callable[[Any, str], ActionResult] = lambda ledger, op: actions.trigger_job(ledger, job, op)  # noqa: E731

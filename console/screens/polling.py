@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from console.context import ConsoleApp
 from console.widgets.header_bar import HeaderBar
-from core.ledger import reads as queries
+from core.ledger import reads
 
 #: Seconds between forced refreshes when nothing was committed (the runner status moves;
 #: ages tick on their own, every second, without a read).
@@ -53,18 +53,18 @@ class LiveHeader:
     failed read shows ``STALE since`` (``header_stale``). A runner killed with SIGKILL writes
     nothing, so its status is read on every poll, not only when the ledger changed."""
 
-    summary: queries.Summary | None = None
+    summary: reads.Summary | None = None
     stale_since: float | None = None
 
     @staticmethod
-    def header_read(ledger: Any, now: float, changed: bool) -> tuple[queries.Summary | None, tuple[bool, str]]:
+    def header_read(ledger: Any, now: float, changed: bool) -> tuple[reads.Summary | None, tuple[bool, str]]:
         """(summary when ``changed`` else None, runner status) — call in the read thread."""
         if changed:
-            summary = queries.summary(ledger, now)
+            summary = reads.summary(ledger, now)
             return summary, (summary.runner_up, summary.runner_text)
-        return None, queries.runner_status(ledger, now)
+        return None, reads.runner_status(ledger, now)
 
-    def header_show(self, got: tuple[queries.Summary | None, tuple[bool, str]] | None = None) -> None:
+    def header_show(self, got: tuple[reads.Summary | None, tuple[bool, str]] | None = None) -> None:
         """Take what ``header_read`` returned (if anything) and draw the header."""
         if got is not None:
             self.stale_since = None

@@ -10,14 +10,14 @@ from typing import Any
 from rich.text import Text
 
 from console.labels import label
-from console.safe_text import one_line
+from console.safe_text import escaped_line
 from core.text import duration as text_duration
 from core.text import short_age
 
 
 def cell(value: object, style: str = "", width: int | None = None) -> Text:
     """Untrusted value → one-line ``Text`` (sanitised, never markup)."""
-    return Text(one_line(value, width), style=style, no_wrap=True, overflow="ellipsis", end="")
+    return Text(escaped_line(value, width), style=style, no_wrap=True, overflow="ellipsis", end="")
 
 
 def word(kind: str, value: object) -> Text:

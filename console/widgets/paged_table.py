@@ -33,7 +33,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console import evidence, keys
-from console.safe_text import one_line
+from console.safe_text import escaped_line
 from core.ledger.reads import Filter, Page, count_rows
 
 #: The widest a column other than the one that takes the rest (Why, Reason) grows to fit its
@@ -176,7 +176,7 @@ class PagedTable(ScrollView, can_focus=True):
     def empty_text(self) -> str:
         """The line a view without rows shows (sanitised: it may quote the filter)."""
         if self.flt is not None and not self.flt.empty:
-            return f"No rows match the filter {one_line(self.flt.raw, 30)!r} — esc clears it."
+            return f"No rows match the filter {escaped_line(self.flt.raw, 30)!r} — esc clears it."
         return self.EMPTY
 
     # -- geometry ------------------------------------------------------------------------

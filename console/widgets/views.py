@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-from console.safe_text import clean, one_line
+from console.safe_text import escaped, escaped_line
 from console.widgets.cells import (
     age,
     cell,
@@ -21,7 +21,7 @@ from console.widgets.cells import (
 )
 from console.widgets.paged_table import Column, PagedTable
 from console.widgets.sparkline import run_bars
-from core.ledger import reads as queries
+from core.ledger import reads
 
 
 def _short_owner(owner: str | None) -> str:
@@ -53,7 +53,7 @@ class EscalationsTable(PagedTable):
         Column("why", "Why", 10, 6, 110),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
-                         queries.escalations_page(ledger, offset=offset, limit=limit, flt=flt))
+                         reads.escalations_page(ledger, offset=offset, limit=limit, flt=flt))
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         state = row["state"]
@@ -70,12 +70,12 @@ class EscalationsTable(PagedTable):
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
-        out.append(clean(row["kind"], keep_newlines=False), style="bold")
-        out.append(": " + clean(row.get("reason") or "(no reason recorded)", keep_newlines=False))
+        out.append(escaped(row["kind"], keep_newlines=False), style="bold")
+        out.append(": " + escaped(row.get("reason") or "(no reason recorded)", keep_newlines=False))
         return out
 
     def meta(self, row: dict[str, Any]) -> str:
-        return f"last {age(self.now - row['last_seen'])} ago, ×{row['count']}, owner {one_line(row['owner'] or '-', 20)}"
+        return f"last {age(self.now - row['last_seen'])} ago, ×{row['count']}, owner {escaped_line(row['owner'] or '-', 20)}"
 
 
 class OutcomesTable(PagedTable):
@@ -94,7 +94,7 @@ class OutcomesTable(PagedTable):
         Column("reason", "Reason", 8, 4),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
-                         queries.outcomes_page(ledger, offset=offset, limit=limit, flt=flt))
+                         reads.outcomes_page(ledger, offset=offset, limit=limit, flt=flt))
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         silent = row.get("silent")
@@ -110,8 +110,8 @@ class OutcomesTable(PagedTable):
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         if row.get("verdict_kind"):
-            out.append(clean(row["verdict_kind"], keep_newlines=False) + ": ", style="bold")
-        out.append(clean(row.get("reason") or "(no reason)", keep_newlines=False))
+            out.append(escaped(row["verdict_kind"], keep_newlines=False) + ": ", style="bold")
+        out.append(escaped(row.get("reason") or "(no reason)", keep_newlines=False))
         return out
 
     def meta(self, row: dict[str, Any]) -> str:
@@ -136,7 +136,7 @@ class OrphansTable(PagedTable):
         Column("heartbeat", "Beat", 5),
         Column("reason", "Reason", 6, 2),
     )
-    FETCH = staticmethod(queries.orphans_page)
+    FETCH = staticmethod(reads.orphans_page)
 
     def cells(self, row: dict[str, Any]) -> list[Text]:
         lease = row["lease_age_s"]
@@ -152,13 +152,13 @@ class OrphansTable(PagedTable):
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         out.append(f"run {row['id']} ", style="bold")
         if row["at_risk"]:
-            out.append(clean(f"at risk: {row.get('risk') or 'lease expired or runner silent'}", keep_newlines=False))
+            out.append(escaped(f"at risk: {row.get('risk') or 'lease expired or runner silent'}", keep_newlines=False))
         elif row.get("live"):
-            out.append(clean(f"{row['state']} since {clock(row['started_at'], self.now)}, pid {row['pid'] or '-'}"
+            out.append(escaped(f"{row['state']} since {clock(row['started_at'], self.now)}, pid {row['pid'] or '-'}"
                              f" on runner {row['runner_id'] or '-'}", keep_newlines=False))
             out.append("  (x: abandon, kills it)", style="dim")
         else:
-            out.append(clean(row.get("reason") or "-", keep_newlines=False))
+            out.append(escaped(row.get("reason") or "-", keep_newlines=False))
         return out
 
 
@@ -166,11 +166,11 @@ class OrphansTable(PagedTable):
 INVALID_SHOWN = 200
 
 
-def _invalid_rows(ledger: Any, flt: queries.Filter | None) -> list[dict[str, Any]]:
+def _invalid_rows(ledger: Any, flt: reads.Filter | None) -> list[dict[str, Any]]:
     """Spec files whose job never loaded (``core.ledger.reads.invalid_specs``), as Jobs rows
     (``invalid=True``), under the same filter as the jobs: ``job:`` and free text match the
     job name, file and message; a ``state:``/``kind:`` filter leaves them out."""
-    rows = queries.invalid_specs(ledger, never_loaded=True, limit=INVALID_SHOWN)
+    rows = reads.invalid_specs(ledger, never_loaded=True, limit=INVALID_SHOWN)
     if flt is not None and (flt.state or flt.kind):
         return []
     out = []
@@ -200,20 +200,20 @@ class JobsTable(PagedTable):
         Column("recent", "Recent", 10),
         Column("breaker", "Breaker", 7),
     )
-    FETCH = staticmethod(queries.jobs_page)
+    FETCH = staticmethod(reads.jobs_page)
 
-    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: queries.Filter | None) -> queries.Page:
+    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: reads.Filter | None) -> reads.Page:
         """Spec files that never loaded first (so a job whose file does not parse is not
         invisible), then the jobs by name."""
         bad = _invalid_rows(ledger, flt)
         head = bad[offset:offset + limit]
         rest = limit - len(head)
         if rest <= 0:
-            return queries.Page(head, None)
-        page = queries.jobs_page(ledger, now=now, offset=max(0, offset - len(bad)), limit=rest, flt=flt)
-        return queries.Page(head + page.rows, page.cursor)
+            return reads.Page(head, None)
+        page = reads.jobs_page(ledger, now=now, offset=max(0, offset - len(bad)), limit=rest, flt=flt)
+        return reads.Page(head + page.rows, page.cursor)
 
-    def count(self, ledger: Any, *, now: float, flt: queries.Filter | None) -> int:
+    def count(self, ledger: Any, *, now: float, flt: reads.Filter | None) -> int:
         return len(_invalid_rows(ledger, flt)) + super().count(ledger, now=now, flt=flt)
 
     def key_of(self, row: dict[str, Any]) -> str:
@@ -229,7 +229,7 @@ class JobsTable(PagedTable):
             where = f"{Path(row['source']).name}:{row['line']}" if row.get("line") else Path(row["source"]).name
             return [Text("! ", style="bold red") + cell(row["name"]), cell("spec invalid", "bold red"),
                     cell("-"), cell(where), cell("-"), cell("-"), cell("-")]
-        next_txt = queries.next_run_word(row["next_run"], row.get("next_held"), self.now)  # as the CLI's `jobs`
+        next_txt = reads.next_run_word(row["next_run"], row.get("next_held"), self.now)  # as the CLI's `jobs`
         rate = row["success_rate"]
         rate_txt = "-" if rate is None else f"{rate * 100:.0f}"
         sched = row["schedule_text"] or "manual"
@@ -247,25 +247,25 @@ class JobsTable(PagedTable):
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         if row.get("invalid"):
             out.append("spec error, never loaded: ", style="bold red")
-            out.append(clean(str(row["text"]), keep_newlines=False))
+            out.append(escaped(str(row["text"]), keep_newlines=False))
             return out
-        out.append(clean(row["name"], keep_newlines=False), style="bold")
+        out.append(escaped(row["name"], keep_newlines=False), style="bold")
         if row.get("last_error"):
             out.append("  spec error (last good spec still runs): ", style="bold red")
-            out.append(clean(str(row["last_error"]), keep_newlines=False))
+            out.append(escaped(str(row["last_error"]), keep_newlines=False))
             return out
         if row.get("paused_at"):
             who = str(row.get("paused_by") or "-").removeprefix("operator:")
-            out.append(clean(f"  paused by {who} {age(self.now - row['paused_at'], 1)} ago", keep_newlines=False),
+            out.append(escaped(f"  paused by {who} {age(self.now - row['paused_at'], 1)} ago", keep_newlines=False),
                        style="bold yellow")
             if row.get("pause_reason"):
-                out.append(clean(f" ({row['pause_reason']})", keep_newlines=False))
-        out.append(clean(f"  owner {row.get('owner') or '-'} · {row.get('intent') or ''}", keep_newlines=False))
+                out.append(escaped(f" ({row['pause_reason']})", keep_newlines=False))
+        out.append(escaped(f"  owner {row.get('owner') or '-'} · {row.get('intent') or ''}", keep_newlines=False))
         return out
 
     def meta(self, row: dict[str, Any]) -> str:
         if row.get("invalid"):
-            return f"fix {one_line(row['source'], 60)}; the runner loads it when it parses"
+            return f"fix {escaped_line(row['source'], 60)}; the runner loads it when it parses"
         return "enter: its outcomes · h: history · P: pause/resume · t: run now"
 
 

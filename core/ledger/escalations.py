@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from core.ledger import outbox as notify
+from core.ledger import outbox
 from core.ledger.connection import Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
 from core.vocabulary import ActionResult, NotificationEvent, max_severity
@@ -83,7 +83,7 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
     esc = _get(conn, inserted_id(cur))
     assert esc is not None
     _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
-    if sinks and not notify.enqueue(conn, esc, NotificationEvent.OPENED, sinks, now=ts):
+    if sinks and not outbox.enqueue(conn, esc, NotificationEvent.OPENED, sinks, now=ts):
         # No sink hears it (routing): "notified" must not claim otherwise.
         conn.execute("UPDATE escalations SET notified = 0 WHERE id = ?", (esc["id"],))
     return int(esc["id"]), "opened"
@@ -128,7 +128,7 @@ def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, ru
                run_id=run_id, reason=reason, extra={"auto": True}, at=ts)
         if esc["notified"]:
             esc.update(state="resolved", resolved_by=actor, resolved_at=ts)
-            notify.enqueue(conn, esc, NotificationEvent.RECOVERED, sinks, now=ts)
+            outbox.enqueue(conn, esc, NotificationEvent.RECOVERED, sinks, now=ts)
         done.append(int(esc["id"]))
     return done
 
@@ -155,7 +155,7 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
                    reason=f"snooze by {esc['snoozed_by']} ended at {utc_hms(esc['snoozed_until'])}; still unresolved",
                    at=ts)
             esc.update(state="open")
-            notify.enqueue(conn, esc, NotificationEvent.REOPENED, sinks, now=ts)
+            outbox.enqueue(conn, esc, NotificationEvent.REOPENED, sinks, now=ts)
             out.append(int(esc["id"]))
         return out
 

@@ -148,7 +148,7 @@ def update(conn: sqlite3.Connection, mission_id: int, **fields: Any) -> None:
 
 
 def due(conn: sqlite3.Connection, limit: int = 50) -> list[int]:
-    """Ids of missions that are not ended (the supervisor program's work list), oldest first."""
+    """Ids of missions that are not ended (the mission engine's work list), oldest first."""
     ended = (MissionState.CLOSED.value, MissionState.ABORTED.value)
     return [int(r[0]) for r in conn.execute(
         "SELECT id FROM missions WHERE state NOT IN (?, ?) ORDER BY id LIMIT ?", (*ended, int(limit))).fetchall()]

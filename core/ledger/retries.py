@@ -21,7 +21,7 @@ from core.ledger import fanout, runs
 from core.ledger.connection import add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import Backoff, JobSpec, spec_from_json
-from core.vocabulary import Trigger
+from core.vocabulary import RunCommand, Trigger
 
 #: Handoff ``error`` values that mark a failure as transient.
 TRANSIENT_ERRORS = frozenset({"rate_limit", "timeout"})
@@ -61,7 +61,7 @@ def decide(spec: JobSpec, run: dict[str, Any], state: str, handoff_error: str | 
     policy rule that decided (recorded in the audit trail).
     """
     if state not in FAILED_STATES:
-        return False, "primary", "not_a_failure"
+        return False, RunCommand.PRIMARY, "not_a_failure"
     attempt = int(run["attempt"])
     if run.get("task"):
         task = next((t for t in spec.tasks if t.name == run["task"]), None)
@@ -69,17 +69,17 @@ def decide(spec: JobSpec, run: dict[str, Any], state: str, handoff_error: str | 
     else:
         limit = spec.max_attempts
     if attempt >= limit:
-        return False, "primary", "max_attempts_reached"
+        return False, RunCommand.PRIMARY, "max_attempts_reached"
     exit_code = run.get("exit_code")
     if exit_code is not None and exit_code in spec.no_retry_on and state == State.FAILED:
-        if spec.fallback is not None and run.get("worker") != "fallback":
-            return True, "fallback", "no_retry_on→fallback"
-        return False, "primary", "no_retry_on"
+        if spec.fallback is not None and run.get("worker") != RunCommand.FALLBACK:
+            return True, RunCommand.FALLBACK, "no_retry_on→fallback"
+        return False, RunCommand.PRIMARY, "no_retry_on"
     if is_transient(spec, state, exit_code, handoff_error):
-        return True, run.get("worker") or "primary", "transient→retry"
+        return True, run.get("worker") or RunCommand.PRIMARY, "transient→retry"
     if spec.fallback is not None and not run.get("task"):
-        return True, "fallback", "non_transient→fallback"
-    return False, "primary", "non_transient"
+        return True, RunCommand.FALLBACK, "non_transient→fallback"
+    return False, RunCommand.PRIMARY, "non_transient"
 
 
 def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
@@ -116,10 +116,10 @@ def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
         spec = spec_from_json(jrow[0])
     ts = now if now is not None else time.time()
     retry, worker, rule = decide(spec, run, state, handoff_error)
-    if retry and worker == "fallback":
+    if retry and worker == RunCommand.FALLBACK:
         from core.ledger.breaker import recent_failures
         if spec.breaker.enabled and recent_failures(conn, run["job"], spec.breaker.window or 0.0, ts,
-                                                    worker="fallback") >= spec.breaker.failures:
+                                                    worker=RunCommand.FALLBACK) >= spec.breaker.failures:
             retry, rule = False, "fallback_breaker_open"
     if not retry:
         add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],

@@ -16,7 +16,7 @@ from typing import Any
 from core.ledger.connection import Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
 from core.text import quoted
-from core.vocabulary import RunState, Trigger, sql_set
+from core.vocabulary import RunCommand, RunState, Trigger, sql_set
 
 
 class UnknownJob(LookupError):
@@ -25,7 +25,7 @@ class UnknownJob(LookupError):
 
 def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | str, actor: str,
            not_before: float, spec_hash: str | None, attempt: int = 1, lineage: str | None = None,
-           task: str = "", worker: str = "primary", parent_run_id: int | None = None,
+           task: str = "", worker: str = RunCommand.PRIMARY, parent_run_id: int | None = None,
            event: str = "run_queued", reason: str | None = None, detail: dict[str, Any] | None = None,
            now: float | None = None, if_absent: bool = False) -> int | None:
     """Insert one ``queued`` run and its audit event; the only ``INSERT INTO runs``.

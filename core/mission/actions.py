@@ -63,7 +63,7 @@ def start(ledger: Ledger, goal: str | None, *, definition: LoadedMission | None 
           workers: list[str] | None = None, owner: str | None = None, api_key: str | None = None,
           coordinator: str | None = None, budget: dict[str, Any] | None = None, model: str | None = None,
           who: str = "cli") -> int:
-    """Create a mission; the runner's supervisor program takes it from there. Returns its id.
+    """Create a mission; the runner's mission engine takes it from there. Returns its id.
 
     With ``definition`` its coordinator, workers, budget, model and owner apply; the other
     arguments override them (``goal`` its default goal). ``coordinator``: ``claude``,

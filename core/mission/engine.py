@@ -1,4 +1,4 @@
-"""The supervisor program of missions: Watchkeeper's own code between coordinator and workers.
+"""The mission engine: Watchkeeper's own code between coordinator and workers.
 
 One ``MissionEngine.step`` advances every mission that is not ended:
 
@@ -38,7 +38,7 @@ from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
 from core.processes import run_child
-from core.spec.source_map import one_line
+from core.spec.source_map import validation_line
 from core.vocabulary import MISSION_ENDED, BreakerState, EscalationKind, MissionState, WorkerState
 
 log = logging.getLogger(__name__)
@@ -458,5 +458,5 @@ class MissionEngine:
         try:
             return Turn(protocol.reply_from_script(json.loads(proc.stdout)))
         except ValueError as exc:  # a ValidationError too: one line naming the field, not pydantic's dump
-            why = one_line(exc) if isinstance(exc, ValidationError) else str(exc)
+            why = validation_line(exc) if isinstance(exc, ValidationError) else str(exc)
             raise CoordinatorError(f"scripted coordinator output: {why}") from None

@@ -2,7 +2,7 @@
 
 A coordinator turn is a list of content blocks, as the Messages API returns them:
 ``{"type": "text", "text": …}`` and ``{"type": "tool_use", "id": …, "name": …, "input": {…}}``.
-The supervisor program answers every tool call with a result; ``spawn_worker`` and
+The mission engine answers every tool call with a result; ``spawn_worker`` and
 ``ask_person`` are answered only once the worker settled or the person answered, so the
 coordinator is woken with results and never polls.
 

@@ -1,5 +1,5 @@
 """The runner's own retention (on by default; ``retention.enabled = false`` turns it off):
-prune once per ``retention.interval`` (a day by default) in a worker thread, in the same short batches as ``watchkeeper prune``.
+prune once per ``retention.interval`` (a day by default) in a pool thread, in the same short batches as ``watchkeeper prune``.
 
 When the last prune happened is kept in the ledger (``meta``), so a restarting runner does not
 prune again early, and two runners on one ledger do not both prune the same day.
@@ -26,7 +26,7 @@ FIRST_CHECK_S = 60.0
 
 class DailyPrune:
     """``tick(now)`` prunes when due and returns the report (None when not due or off);
-    ``loop(stop)`` calls it from the runner's event loop in a worker thread.
+    ``loop(stop)`` calls it from the runner's event loop in a pool thread.
 
     Args:
         settings: the runner's settings (``retention``, ``artifacts_dir``).

@@ -3,7 +3,7 @@
 It starts the command in its own process group (``spawn``), captures bounded output
 (``capture``), leaves the deadline to the watchdog thread, reads the handoff, records the
 move to ``verifying`` (or ``timed_out``) with the outcome, and hands the run to the
-supervisor (verify + judge) in a worker thread. What happens after any run ends — the
+supervisor (verify + judge) in a pool thread. What happens after any run ends — the
 supervisor's judgement, the job's breaker, the ``on_finished`` line — is ``after_end``,
 shared with the fan-out parent and the sweep loop.
 
@@ -55,6 +55,7 @@ from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.spec.settings import Settings
 from core.supervisor import supervisor
+from core.vocabulary import RunCommand
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,7 +85,7 @@ class Context:
 
     ``writer`` takes every write; ``ledger`` is the event loop's read connection (its own
     ``write`` goes through ``writer`` too, blocking: startup only); ``thread_ledger()``
-    gives the calling worker thread its own; ``jobs()`` the current specs; ``wake()`` nudges
+    gives the calling pool thread its own; ``jobs()`` the current specs; ``wake()`` nudges
     the dispatcher.
     """
 
@@ -149,7 +150,7 @@ class Executor:
         agent = mission_worker.command_for(spec, self.ctx.settings)
         if agent is not None:
             return agent
-        if run.get("worker") == "fallback" and spec.fallback is not None:
+        if run.get("worker") == RunCommand.FALLBACK and spec.fallback is not None:
             return spec.argv(spec.fallback)
         return spec.argv()
 
@@ -482,14 +483,14 @@ class Executor:
         store.finish_run(run_id, run.attempt, State.VERIFYING, to, actor=self.ctx.actor, reason="supervisor_error")
 
     def judge(self, run_id: int) -> None:
-        """The supervisor's judgement of a terminal run (call from a worker thread)."""
+        """The supervisor's judgement of a terminal run (call from a pool thread)."""
         try:
             supervisor.judge_run(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings)
         except Exception:
             log.exception("judging run %s failed", run_id)
 
     def _finished_sync(self, run_id: int) -> Finished | None:
-        """In a worker thread: the run's breaker, and its line for ``on_finished``."""
+        """In a pool thread: the run's breaker, and its line for ``on_finished``."""
         led = self.ctx.thread_ledger()
         row = queue.finished_row(led.conn, run_id)
         if row is None:

@@ -11,7 +11,7 @@ runner, or another process commits to the ledger (``PRAGMA data_version``, check
 Nothing blocks the event loop: every ledger write of the runner goes through ONE writer
 thread (``core.ledger.writer``) that commits in groups; the scheduler's and dispatcher's
 ticks, the sweep, the supervisor (verify commands, the Claude judge) and the missions run in
-worker threads, each with its own read connection. The watchdog thread stays as the safety
+pool threads, each with its own read connection. The watchdog thread stays as the safety
 net for deadlines. Every thread and connection is closed at shutdown.
 """
 
@@ -220,7 +220,7 @@ class Runner:
         writer = self.writer
 
         def read(fn: Callable[[Conn], Any]) -> Any:
-            return fn(self._thread_ledger().conn)  # ticks run in worker threads
+            return fn(self._thread_ledger().conn)  # ticks run in pool threads
         self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
                                    on_queued=lambda _id: self._nudge_threadsafe())
         self.dispatcher = Dispatcher(write=writer.write, read=read, runner_id=self.id, actor=self.actor,
@@ -278,7 +278,7 @@ class Runner:
             self._apply_jobs(new)
 
     def _on_reload(self, result: LoadResult) -> None:
-        """The spec watcher's callback (on the loop): the ledger part runs in a worker thread,
+        """The spec watcher's callback (on the loop): the ledger part runs in a pool thread,
         one reload at a time and in order; the new specs are applied back on the loop."""
         task = asyncio.create_task(self._reload(result), name="reload-apply")
         self._bg.add(task)
@@ -377,7 +377,7 @@ class Runner:
                     break
 
     def _dispatch_tick(self, room: int) -> tuple[list[Claimed], float | None]:
-        """In a worker thread: claim what is due, and when the next queued run is due."""
+        """In a pool thread: claim what is due, and when the next queued run is due."""
         return self.dispatcher.tick(time.time(), room), self.dispatcher.next_due()
 
     def _start(self, run: dict[str, Any], lj: LoadedJob) -> None:
@@ -407,7 +407,7 @@ class Runner:
 
     # -- missions -----------------------------------------------------------------------
     async def _mission_loop(self) -> None:
-        """The missions' supervisor program (``core.mission.engine``), woken when a run
+        """The mission engine (``core.mission.engine``), woken when a run
         finishes, else every ``MISSION_IDLE_S`` seconds; coordinator turns run in a thread."""
         engine = MissionEngine(self.settings)
         while True:

@@ -60,7 +60,7 @@ class Scheduler:
         self._last_slot: dict[str, float] | None = None  # newest queued (or skipped) slot per job
         self._heap: list[tuple[float, str]] = []
         self._due_at: dict[str, float] = {}  # the live heap entry per job (older ones are stale)
-        # set_jobs may run on the loop while a tick runs in a worker thread: a generation
+        # set_jobs may run on the loop while a tick runs in a pool thread: a generation
         # count (not a flag a finishing rebuild could clear) makes the next tick rebuild.
         self._generation = 0
         self._built = -1

@@ -3,7 +3,7 @@
 Python 3.11's asyncio waits for every child on a thread of its own (``ThreadedChildWatcher``);
 starting that thread cost the runner's loop more than a tenth of its time per run. On Linux
 a pidfd (``os.pidfd_open``) becomes readable when the child exits, so the loop waits for it
-like any other file descriptor; elsewhere a worker thread waits instead. The watcher is per
+like any other file descriptor; elsewhere a pool thread waits instead. The watcher is per
 child, never process-global, so several runners (or a runner beside the console) can share
 one process.
 """

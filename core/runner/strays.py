@@ -5,7 +5,7 @@ As child subreaper the runner ends whatever a run left outside its process group
 more than the rest of a short run put together when each run looked on its own. Here a run
 that ended asks for a look *taken after it asked* (so a stray re-parented at its end is
 seen), and every run asking while one look is under way shares the next one: at most one
-look runs at a time, in a worker thread, however many runs end.
+look runs at a time, in a pool thread, however many runs end.
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | N
     return out
 
 
-def one_line(exc: ValidationError, raw: Any = None) -> str:
+def validation_line(exc: ValidationError, raw: Any = None) -> str:
     """A pydantic error as one line for people: ``field 'name': must be …; field …`` (no
     ``[type=…]`` tags, no URL). ``raw`` as for ``friendly_errors``."""
     parts = [f"field '{fld}': {msg}" if fld else msg for fld, _loc, msg in friendly_errors(exc, raw)]

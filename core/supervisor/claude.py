@@ -232,7 +232,7 @@ _shared_lock = threading.Lock()
 
 
 def shared(settings: JudgeSettings) -> ClaudeJudge:
-    """The process-wide judge for these settings, so budget and cache span worker threads."""
+    """The process-wide judge for these settings, so budget and cache span pool threads."""
     key = (settings.base_url, settings.model, settings.resolved_api_key(), settings.timeout,
            settings.max_retries, settings.max_calls_per_hour)
     with _shared_lock:

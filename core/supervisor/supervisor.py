@@ -1,6 +1,6 @@
 """The supervisor: verify every handoff, judge every outcome, escalate only what a person must see.
 
-Entry points (the runner and the sweep call them from worker threads, each with its own
+Entry points (the runner and the sweep call them from pool threads, each with its own
 ``Ledger`` connection):
 
 * ``settle(ledger, run_id, settings=..., actor=...) -> str`` — for a run in ``verifying``:

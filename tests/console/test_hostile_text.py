@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from console.safe_text import clean, text
+from console.safe_text import escaped, text
 from console.screens.detail import DetailScreen
 from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("utc")
 
 @pytest.mark.parametrize("raw", cf.HOSTILE)
 def test_clean_strips_controls_and_keeps_the_words(raw):
-    out = clean(raw)
+    out = escaped(raw)
     assert not any(c in out for c in CONTROL_BYTES)
     assert isinstance(text(raw), Text) and text(raw).spans == []
 
@@ -32,13 +32,13 @@ def test_clean_strips_controls_and_keeps_the_words(raw):
 def test_clean_specific_sequences():
     # Shown as visible escapes (as the CLI shows them), never interpreted: the OSC 52 payload
     # and a title change stay readable instead of vanishing.
-    assert clean("a\x1b[2Jb\x1b]52;c;ZXZpbA==\x07c\x1bcd\x9b31me") == \
+    assert escaped("a\x1b[2Jb\x1b]52;c;ZXZpbA==\x07c\x1bcd\x9b31me") == \
         "a\\x1b[2Jb\\x1b]52;c;ZXZpbA==\\x07c\\x1bcd\\x9b31me"
-    assert clean("out \x1b]0;PWNED\x07") == "out \\x1b]0;PWNED\\x07"
-    assert clean(b"ok \xff") == "ok \ufffd"
-    assert clean("x\udcffy") == "x\ufffdy"
-    assert clean("[bold]x[/]") == "[bold]x[/]"
-    assert clean("line1\nline2", keep_newlines=False) == "line1 line2"
+    assert escaped("out \x1b]0;PWNED\x07") == "out \\x1b]0;PWNED\\x07"
+    assert escaped(b"ok \xff") == "ok \ufffd"
+    assert escaped("x\udcffy") == "x\ufffdy"
+    assert escaped("[bold]x[/]") == "[bold]x[/]"
+    assert escaped("line1\nline2", keep_newlines=False) == "line1 line2"
 
 
 def _screen_text(app) -> str:
@@ -124,9 +124,9 @@ async def test_palette_shows_hostile_job_names_literally(hostile):
 
 
 def test_clean_shows_bidi_and_format_characters_escaped():
-    from console.safe_text import clean
-    assert clean("invoice\u202efdp.exe\u200b\ufeff") == "invoice\\u202efdp.exe\\u200b\\ufeff"
-    assert clean("bad\x1b[31mred\u202e") == "bad\\x1b[31mred\\u202e"
-    assert clean("[bold]own\u202eer") == "[bold]own\\u202eer"
-    assert clean("a\u2028b\u2029c") == "a\nb\nc"
-    assert clean("a\u2028b", keep_newlines=False) == "a b"
+    from console.safe_text import escaped
+    assert escaped("invoice\u202efdp.exe\u200b\ufeff") == "invoice\\u202efdp.exe\\u200b\\ufeff"
+    assert escaped("bad\x1b[31mred\u202e") == "bad\\x1b[31mred\\u202e"
+    assert escaped("[bold]own\u202eer") == "[bold]own\\u202eer"
+    assert escaped("a\u2028b\u2029c") == "a\nb\nc"
+    assert escaped("a\u2028b", keep_newlines=False) == "a b"

@@ -151,13 +151,13 @@ async def test_bottom_key_before_the_count_lands_follows_the_count_to_the_last_r
 async def test_a_slow_count_survives_the_live_polls_that_run_meanwhile(big, monkeypatch):
     """The count thread may take longer than several polls (1M rows); its answer must still
     size the table, and G pressed meanwhile must land on the last row."""
-    from core.ledger import reads as queries
-    real = queries.count_rows
+    from core.ledger import reads
+    real = reads.count_rows
 
     def slow_count(*a, **kw):
         time.sleep(0.5)  # ten polls at refresh=0.05
         return real(*a, **kw)
-    monkeypatch.setattr(queries, "count_rows", slow_count)
+    monkeypatch.setattr(reads, "count_rows", slow_count)
     app = make_app(big)
     async with app.run_test(size=(80, 24)) as pilot:
         screen, table = await outcomes(pilot)

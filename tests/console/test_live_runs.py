@@ -21,7 +21,7 @@ from console.screens.detail import DetailScreen
 from console.screens.dialogs import ConfirmScreen
 from console.widgets.header_bar import HeaderBar
 from core import liveness
-from core.ledger import reads as queries
+from core.ledger import reads
 from core.ledger import runners as status
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
@@ -76,18 +76,18 @@ def test_live_view_lists_at_risk_then_healthy_live_newest_first_then_orphaned(tm
     older = add_live(path, "report", *sleepers(), started_at=cf.NOW - 300)
     newer = add_live(path, "sync-mail", *sleepers(), started_at=cf.NOW - 30)
     with Ledger(path) as led:
-        rows = queries.orphans_page(led, now=cf.NOW).rows
+        rows = reads.orphans_page(led, now=cf.NOW).rows
         assert [(r["id"], r["at_risk"], r["live"]) for r in rows] == [
             (ids["risky_run"], True, True), (newer, False, True), (older, False, True),
             (ids["orphan_run"], False, False)]
         assert rows[0]["risk"] == "lease expired" and rows[1]["risk"] == ""
         assert rows[1]["lease_age_s"] == pytest.approx(-20)
-        assert queries.count_rows(led, "orphans", now=cf.NOW) == 4
-        flt = queries.parse_filter("state:running")
-        assert [r["id"] for r in queries.orphans_page(led, now=cf.NOW, flt=flt).rows] == [ids["risky_run"], newer, older]
-        assert queries.count_rows(led, "orphans", now=cf.NOW, flt=flt) == 3
+        assert reads.count_rows(led, "orphans", now=cf.NOW) == 4
+        flt = reads.parse_filter("state:running")
+        assert [r["id"] for r in reads.orphans_page(led, now=cf.NOW, flt=flt).rows] == [ids["risky_run"], newer, older]
+        assert reads.count_rows(led, "orphans", now=cf.NOW, flt=flt) == 3
         # offsets walk the combined list, live rows first
-        assert [r["id"] for r in queries.orphans_page(led, now=cf.NOW, offset=2, limit=2).rows] == [
+        assert [r["id"] for r in reads.orphans_page(led, now=cf.NOW, offset=2, limit=2).rows] == [
             older, ids["orphan_run"]]
 
 
@@ -99,11 +99,11 @@ def test_a_live_run_whose_runner_process_died_here_is_at_risk_at_once(tmp_path, 
     write(path, lambda led, c: c.execute("UPDATE runners SET hostname = ?, pid = ?, pid_create_time = ? WHERE id = 'r1'",
                                          (liveness.hostname(), proc.pid, ct)))
     with Ledger(path) as led:
-        assert not next(r for r in queries.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)["at_risk"]
+        assert not next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)["at_risk"]
     proc.kill()
     proc.wait(10)
     with Ledger(path) as led:  # heartbeat and lease still fresh: only the dead process tells
-        row = next(r for r in queries.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)
+        row = next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)
     assert row["at_risk"] and row["risk"] == "runner gone"
 
 
@@ -189,16 +189,16 @@ def test_runner_status_matches_watchkeeper_status(tmp_path):
     path = tmp_path / "wk.db"
     cf.build(path)
     with Ledger(path) as led:
-        assert queries.runner_status(led, cf.NOW) == (True, "runner up")  # r1 on another host, fresh
-        assert queries.runner_status(led, cf.NOW + 7 * 60) == (False, "no runner for 7m 2s")
+        assert reads.runner_status(led, cf.NOW) == (True, "runner up")  # r1 on another host, fresh
+        assert reads.runner_status(led, cf.NOW + 7 * 60) == (False, "no runner for 7m 2s")
         assert status.runner_gap(led, now=cf.NOW + 7 * 60) is not None
         # Heartbeat stale but the process (ours) alive on this host: stalled, not "gone".
         led.write(lambda c: c.execute(
             "UPDATE runners SET hostname = ?, pid = ?, pid_create_time = ?, heartbeat_at = ? WHERE id = 'r1'",
             (liveness.hostname(), os.getpid(), psutil.Process().create_time(), cf.NOW - 100)))
-        assert queries.runner_status(led, cf.NOW) == (False, "runner stalled for 1m 40s")
+        assert reads.runner_status(led, cf.NOW) == (False, "runner stalled for 1m 40s")
         assert status.status(led, now=cf.NOW)["stalled"] == ["r1"]
         led.write(lambda c: c.execute("UPDATE runners SET stopped_at = ? WHERE id = 'r1'", (cf.NOW - 180,)))
-        assert queries.runner_status(led, cf.NOW) == (False, "runner stopped 3m ago")
-        s = queries.summary(led, cf.NOW)
+        assert reads.runner_status(led, cf.NOW) == (False, "runner stopped 3m ago")
+        s = reads.summary(led, cf.NOW)
         assert (s.runner_up, s.runner_text) == (False, "runner stopped 3m ago")

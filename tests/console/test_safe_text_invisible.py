@@ -2,7 +2,7 @@
 
 Tag characters, the combining grapheme joiner, Hangul fillers, variation selectors and the
 word joiner family render as nothing: they let a name look blank or like another name, or
-carry hidden data after a visible character. ``clean`` shows them as visible escapes
+carry hidden data after a visible character. ``escaped`` shows them as visible escapes
 (``\u3164``), as it shows bidi and zero-width characters, so two names that differ only by
 them never look the same.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.safe_text import clean, invisible, one_line, text
+from console.safe_text import escaped, escaped_line, invisible, text
 
 INVISIBLE = {
     "tag_begin": "\U000e0001",
@@ -45,36 +45,36 @@ INVISIBLE = {
 def test_invisible_characters_are_shown_escaped(ch):
     assert invisible(ch)
     esc = ascii(ch)[1:-1]  # "\\u3164", "\\U000e0001"
-    assert clean(f"run{ch}name{ch}") == f"run{esc}name{esc}"
-    assert one_line(f"a{ch}\nb") == f"a{esc} b"
+    assert escaped(f"run{ch}name{ch}") == f"run{esc}name{esc}"
+    assert escaped_line(f"a{ch}\nb") == f"a{esc} b"
     assert text(f"x{ch}y").plain == f"x{esc}y"
-    assert ch not in clean(f"x{ch}y")
+    assert ch not in escaped(f"x{ch}y")
 
 
 def test_a_name_made_only_of_fillers_is_not_blank():
-    assert clean("\u3164\u115f\u1160\uffa0") == "\\u3164\\u115f\\u1160\\uffa0"
+    assert escaped("\u3164\u115f\u1160\uffa0") == "\\u3164\\u115f\\u1160\\uffa0"
 
 
 def test_tag_smuggled_text_is_shown():
     # "ignore previous" spelt in tag characters after a visible word
     hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore previous")
-    out = clean(f"report{hidden} ok")
+    out = escaped(f"report{hidden} ok")
     assert out.startswith("report\\U000e0069") and out.endswith(" ok") and not any(ord(c) > 127 for c in out)
 
 
 def test_variation_selector_smuggling_is_shown():
     payload = "".join(chr(0xE0100 + b) for b in b"secret") + "\ufe01\ufe02"
-    out = clean(f"\U0001f600{payload}")
+    out = escaped(f"\U0001f600{payload}")
     assert out.startswith("\U0001f600\\U000e01") and out.endswith("\\ufe01\\ufe02")
 
 
 def test_an_emoji_keeps_its_presentation_selector_but_a_lone_one_is_shown():
-    assert clean("✔\ufe0f done") == "✔\ufe0f done"
-    assert clean("a\ufe0f") == "a\\ufe0f"
+    assert escaped("✔\ufe0f done") == "✔\ufe0f done"
+    assert escaped("a\ufe0f") == "a\\ufe0f"
 
 
 def test_invisible_does_not_hide_an_escape_sequence():
-    assert clean("\x1b\u2060[31mred\x1b\U000e0001]52;c;aGk=\x07") == \
+    assert escaped("\x1b\u2060[31mred\x1b\U000e0001]52;c;aGk=\x07") == \
         "\\x1b\\u2060[31mred\\x1b\\U000e0001]52;c;aGk=\\x07"
 
 
@@ -90,6 +90,6 @@ ORDINARY = [
 
 @pytest.mark.parametrize("s", ORDINARY)
 def test_ordinary_non_ascii_text_passes_unchanged(s):
-    assert clean(s) == s
-    assert one_line(s) == s
+    assert escaped(s) == s
+    assert escaped_line(s) == s
     assert not any(invisible(c) for c in s)

@@ -12,25 +12,25 @@ from core.spec import model
 def test_old_names_are_the_one_escaper():
     assert model.safe_text is text.safe_text
     # The console escapes through core.text.safe_text, the CLI's escaper (visible escapes).
-    assert console_safe_text.clean("x\x1b\u202ey") == text.safe_text("x\x1b\u202ey") == "x\\x1b\\u202ey"
+    assert console_safe_text.escaped("x\x1b\u202ey") == text.safe_text("x\x1b\u202ey") == "x\\x1b\\u202ey"
 
 
-def test_one_line_cuts_by_terminal_cells_not_code_points():
+def test_stripped_line_cuts_by_terminal_cells_not_code_points():
     wide = "日本語のジョブ名"  # 8 characters, 16 cells
-    cut = text.one_line(wide, 7)
+    cut = text.stripped_line(wide, 7)
     assert cell_len(cut) <= 7 and cut.endswith("…") and cut == "日本語…"
-    assert text.one_line("e\u0301" * 5, 5) == "e\u0301" * 5  # combining marks take no cell
-    assert text.one_line("abc", 3) == "abc" and text.one_line("abcd", 3) == "ab…"
-    assert text.one_line("x", 0) == ""
+    assert text.stripped_line("e\u0301" * 5, 5) == "e\u0301" * 5  # combining marks take no cell
+    assert text.stripped_line("abc", 3) == "abc" and text.stripped_line("abcd", 3) == "ab…"
+    assert text.stripped_line("x", 0) == ""
 
 
-def test_one_line_cleans_before_cutting():
-    assert text.one_line("a\x1b[31mb\nc\u202ed", 10) == "ab cd"
+def test_stripped_line_strips_before_cutting():
+    assert text.stripped_line("a\x1b[31mb\nc\u202ed", 10) == "ab cd"
 
 
-def test_safe_text_escapes_what_clean_drops():
+def test_safe_text_escapes_what_stripped_drops():
     assert text.safe_text("job\x1b]0;PWNED\x07") == "job\\x1b]0;PWNED\\x07"
-    assert text.clean("job\x1b]0;PWNED\x07") == "job"
+    assert text.stripped("job\x1b]0;PWNED\x07") == "job"
 
 
 def test_times_and_spans():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.ledger import reads as queries
+from core.ledger import reads
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
 
@@ -22,7 +22,7 @@ def ledger(tmp_path: Path):
 def test_outcome_pages_are_bounded_and_cover_everything_once(ledger):
     seen, after = [], None
     while True:
-        page = queries.outcomes_page(ledger, after=after, limit=7)
+        page = reads.outcomes_page(ledger, after=after, limit=7)
         assert len(page.rows) <= 7
         seen += [r["id"] for r in page.rows]
         if page.cursor is None:
@@ -34,44 +34,44 @@ def test_outcome_pages_are_bounded_and_cover_everything_once(ledger):
 
 
 def test_outcome_rows_carry_reason_and_duration(ledger):
-    row = next(r for r in queries.outcomes_page(ledger).rows if r["state"] == "failed")
+    row = next(r for r in reads.outcomes_page(ledger).rows if r["state"] == "failed")
     assert row["reason"].endswith("exited 1")
     assert row["duration_s"] == pytest.approx(12.5)
 
 
 def test_escalations_open_first_then_severity(ledger):
-    rows = queries.escalations_page(ledger).rows
+    rows = reads.escalations_page(ledger).rows
     assert [r["severity"] for r in rows] == ["critical", "warning", "info"]
     assert rows[-1]["state"] == "acknowledged"
-    assert queries.escalations_page(ledger, include_resolved=False, flt=queries.parse_filter("state:acknowledged")).rows[0][
+    assert reads.escalations_page(ledger, include_resolved=False, flt=reads.parse_filter("state:acknowledged")).rows[0][
         "job"] == "report"
 
 
 def test_escalation_keyset_pages_match_one_big_page(ledger):
-    whole = [r["id"] for r in queries.escalations_page(ledger).rows]
-    first = queries.escalations_page(ledger, limit=2)
-    rest = queries.escalations_page(ledger, after=first.cursor, limit=2)
+    whole = [r["id"] for r in reads.escalations_page(ledger).rows]
+    first = reads.escalations_page(ledger, limit=2)
+    rest = reads.escalations_page(ledger, after=first.cursor, limit=2)
     assert [r["id"] for r in first.rows + rest.rows] == whole
 
 
 def test_filter_tokens_and_free_text(ledger):
-    flt = queries.parse_filter("job:sync state:failed exited")
+    flt = reads.parse_filter("job:sync state:failed exited")
     assert (flt.job, flt.state, flt.text) == ("sync", "failed", "exited")
-    rows = queries.outcomes_page(ledger, flt=flt).rows
+    rows = reads.outcomes_page(ledger, flt=flt).rows
     assert rows and all(r["job"] == "sync-mail" and r["state"] == "failed" for r in rows)
-    assert queries.outcomes_page(ledger, flt=queries.parse_filter("100%_literal")).rows == []
-    assert queries.parse_filter('bad "quote').text == 'bad "quote'
+    assert reads.outcomes_page(ledger, flt=reads.parse_filter("100%_literal")).rows == []
+    assert reads.parse_filter('bad "quote').text == 'bad "quote'
 
 
 def test_orphans_lists_at_risk_before_orphaned(ledger):
-    rows = queries.orphans_page(ledger, now=cf.NOW).rows
+    rows = reads.orphans_page(ledger, now=cf.NOW).rows
     assert [(r["state"], r["at_risk"]) for r in rows] == [("running", True), ("orphaned", False)]
     assert rows[0]["lease_age_s"] == pytest.approx(45)
     assert rows[0]["heartbeat_age_s"] == pytest.approx(2)
 
 
 def test_jobs_have_next_run_last_outcome_and_rate(ledger):
-    rows = {r["name"]: r for r in queries.jobs_page(ledger, now=cf.NOW).rows}
+    rows = {r["name"]: r for r in reads.jobs_page(ledger, now=cf.NOW).rows}
     assert rows["sync-mail"]["next_run"] == pytest.approx(cf.NOW + 300)
     assert rows["report"]["breaker_state"] == "open"
     assert rows["cleanup"]["next_run"] is None and rows["cleanup"]["success_rate"] is None
@@ -79,55 +79,55 @@ def test_jobs_have_next_run_last_outcome_and_rate(ledger):
 
 
 def test_summary_runner_up_counts_and_silent_share(ledger):
-    s = queries.summary(ledger, cf.NOW)
+    s = reads.summary(ledger, cf.NOW)
     assert s.runner_up and s.runner_text == "runner up"
     assert s.open_by_severity == {"critical": 1, "warning": 1}
     assert s.silent_share == pytest.approx(22 / 30)
 
 
 def test_summary_names_a_missing_runner(ledger):
-    s = queries.summary(ledger, cf.NOW + 7 * 60)
+    s = reads.summary(ledger, cf.NOW + 7 * 60)
     assert not s.runner_up and s.runner_text == "no runner for 7m 2s"
 
 
 def test_run_detail_reads_output_files_head_and_tail(tmp_path: Path):
     art = tmp_path / "art"
     art.mkdir()
-    (art / "stdout.log").write_bytes(b"A" * 10 + b"\xff middle " + b"B" * (queries.OUTPUT_HEAD + queries.OUTPUT_TAIL))
+    (art / "stdout.log").write_bytes(b"A" * 10 + b"\xff middle " + b"B" * (reads.OUTPUT_HEAD + reads.OUTPUT_TAIL))
     cf.build(tmp_path / "wk.db", artifacts=art)
     with Ledger(tmp_path / "wk.db") as db:
         run_id = db.one("SELECT id FROM runs WHERE artifacts_dir IS NOT NULL")[0]
-        d = queries.run_detail(db, run_id)
+        d = reads.run_detail(db, run_id)
     assert d["stdout"]["exists"] and d["stdout"]["head"].startswith("AAAAAAAAAA\ufffd")
-    assert len(d["stdout"]["tail"]) == queries.OUTPUT_TAIL
+    assert len(d["stdout"]["tail"]) == reads.OUTPUT_TAIL
     assert d["stderr"]["exists"] is False
     assert [a["attempt"] for a in d["attempts"]] == [1]
     assert [e["to_state"] for e in d["events"]] == ["queued", d["run"]["state"]]
 
 
 def test_run_detail_unknown_run_is_none(ledger):
-    assert queries.run_detail(ledger, 999_999) is None
+    assert reads.run_detail(ledger, 999_999) is None
 
 
 def test_offset_pages_match_keyset_pages(ledger):
-    whole = [r["id"] for r in queries.outcomes_page(ledger, limit=100).rows]
-    assert [r["id"] for r in queries.outcomes_page(ledger, offset=5, limit=4).rows] == whole[5:9]
-    escs = [r["id"] for r in queries.escalations_page(ledger).rows]
-    assert [r["id"] for r in queries.escalations_page(ledger, offset=1, limit=1).rows] == escs[1:2]
-    orph = [r["id"] for r in queries.orphans_page(ledger, now=cf.NOW).rows]
-    assert [r["id"] for r in queries.orphans_page(ledger, now=cf.NOW, offset=1).rows] == orph[1:]
-    jobs = [r["name"] for r in queries.jobs_page(ledger, now=cf.NOW).rows]
-    assert [r["name"] for r in queries.jobs_page(ledger, now=cf.NOW, offset=2, limit=1).rows] == jobs[2:3]
+    whole = [r["id"] for r in reads.outcomes_page(ledger, limit=100).rows]
+    assert [r["id"] for r in reads.outcomes_page(ledger, offset=5, limit=4).rows] == whole[5:9]
+    escs = [r["id"] for r in reads.escalations_page(ledger).rows]
+    assert [r["id"] for r in reads.escalations_page(ledger, offset=1, limit=1).rows] == escs[1:2]
+    orph = [r["id"] for r in reads.orphans_page(ledger, now=cf.NOW).rows]
+    assert [r["id"] for r in reads.orphans_page(ledger, now=cf.NOW, offset=1).rows] == orph[1:]
+    jobs = [r["name"] for r in reads.jobs_page(ledger, now=cf.NOW).rows]
+    assert [r["name"] for r in reads.jobs_page(ledger, now=cf.NOW, offset=2, limit=1).rows] == jobs[2:3]
 
 
 def test_count_rows_per_view_and_filter(ledger):
-    assert queries.count_rows(ledger, "outcomes", now=cf.NOW) == 31
-    assert queries.count_rows(ledger, "escalations", now=cf.NOW) == 3
-    assert queries.count_rows(ledger, "orphans", now=cf.NOW) == 2
-    assert queries.count_rows(ledger, "jobs", now=cf.NOW) == 4
-    flt = queries.parse_filter("job:sync state:failed")
-    assert queries.count_rows(ledger, "outcomes", now=cf.NOW, flt=flt) == len(queries.outcomes_page(ledger, flt=flt).rows)
-    assert queries.count_rows(ledger, "outcomes", now=cf.NOW, flt=queries.parse_filter("kind:nothing")) == 0
+    assert reads.count_rows(ledger, "outcomes", now=cf.NOW) == 31
+    assert reads.count_rows(ledger, "escalations", now=cf.NOW) == 3
+    assert reads.count_rows(ledger, "orphans", now=cf.NOW) == 2
+    assert reads.count_rows(ledger, "jobs", now=cf.NOW) == 4
+    flt = reads.parse_filter("job:sync state:failed")
+    assert reads.count_rows(ledger, "outcomes", now=cf.NOW, flt=flt) == len(reads.outcomes_page(ledger, flt=flt).rows)
+    assert reads.count_rows(ledger, "outcomes", now=cf.NOW, flt=reads.parse_filter("kind:nothing")) == 0
 
 
 def test_jobs_page_ignores_fanout_sub_task_runs(ledger):
@@ -143,34 +143,34 @@ def test_jobs_page_ignores_fanout_sub_task_runs(ledger):
         queued = cf.add_run(ledger, "cleanup", state="queued", ended_at=None, lineage="fan-q", slot="fan-2")
         c.execute("UPDATE runs SET task = 'tq', not_before = ? WHERE id = ?", (cf.NOW + 10, queued))
     ledger.write(add)
-    row = next(r for r in queries.jobs_page(ledger, now=cf.NOW).rows if r["name"] == "cleanup")
+    row = next(r for r in reads.jobs_page(ledger, now=cf.NOW).rows if r["name"] == "cleanup")
     assert row["last_state"] == "succeeded"
     assert row["success_rate"] == 1.0 and row["recent"] == 1
     assert row["next_run"] is None  # only a sub-task is queued; cleanup has no schedule
 
 
 def test_deep_offset_reads_the_same_rows(ledger, monkeypatch):
-    whole = [r["id"] for r in queries.outcomes_page(ledger, limit=100).rows]
-    monkeypatch.setattr(queries, "_ANCHOR_FROM", 3)
-    assert [r["id"] for r in queries.outcomes_page(ledger, offset=20, limit=5).rows] == whole[20:25]
-    assert queries.outcomes_page(ledger, offset=500, limit=5).rows == []
+    whole = [r["id"] for r in reads.outcomes_page(ledger, limit=100).rows]
+    monkeypatch.setattr(reads, "_ANCHOR_FROM", 3)
+    assert [r["id"] for r in reads.outcomes_page(ledger, offset=20, limit=5).rows] == whole[20:25]
+    assert reads.outcomes_page(ledger, offset=500, limit=5).rows == []
 
 
 def test_state_and_kind_filters_are_exact_job_and_text_are_substrings(ledger):
     def add(c):
         cf.add_escalation(ledger, "report", "verification_failed", "critical", run_id=None, reason="checks failed")
     ledger.write(add)
-    kinds = {r["kind"] for r in queries.escalations_page(ledger, flt=queries.parse_filter("kind:failed")).rows}
+    kinds = {r["kind"] for r in reads.escalations_page(ledger, flt=reads.parse_filter("kind:failed")).rows}
     assert kinds == {"failed"}  # not verification_failed
-    assert {r["kind"] for r in queries.escalations_page(ledger, flt=queries.parse_filter("KIND:Verification_Failed")).rows} \
+    assert {r["kind"] for r in reads.escalations_page(ledger, flt=reads.parse_filter("KIND:Verification_Failed")).rows} \
         == {"verification_failed"}  # any case
-    assert queries.escalations_page(ledger, flt=queries.parse_filter("state:ack")).rows == []
-    assert queries.count_rows(ledger, "escalations", now=cf.NOW, flt=queries.parse_filter("kind:failed")) == 1
-    assert {r["state"] for r in queries.outcomes_page(ledger, flt=queries.parse_filter("state:FAILED")).rows} \
+    assert reads.escalations_page(ledger, flt=reads.parse_filter("state:ack")).rows == []
+    assert reads.count_rows(ledger, "escalations", now=cf.NOW, flt=reads.parse_filter("kind:failed")) == 1
+    assert {r["state"] for r in reads.outcomes_page(ledger, flt=reads.parse_filter("state:FAILED")).rows} \
         == {"failed"}
-    assert {r["job"] for r in queries.outcomes_page(ledger, flt=queries.parse_filter("job:SYNC")).rows} \
+    assert {r["job"] for r in reads.outcomes_page(ledger, flt=reads.parse_filter("job:SYNC")).rows} \
         == {"sync-mail"}  # job stays a substring
-    assert queries.outcomes_page(ledger, flt=queries.parse_filter("state:fail")).rows == []
+    assert reads.outcomes_page(ledger, flt=reads.parse_filter("state:fail")).rows == []
 
 
 def test_run_detail_lists_fanout_children(ledger):
@@ -182,7 +182,7 @@ def test_run_detail_lists_fanout_children(ledger):
             c.execute("UPDATE runs SET task = ?, parent_run_id = ? WHERE id = ?", (f"t{i}", parent, sub))
         return parent
     parent = ledger.write(add)
-    d = queries.run_detail(ledger, parent)
+    d = reads.run_detail(ledger, parent)
     assert [(ch["task"], ch["state"], ch["exit_code"]) for ch in d["children"]] == [
         ("t0", "succeeded", 0), ("t1", "failed", 3)]
-    assert queries.run_detail(ledger, ledger.ids["ok_run"])["children"] == []
+    assert reads.run_detail(ledger, ledger.ids["ok_run"])["children"] == []

@@ -1,4 +1,4 @@
-"""A Claude coordinator's calls, carried out by the supervisor program (fake Claude server,
+"""A Claude coordinator's calls, carried out by the mission engine (fake Claude server,
 no runner): a worker whose breaker is open is routed around; ask_person escalates to the
 owner and the answer wakes the coordinator; closing needs a report; a scripted coordinator
 that crashes is retried with backoff and stopped after repeated failures."""
