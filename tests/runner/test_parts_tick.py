@@ -155,7 +155,7 @@ def test_scheduler_takes_new_specs_at_the_next_tick(led, tmp_path):
     assert s.tick(T0 + 5) == T0 + 5 + MAX_SLEEP_S  # nothing due within the bound
     jobs = _jobs(tmp_path, '[[job]]\nname = "a"\ncommand = "true"\nevery = "1h"\n\n'
                            '[[job]]\nname = "b"\ncommand = "true"\nevery = "10s"\n')
-    s.set_jobs(jobs)  # a reload, as the runner's loop does while ticks run in a worker thread
+    s.set_jobs(jobs)  # a reload, as the runner's loop does while ticks run in a pool thread
     assert s.tick(T0 + 6) == T0 + 10
     s.tick(T0 + 10)
     assert [r.job for i in queued if (r := SqlStore(led).run(i))] == ["b"]
