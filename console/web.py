@@ -27,7 +27,6 @@ Token file (TOML, one table per person, readable by its owner only)::
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 import shlex
 import stat
@@ -43,13 +42,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
+from console.bind import BindError, is_loopback, parse_bind
+
 COOKIE = "wk_token"
 #: The name of a token made up at start (no --token-file on a non-loopback bind) is the operator's.
 MIN_TOKEN_CHARS = 16
 
 
 class WebError(ValueError):
-    """A bind address or token file that cannot be used; the message is one line naming it."""
+    """A token file that cannot be used; the message is one line naming it."""
 
 
 class _Token(BaseModel):
@@ -130,27 +131,6 @@ def load_tokens(path: Path) -> TokenBook:
     if not entries:
         raise WebError(f"{path}: no tokens (add [NAME] with token = \"...\")")
     return TokenBook(tuple(entries))
-
-
-def parse_bind(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) → (host, port). Raises ``WebError``."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WebError(f"--bind {text}: expected HOST:PORT, e.g. 127.0.0.1:8080")
-    host = host.strip("[]")
-    if not host:
-        raise WebError(f"--bind {text}: expected HOST:PORT, e.g. 127.0.0.1:8080")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def console_command(ledger: Path, who: Identity, *, config: Path | None = None, theme: str | None = None,
@@ -275,7 +255,10 @@ def serve_console(*, ledger: Path, bind: str, token_file: Path | None, operator:
     without ``token_file``: a token for ``operator`` is generated and its URL printed once
     through ``echo``. Raises ``WebError`` for a bad bind or token file.
     """
-    host, port = parse_bind(bind)
+    try:
+        host, port = parse_bind(bind)
+    except BindError as exc:
+        raise WebError(f"--bind {exc}") from None
     default = Identity(operator, read_only)
     if token_file is not None:
         book: TokenBook | None = load_tokens(token_file)

@@ -15,6 +15,7 @@ from console.cli.common import (
     EXIT_CONFIG,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     ID,
     as_option,
     confirm_or_exit,
@@ -105,22 +106,30 @@ def register(cli: click.Group) -> None:
 @config_option
 @click.option("--concurrency", type=int, default=None, help="Global limit of runs at once [default 8].")
 @click.option("--quiet", is_flag=True, help="Do not print a line per finished run.")
+@click.option("--metrics", "metrics_bind", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics on http://HOST:PORT/metrics [default: the [metrics] bind setting; off].")
 def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, concurrency: int | None,
-            quiet: bool) -> None:
+            quiet: bool, metrics_bind: str | None) -> None:
     """Run the jobs of SPEC_DIR headless, printing one line per finished run.
 
     Ctrl-C (or SIGTERM) stops spawning and gives running jobs `shutdown_grace` seconds;
     whatever is still running is recorded for the next runner to settle.
 
+    With --metrics (or the [metrics] bind setting) it serves Prometheus metrics read from the
+    ledger: runs by job and state, durations, open escalations, heartbeat age, outbox.
+
     \b
     Example:
       watchkeeper run sample_jobs --ledger /var/lib/watchkeeper/ledger.db
+      watchkeeper run sample_jobs --metrics 127.0.0.1:9464   # curl http://127.0.0.1:9464/metrics
     """
     from core.runner.runner import Finished, Runner
     from core.spec.loader import load_dir
 
     settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
     prepare_places(settings.ledger, settings.artifacts_dir)
+    stop_metrics = _start_metrics(metrics_bind or settings.metrics.bind, settings.ledger,
+                                  "--metrics" if metrics_bind else "metrics.bind")
     result = load_dir(spec_dir)
     for err in result.errors:
         click.echo(f"spec error: {err}", err=True)
@@ -139,7 +148,29 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
         asyncio.run(runner.run())
     except KeyboardInterrupt:
         pass
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
     print_stopped(runner.stop_reason, runner.left_behind)
+
+
+def _start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
+    """Starts the metrics server when ``bind`` is set (one line and exit 2 when it cannot
+    listen); returns its stop function, or None."""
+    if not bind:
+        return None
+    from console.bind import BindError, parse_bind
+    from console.metrics import serve_metrics
+
+    try:
+        host, port = parse_bind(bind)
+        stop = serve_metrics(ledger, host, port)
+    except BindError as exc:
+        fail(f"{where} {exc}", EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{where} {bind}: cannot listen ({exc.strerror or exc})", EXIT_USAGE)
+    click.echo(f"watchkeeper: metrics at http://{bind}/metrics", err=True)
+    return stop
 
 
 def print_stopped(reason: str, left: list[dict[str, Any]]) -> None:

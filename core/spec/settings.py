@@ -188,6 +188,16 @@ class JudgeSettings(BaseModel):
         return bool(self.resolved_api_key()) if self.enabled is None else (self.enabled and bool(self.resolved_api_key()))
 
 
+class MetricsSettings(BaseModel):
+    """Prometheus metrics of the runner (``watchkeeper run --metrics`` overrides ``bind``).
+    Off unless ``bind`` is set; the figures are read-only, so anything that can reach the
+    address can read them: keep it on loopback, or firewall it to the Prometheus server."""
+
+    model_config = ConfigDict(extra="forbid")
+    bind: str | None = Field(None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):[0-9]{1,5}$", description=(
+        "HOST:PORT to serve /metrics on, e.g. 127.0.0.1:9464; none: no metrics."))
+
+
 class RetentionSettings(BaseModel):
     """How much run history the ledger keeps (``watchkeeper prune``, and the runner once a day).
 
@@ -259,6 +269,7 @@ class Settings(BaseSettings):
     notify: list[Sink] = Field(default_factory=list, description="Notification sinks (command, webhook, apprise).")
     routes: dict[str, list[str]] = Field(default_factory=dict, description=(
         "Owner → names of the sinks that hear that owner's escalations (added to each sink's ``owners``)."))
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings, description="Prometheus metrics.")
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="Run history retention.")
     theme: str = Field("watchkeeper-dark", description="Console theme.")
     refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")

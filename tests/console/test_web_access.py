@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from console.bind import BindError, is_loopback, parse_bind
 from console.web import (
     WHO,
     Identity,
@@ -17,9 +18,7 @@ from console.web import (
     WebConsole,
     WebError,
     console_command,
-    is_loopback,
     load_tokens,
-    parse_bind,
 )
 
 GOOD = "a-long-enough-token-0123"
@@ -111,7 +110,7 @@ def test_binds():
     assert parse_bind("127.0.0.1:8080") == ("127.0.0.1", 8080)
     assert parse_bind("[::1]:9000") == ("::1", 9000)
     for bad in ("8080", "host:", ":80", "h:99999"):
-        with pytest.raises(WebError):
+        with pytest.raises(BindError):
             parse_bind(bad)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5") and not is_loopback("example.org")
