@@ -61,17 +61,49 @@ def _colour() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def escalation_line(e: dict[str, Any], *, colour: bool = False) -> str:
-    """One line: time, severity, job, kind, count, owner, state, reason."""
+#: Column widths of an escalation line (characters): the most a value takes before it is cut
+#: with "…", so a long owner or job never pushes the next column out of line. ``escalations``
+#: narrows them to the longest value it lists; ``tail`` streams, so it keeps these.
+COLUMNS = {"id": 6, "severity": 8, "job": 20, "kind": 19, "count": 5, "owner": 26, "state": 12}
+_HEADINGS = {"id": "ID", "severity": "SEVERITY", "job": "JOB", "kind": "KIND", "count": "COUNT", "owner": "OWNER",
+             "state": "STATE"}
+TIME_WIDTH = 20
+
+
+def _cells(e: dict[str, Any]) -> dict[str, str]:
+    """The column values of escalation ``e`` before cutting (untrusted ones escaped)."""
+    return {"id": f"#{e['id']}", "severity": str(e.get("severity") or "-"), "job": shown(e["job"]),
+            "kind": shown(e["kind"]), "count": f"x{e['count']}", "owner": shown(e.get("owner") or "-"),
+            "state": str(e["state"])}
+
+
+def fitted_widths(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """``COLUMNS`` narrowed to the longest value (or heading) each column holds in ``rows``."""
+    cells = [_cells(e) for e in rows]
+    return {k: min(w, max([len(_HEADINGS[k])] + [len(c[k]) for c in cells])) for k, w in COLUMNS.items()}
+
+
+def _fit(text: str, width: int) -> str:
+    return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
+
+
+def header_line(widths: dict[str, int] | None = None) -> str:
+    """The heading row over ``escalation_line`` rows of the same ``widths``."""
+    w = widths or COLUMNS
+    return "  ".join(["TIME (UTC)".ljust(TIME_WIDTH)] + [_fit(_HEADINGS[k], w[k]) for k in COLUMNS] + ["REASON"])
+
+
+def escalation_line(e: dict[str, Any], *, colour: bool = False, widths: dict[str, int] | None = None) -> str:
+    """One line: time, id, severity, job, kind, count, owner, state, reason; every column cut
+    to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does."""
+    w = widths or COLUMNS
+    cells = {k: _fit(v, w[k]) for k, v in _cells(e).items()}
     # Lower-case severity words, so `tail | grep critical` works as the manual shows.
-    sev = e.get("severity") or "-"
-    sev_txt = f"{sev:<8}"
     if colour:
-        sev_txt = click.style(sev_txt, fg=SEV_COLOURS.get(e.get("severity") or ""))
+        cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.get("severity") or ""))
     reason = shown(e.get("reason"), 160)  # untrusted: escapes and controls shown escaped, never obeyed
-    return (f"{iso(e.get('updated_at') or e.get('last_seen'))}  #{e['id']:<4} {sev_txt} {shown(e['job'], 20):<20} "
-            f"{shown(e['kind']):<19} x{e['count']:<4} {shown(e.get('owner') or '-'):<24} {e['state']:<12} "
-            f"{reason}")
+    when = iso(e.get("updated_at") or e.get("last_seen")) or "-"
+    return "  ".join([when.ljust(TIME_WIDTH)] + [cells[k] for k in COLUMNS] + [reason]).rstrip()
 
 
 def _json_row(e: dict[str, Any]) -> str:
@@ -102,8 +134,11 @@ def register(group: click.Group) -> None:
             rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
             if job and not rows and not job_known(ledger, job):
                 fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+        widths = fitted_widths(rows)
+        if rows and not as_json:
+            click.echo(header_line(widths))
         for e in rows:
-            click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour()))
+            click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths))
         if not rows and not as_json:
             which = "" if state == "all" else f"{state} "
             click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
@@ -193,6 +228,8 @@ def register(group: click.Group) -> None:
         colour = _colour() and not as_json
         cursor = (start, 0)
         next_gap = 0.0
+        if not as_json and sys.stdout.isatty():  # a heading for a person; a pipe gets only escalation lines
+            click.echo(header_line())
         try:
             with ledger:
                 while True:

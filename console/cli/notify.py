@@ -21,7 +21,12 @@ def register(cli: click.Group) -> None:
 
 @click.group("notify")
 def notify_group() -> None:
-    """Notification sinks: check that they deliver."""
+    """Notification sinks: check that they deliver.
+
+    \b
+    Example:
+      watchkeeper notify test sample_jobs --sink ops-mail
+    """
 
 
 @notify_group.command("test")

@@ -29,6 +29,7 @@ from console.cli.common import (
     shown_lines,
     yes_option,
 )
+from console.evidence import handoff_fields, verification_rows
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.reads import run_detail
@@ -231,6 +232,39 @@ def _safe(text: Any) -> str:
     return shown_lines(text)
 
 
+def verdict_sentence(o: dict[str, Any]) -> str:
+    """The supervisor's verdict on an outcome row as a sentence: ``escalated as critical
+    (failed): backup-db exited 1``, ``kept silent (routine): routine success (…)``, ``noted,
+    not escalated (first_success, info): first-ever success of x``. Untrusted parts escaped."""
+    kind = shown(o.get("verdict_kind") or "?")
+    reason = shown(o.get("verdict_reason") or "")
+    if o.get("escalate"):
+        head = f"escalated as {shown(o.get('severity') or 'info')} ({kind})"
+    elif o.get("silent"):
+        head = f"kept silent ({kind})"
+    else:
+        head = f"noted, not escalated ({kind}" + (f", {shown(o['severity'])})" if o.get("severity") else ")")
+    judged = f" [judged by {shown(o['judged_by'])}]" if o.get("judged_by") else ""
+    return head + (f": {reason}" if reason else "") + judged
+
+
+def verification_lines(ver: Any) -> list[str]:
+    """``job_outcomes.verification`` as a heading (passed / FAILED and the failed checks) and
+    one ``ok|FAIL|soft  check [path]: what was found`` line per check, claims first
+    (``console.evidence.verification_rows``, the console's reading of the same record)."""
+    rows = verification_rows(ver)
+    failed = [shown(n) for n in (ver.get("failed") or [])] if isinstance(ver, dict) else []
+    passed = isinstance(ver, dict) and ver.get("ok", not failed)
+    head = f"verification: {'passed' if passed else 'FAILED'}, {len(rows)} check(s)"
+    if failed:
+        head += f" (failed: {', '.join(failed)})"
+    out = [head]
+    for ok, soft, what, found in rows:
+        mark = "ok  " if ok else ("soft" if soft else "FAIL")
+        out.append(f"  {mark}  {what}" + (f": {found}" if found else ""))
+    return out
+
+
 @click.command("show")
 @click.argument("run_id", type=ID)
 @ledger_option
@@ -272,18 +306,20 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     if o:
         click.echo(f"outcome: status {o.get('status')}  stdout {d['stdout']['total']} bytes, stderr "
                    f"{d['stderr']['total']} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
-        if o.get("verdict_reason") or o.get("severity"):
-            click.echo(f"verdict: escalate={bool(o.get('escalate'))} severity={o.get('severity')} "
-                       f"kind={o.get('verdict_kind')}  {_safe(o.get('verdict_reason') or '')}")
+        if o.get("verdict_reason") or o.get("severity") or o.get("verdict_kind"):
+            click.echo(f"verdict: {verdict_sentence(o)}")
         ver = o.get("verification")
         if isinstance(ver, dict) and not ver.get("checks") and r["state"] != "succeeded":
             click.echo("verification: skipped (the run failed before verification)")
         elif ver:
-            click.echo(f"verification: {_safe(json.dumps(ver, default=str))[:2000]}")
+            for line in verification_lines(ver):
+                click.echo(line)
         for f in o.get("handoff_findings") or []:
             click.echo(f"handoff finding: {shown(f.get('code'))}: {_safe(f.get('message'))}")
         if o.get("handoff") is not None:
-            click.echo(f"handoff: {_safe(json.dumps(o['handoff'], default=str))[:2000]}")
+            click.echo("handoff:")
+            for key, value in handoff_fields(o["handoff"]):
+                click.echo(f"  {key}: {value}")
     click.echo("audit trail (every attempt of the lineage):")
     for e in d["events"]:
         move = f"{e['from_state'] or ''} → {e['to_state'] or ''}" if e["to_state"] or e["from_state"] else ""

@@ -47,7 +47,8 @@ def test_list_ack_race_message_and_resolve(db):
     assert _cli("snooze", str(esc_id), "--for", "2h", "--as", "bob", "--ledger", str(db)).exit_code == 0
     assert "snoozed" in _cli("escalations", "--ledger", str(db)).output
     assert _cli("resolve", str(esc_id), "--as", "bob", "--ledger", str(db)).exit_code == 0
-    assert _cli("escalations", "--state", "resolved", "--ledger", str(db)).output.count("\n") == 1
+    listed = _cli("escalations", "--state", "resolved", "--ledger", str(db)).output
+    assert listed.count("\n") == 2 and listed.startswith("TIME (UTC)")  # the heading, then the one row
     bad = _cli("snooze", str(esc_id), "--for", "soon", "--ledger", str(db))
     assert bad.exit_code == 2
 
