@@ -9,20 +9,19 @@ run (killing a job still running on this host), exactly as for a runner's run.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from typing import Any
 
 from core.ledger import lifecycle, runs
-from core.ledger.connection import add_event
+from core.ledger.connection import Conn, add_event
 from core.spec.model import JobSpec, spec_json
 from core.vocabulary import RunState, Trigger
 
 _LIVE = tuple(s.value for s in lifecycle.LIVE)
 
 
-def upsert_job(conn: sqlite3.Connection, spec: JobSpec, *, source: str | None, line: int | None, actor: str,
+def upsert_job(conn: Conn, spec: JobSpec, *, source: str | None, line: int | None, actor: str,
                now: float | None = None) -> str:
     """Insert or update the ``jobs`` row of ``spec`` alone (no other job is touched, unlike a
     folder sync); enabled. Appends ``spec_loaded`` or ``spec_changed`` when it is new or
@@ -46,7 +45,7 @@ def upsert_job(conn: sqlite3.Connection, spec: JobSpec, *, source: str | None, l
     return "changed"
 
 
-def start_run(conn: sqlite3.Connection, spec: JobSpec, *, actor: str, lease_s: float,
+def start_run(conn: Conn, spec: JobSpec, *, actor: str, lease_s: float,
               now: float | None = None) -> dict[str, Any]:
     """Create attempt 1 of a new lineage (trigger ``exec``, slot ``exec:<uuid>``) and move it
     ``queued → spawned`` in the same transaction, so no runner sharing the ledger can claim it;
@@ -58,7 +57,7 @@ def start_run(conn: sqlite3.Connection, spec: JobSpec, *, actor: str, lease_s: f
     return claim(conn, run_id, 1, actor=actor, lease_s=lease_s, now=at)
 
 
-def claim(conn: sqlite3.Connection, run_id: int, attempt: int, *, actor: str, lease_s: float,
+def claim(conn: Conn, run_id: int, attempt: int, *, actor: str, lease_s: float,
           now: float | None = None) -> dict[str, Any]:
     """``queued → spawned`` for run ``run_id`` (compare-and-set on state and attempt), lease
     from now. Returns the ``runs`` row; raises ``LookupError`` when someone else moved it."""
@@ -70,7 +69,7 @@ def claim(conn: sqlite3.Connection, run_id: int, attempt: int, *, actor: str, le
     return {k: row[k] for k in row.keys()}
 
 
-def renew_lease(conn: sqlite3.Connection, run_id: int, until: float) -> bool:
+def renew_lease(conn: Conn, run_id: int, until: float) -> bool:
     """Set ``runs.lease_until`` (Unix seconds) of run ``run_id`` while it is spawned, running
     or verifying. Returns False once the run is no longer live."""
     cur = conn.execute(f"UPDATE runs SET lease_until = ? WHERE id = ? AND state IN ({','.join('?' * len(_LIVE))})",
@@ -78,7 +77,7 @@ def renew_lease(conn: sqlite3.Connection, run_id: int, until: float) -> bool:
     return cur.rowcount == 1
 
 
-def queued_retry(conn: sqlite3.Connection, lineage: str, after_attempt: int) -> dict[str, Any] | None:
+def queued_retry(conn: Conn, lineage: str, after_attempt: int) -> dict[str, Any] | None:
     """The ``queued`` next attempt of ``lineage`` (attempt ``after_attempt + 1``) that the
     retry policy created, or None."""
     row = conn.execute("SELECT * FROM runs WHERE lineage = ? AND attempt = ? AND state = 'queued' AND task = ''",
@@ -86,7 +85,7 @@ def queued_retry(conn: sqlite3.Connection, lineage: str, after_attempt: int) -> 
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
-def run_end(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+def run_end(conn: Conn, run_id: int) -> dict[str, Any] | None:
     """``state``, ``exit_code``, ``signal``, ``reason`` and ``lineage`` of run ``run_id``, with
     the outcome's ``verdict_reason`` and ``stderr_tail``; None when there is no such run."""
     row = conn.execute("SELECT r.state, r.exit_code, r.signal, r.reason, r.lineage, r.attempt, r.pid,"

@@ -20,12 +20,11 @@ transaction; all times are Unix seconds (UTC).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from core.ledger.connection import add_event
+from core.ledger.connection import Conn, add_event
 from core.ledger.lifecycle import FAILED_STATES
 from core.spec.model import JobSpec
 from core.text import age
@@ -42,7 +41,7 @@ def _escalations():
     return escalations
 
 
-def recent_failures(conn: sqlite3.Connection, job: str, window: float, now: float, *,
+def recent_failures(conn: Conn, job: str, window: float, now: float, *,
                     worker: str | None = None) -> int:
     """Final failures of ``job`` (ordinary runs, not fan-out sub-tasks, and not attempts
     that were retried: a transient failure that a retry absorbs is not the job failing)
@@ -65,7 +64,7 @@ _FAILURE_SELECT = ("SELECT r.id, r.ended_at, r.state, r.exit_code, r.signal, r.r
                    " o.verdict_kind FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id")
 
 
-def failures_within(conn: sqlite3.Connection, job: str, window: float, now: float,
+def failures_within(conn: Conn, job: str, window: float, now: float,
                     limit: int = 10) -> list[dict[str, Any]]:
     """The final failures ``recent_failures`` counts, newest first, at most ``limit``: each
     ``{"id", "ended_at" (Unix s), "state", "exit_code", "signal", "reason", "stderr_tail",
@@ -78,7 +77,7 @@ def failures_within(conn: sqlite3.Connection, job: str, window: float, now: floa
     return [{k: row[k] for k in row.keys()} for row in rows]
 
 
-def _failures_by_id(conn: sqlite3.Connection, ids: list[int]) -> list[dict[str, Any]]:
+def _failures_by_id(conn: Conn, ids: list[int]) -> list[dict[str, Any]]:
     """The runs ``ids`` described as ``failures_within`` does, newest first."""
     rows = conn.execute(f"{_FAILURE_SELECT} WHERE r.id IN (SELECT value FROM json_each(?))"
                         " ORDER BY r.ended_at DESC, r.id DESC", (json.dumps([int(i) for i in ids]),)).fetchall()
@@ -114,7 +113,7 @@ def _failure_words(f: dict[str, Any]) -> str:
     return f"run {f['id']} {f['state']} ({how}{said}{judged})"
 
 
-def held_back(conn: sqlite3.Connection, spec: JobSpec, run_id: int, cooldown: float, *, another: bool = False) -> str:
+def held_back(conn: Conn, spec: JobSpec, run_id: int, cooldown: float, *, another: bool = False) -> str:
     """What an open breaker holds back, worded for how the job is run: only scheduled
     slots are ever skipped (``admit``), so a job run through ``watchkeeper exec`` (the
     run's ``runs.trigger``) or by hand is told so rather than promised skipped runs."""
@@ -133,7 +132,7 @@ def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, held: 
     return f"{n} failures within {age(window)}: {listed}{more}; {held}"
 
 
-def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float, held: str,
+def _trial_reason(conn: Conn, job: str, run_id: int, window: float, held: str,
                   now: float) -> str:
     """The failed trial, then the failures that first opened the breaker (their ids are in
     the latest ``breaker_open`` event from closed), so a re-opening does not hide why."""
@@ -153,7 +152,7 @@ def _trial_reason(conn: sqlite3.Connection, job: str, run_id: int, window: float
     return f"half-open trial {what}{opened}; {held}"
 
 
-def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
+def state_of(conn: Conn, job: str) -> tuple[str, float | None]:
     """(breaker_state, breaker_until) of ``job`` from the ``jobs`` table; closed if unknown."""
     row = conn.execute("SELECT breaker_state, breaker_until FROM jobs WHERE name = ?", (job,)).fetchone()
     if row is None:
@@ -161,7 +160,7 @@ def state_of(conn: sqlite3.Connection, job: str) -> tuple[str, float | None]:
     return row[0] or CLOSED, row[1]
 
 
-def _set(conn: sqlite3.Connection, job: str, expect: str, new: str, *, until: float | None,
+def _set(conn: Conn, job: str, expect: str, new: str, *, until: float | None,
          opened_at: float | None, actor: str, reason: str, run_id: int | None, now: float,
          detail: dict[str, Any] | None = None) -> bool:
     cur = conn.execute(
@@ -181,7 +180,7 @@ def _limits(spec: JobSpec) -> tuple[int, float, float]:
     return b.failures, b.window if b.window is not None else 300.0, b.cooldown if b.cooldown is not None else 600.0
 
 
-def _switched_off(conn: sqlite3.Connection, spec: JobSpec, state: str, *, actor: str, now: float) -> None:
+def _switched_off(conn: Conn, spec: JobSpec, state: str, *, actor: str, now: float) -> None:
     """The spec turned the breaker off (``breaker = false``) while it was open or half open:
     close it, and resolve its ``circuit_open`` escalation, so nothing stays stuck."""
     if state != CLOSED and _set(conn, spec.name, state, CLOSED, until=None, opened_at=None, actor=actor,
@@ -190,7 +189,7 @@ def _switched_off(conn: sqlite3.Connection, spec: JobSpec, state: str, *, actor:
                                     reason="breaker turned off in the spec")
 
 
-def admit(conn: sqlite3.Connection, spec: JobSpec, slot: str, *, actor: str, now: float | None = None) -> bool:
+def admit(conn: Conn, spec: JobSpec, slot: str, *, actor: str, now: float | None = None) -> bool:
     """Inside the transaction that would queue a scheduled slot: may it run?
 
     Open and cooling down → False, with a ``skipped_breaker_open`` event. Open and cooled
@@ -213,7 +212,7 @@ def admit(conn: sqlite3.Connection, spec: JobSpec, slot: str, *, actor: str, now
     return False
 
 
-def record(conn: sqlite3.Connection, spec: JobSpec, run_id: int, state: str, *, actor: str,
+def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str,
            owner: str | None = None, sinks: Sequence[Any] = (), now: float | None = None) -> str | None:
     """After a run of ``spec`` reached terminal ``state`` (and no retry is queued for it):
     update the breaker. Call inside a write transaction. Returns the new breaker state when

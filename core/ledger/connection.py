@@ -302,6 +302,11 @@ dialect.learn_schema(MIGRATIONS)
 #: functions of ``core.ledger``. Code outside the ledger names it ``Conn`` and never imports
 #: ``sqlite3``, so the ledger package is the only code that knows the ledger is SQLite.
 Conn = sqlite3.Connection
+#: One row of a ledger read (indexable by column name), as ``Conn.execute(...).fetchone()``
+#: returns it.
+Row = sqlite3.Row
+#: ``UPDATE … RETURNING`` is available (SQLite ≥ 3.35; PostgreSQL always).
+HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 
 #: The store failed: locked beyond the caller's patience, read-only, disk full, damaged.
 #: Callers outside ``core.ledger`` catch this (never ``sqlite3.Error`` by name): such a

@@ -21,13 +21,12 @@ Timestamps are Unix seconds (UTC). Operator names are plain strings; the audit a
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from core.ledger import outbox
-from core.ledger.connection import Ledger, add_event, inserted_id, row_dict
+from core.ledger.connection import Conn, Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
 from core.vocabulary import ActionResult, NotificationEvent, max_severity
 
@@ -39,11 +38,11 @@ def dedup_key(job: str, kind: str) -> str:
     return f"{job}:{kind}"
 
 
-def _get(conn: sqlite3.Connection, esc_id: int) -> dict[str, Any] | None:
+def _get(conn: Conn, esc_id: int) -> dict[str, Any] | None:
     return row_dict(conn.execute("SELECT * FROM escalations WHERE id = ?", (esc_id,)).fetchone())
 
 
-def _event(conn: sqlite3.Connection, esc: dict[str, Any], kind: str, actor: str, *, to_state: str | None,
+def _event(conn: Conn, esc: dict[str, Any], kind: str, actor: str, *, to_state: str | None,
            from_state: str | None = None, run_id: int | None = None, reason: str | None = None,
            extra: dict[str, Any] | None = None, at: float | None = None) -> None:
     detail = {"escalation_id": esc["id"], "kind": esc["kind"], "count": esc.get("count"), **(extra or {})}
@@ -53,7 +52,7 @@ def _event(conn: sqlite3.Connection, esc: dict[str, Any], kind: str, actor: str,
 
 # -- supervisor side (inside the judging transaction) --------------------------------------
 
-def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity: str, reason: str,
+def raise_escalation(conn: Conn, *, job: str, kind: str, severity: str, reason: str,
                      run_id: int | None, owner: str | None, sinks: Sequence[Any] = (),
                      now: float | None = None, actor: str = "supervisor") -> tuple[int, str]:
     """Open a new escalation for (job, kind) or count a repeat on the active one.
@@ -89,7 +88,7 @@ def raise_escalation(conn: sqlite3.Connection, *, job: str, kind: str, severity:
     return int(esc["id"]), "opened"
 
 
-def auto_resolve(conn: sqlite3.Connection, job: str, kinds: Iterable[str], *, run_id: int | None,
+def auto_resolve(conn: Conn, job: str, kinds: Iterable[str], *, run_id: int | None,
                  reason: str, sinks: Sequence[Any] = (), now: float | None = None,
                  actor: str = "supervisor", started_at: float | None = None) -> list[int]:
     """Resolve the active escalations of ``job`` whose kind is in ``kinds`` (the job recovered).
@@ -141,7 +140,7 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
     """
     ts = now if now is not None else time.time()
 
-    def tx(conn: sqlite3.Connection) -> list[int]:
+    def tx(conn: Conn) -> list[int]:
         out = []
         for r in conn.execute("SELECT * FROM escalations WHERE state = 'snoozed' AND snoozed_until <= ?"
                               " LIMIT 100", (ts,)).fetchall():
@@ -178,7 +177,7 @@ def _already(esc: dict[str, Any]) -> str:
 def _act(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
          sets: dict[str, Any], event: str, verb: str, same_done: Any, extra: dict[str, Any] | None = None,
          now: float) -> ActionResult:
-    def tx(conn: sqlite3.Connection) -> ActionResult:
+    def tx(conn: Conn) -> ActionResult:
         esc = _get(conn, esc_id)
         if esc is None:
             return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)

@@ -9,11 +9,12 @@ decoded JSON (a dict, or None when absent or unreadable).
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
+from core.ledger.connection import Conn, Row
 
-def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
+
+def _decode(row: Row | None) -> dict[str, Any] | None:
     if row is None:
         return None
     out = {k: row[k] for k in row.keys()}
@@ -26,7 +27,7 @@ def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return out
 
 
-def latest(conn: sqlite3.Connection, run_id: int, kind: str | None = None) -> dict[str, Any] | None:
+def latest(conn: Conn, run_id: int, kind: str | None = None) -> dict[str, Any] | None:
     """The newest event of run ``run_id`` (of ``kind`` when given): ``{id, at, actor, kind,
     from_state, to_state, reason, detail}``, or None."""
     sql = "SELECT id, at, actor, kind, from_state, to_state, reason, detail FROM events WHERE run_id = ?"
@@ -37,14 +38,14 @@ def latest(conn: sqlite3.Connection, run_id: int, kind: str | None = None) -> di
     return _decode(conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone())
 
 
-def first(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+def first(conn: Conn, run_id: int) -> dict[str, Any] | None:
     """The oldest event of run ``run_id`` (who queued it, and when), or None."""
     return _decode(conn.execute(
         "SELECT id, at, actor, kind, from_state, to_state, reason, detail FROM events WHERE run_id = ?"
         " ORDER BY id LIMIT 1", (run_id,)).fetchone())
 
 
-def exists(conn: sqlite3.Connection, run_id: int, kind: str) -> bool:
+def exists(conn: Conn, run_id: int, kind: str) -> bool:
     """Whether run ``run_id`` has an event of ``kind`` (idempotence marks such as
     ``late_result_judged``)."""
     return conn.execute("SELECT 1 FROM events WHERE run_id = ? AND kind = ? LIMIT 1",

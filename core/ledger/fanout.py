@@ -22,11 +22,11 @@ rules (their exit, their timeout, the sweep).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
 from core.ledger import lifecycle, outcomes, runs
+from core.ledger.connection import Conn, Row
 from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec
 from core.vocabulary import Trigger, sql_set
@@ -37,7 +37,7 @@ _TERMINAL = tuple(s.value for s in TERMINAL)
 PARENT_ENDED = "parent_ended"
 
 
-def create_children(conn: sqlite3.Connection, parent: dict[str, Any], spec: JobSpec, *, actor: str,
+def create_children(conn: Conn, parent: dict[str, Any], spec: JobSpec, *, actor: str,
                     now: float | None = None) -> list[int]:
     """Insert attempt 1 of every sub-task of ``spec`` under ``parent`` (a ``runs`` row);
     idempotent (a restart never duplicates children). Returns the new run ids."""
@@ -53,7 +53,7 @@ def create_children(conn: sqlite3.Connection, parent: dict[str, Any], spec: JobS
     return ids
 
 
-def settle_children(conn: sqlite3.Connection, parent_id: int, *, actor: str,
+def settle_children(conn: Conn, parent_id: int, *, actor: str,
                     now: float | None = None) -> list[int]:
     """Inside the caller's write transaction: abandon every ``queued`` sub-task of
     ``parent_id`` when that parent run is terminal (compare-and-set through
@@ -76,7 +76,7 @@ def settle_children(conn: sqlite3.Connection, parent_id: int, *, actor: str,
     return done
 
 
-def stranded_parents(conn: sqlite3.Connection, limit: int = 1000) -> list[int]:
+def stranded_parents(conn: Conn, limit: int = 1000) -> list[int]:
     """Ids of ended (terminal) parent runs that still have ``queued`` sub-tasks: left by a path
     that did not settle them (an older ledger); the sweep settles them."""
     return [int(r[0]) for r in conn.execute(
@@ -84,7 +84,7 @@ def stranded_parents(conn: sqlite3.Connection, limit: int = 1000) -> list[int]:
         f" WHERE c.state = 'queued' AND p.state IN {sql_set(TERMINAL)} ORDER BY 1 LIMIT ?", (limit,))]
 
 
-def task_results(conn: sqlite3.Connection, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:
+def task_results(conn: Conn, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:
     """(all settled?, one result per sub-task) for a parent run.
 
     A sub-task is settled when its latest attempt is terminal and nothing of it is still
@@ -96,7 +96,7 @@ def task_results(conn: sqlite3.Connection, parent_id: int, spec: JobSpec) -> tup
         "SELECT r.*, o.status, o.handoff, o.stdout_tail, o.stdout_head, o.verdict_reason FROM runs r"
         " LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.parent_run_id = ? ORDER BY r.task, r.attempt",
         (parent_id,)).fetchall()
-    by_task: dict[str, list[sqlite3.Row]] = {}
+    by_task: dict[str, list[Row]] = {}
     for r in rows:
         by_task.setdefault(r["task"], []).append(r)
     results = []

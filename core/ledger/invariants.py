@@ -7,14 +7,13 @@ Each check returns ``Violation``s naming the run concerned; every query is bound
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
 import sqlite_utils
 
-from core.ledger.connection import MIGRATIONS, split_sql
+from core.ledger.connection import MIGRATIONS, Conn, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
 from core.vocabulary import sql_set
 
@@ -36,7 +35,7 @@ class Violation:
         return f"[{self.check}] {where}{self.message}"
 
 
-def check(conn: sqlite3.Connection) -> list[Violation]:
+def check(conn: Conn) -> list[Violation]:
     """Every query-only invariant check (see ``core.sweep.doctor`` for the list), run-less
     violations (``integrity``) first."""
     out: list[Violation] = []
@@ -100,7 +99,7 @@ def check(conn: sqlite3.Connection) -> list[Violation]:
     return out
 
 
-def _outcome_copies(conn: sqlite3.Connection) -> list[Violation]:
+def _outcome_copies(conn: Conn) -> list[Violation]:
     """``job_outcomes`` keeps copies of ``runs.job``, ``lineage`` and ``attempt`` (so judging
     history reads one table) and the run's terminal ``state``: they must agree with ``runs``."""
     out = []

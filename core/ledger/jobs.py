@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.ledger import escalations
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import Conn, Ledger, Row, add_event
 from core.spec.loader import LoadedJob, LoadResult, SpecError
 from core.spec.model import JobSpec, spec_from_json, spec_json
 from core.text import iso, safe_text
@@ -96,7 +95,7 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
     """
     at = time.time() if now is None else now
 
-    def write(conn: sqlite3.Connection) -> SyncReport:
+    def write(conn: Conn) -> SyncReport:
         rep = SyncReport(errors=list(result.errors))
         existing = {r["name"]: r for r in conn.execute(
             "SELECT name, spec_hash, source, enabled FROM jobs").fetchall()}
@@ -169,7 +168,7 @@ def _subject(job: str | None, source: str) -> str:
     return job or source
 
 
-def sync_invalid(conn: sqlite3.Connection, errors: Sequence[SpecError], *, actor: str, now: float,
+def sync_invalid(conn: Conn, errors: Sequence[SpecError], *, actor: str, now: float,
                  sinks: Sequence[Any] = (), owner: str | None = None) -> tuple[list[str], list[str]]:
     """Make ``invalid_specs`` hold exactly ``errors`` (the whole folder's load) and move the
     ``spec_invalid`` escalations with it. Call inside the writing transaction.
@@ -273,12 +272,12 @@ def _utc(ts: float | None) -> str:
     return iso(ts) or "?"
 
 
-def _job_row(conn: sqlite3.Connection, job: str) -> sqlite3.Row | None:
+def _job_row(conn: Conn, job: str) -> Row | None:
     return conn.execute("SELECT name, enabled, paused_at, paused_by, pause_reason FROM jobs WHERE name = ?",
                         (job,)).fetchone()
 
 
-def set_paused_in(conn: sqlite3.Connection, job: str, *, paused: bool, actor: str, reason: str | None = None,
+def set_paused_in(conn: Conn, job: str, *, paused: bool, actor: str, reason: str | None = None,
                   now: float | None = None) -> tuple[dict[str, Any], bool] | None:
     """Inside a write transaction: pause or resume ``job`` (``jobs.paused_at``/``paused_by``/
     ``pause_reason``), with a ``job_paused`` / ``job_resumed`` event.
@@ -314,14 +313,14 @@ def set_paused_in(conn: sqlite3.Connection, job: str, *, paused: bool, actor: st
     return row, True
 
 
-def last_resume(conn: sqlite3.Connection, job: str) -> dict[str, Any] | None:
+def last_resume(conn: Conn, job: str) -> dict[str, Any] | None:
     """The latest ``job_resumed`` event of ``job`` (an ``events`` row as a dict), or None."""
     row = conn.execute("SELECT * FROM events WHERE kind = ? AND job = ? ORDER BY id DESC LIMIT 1",
                        (JobEvent.RESUMED.value, job)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
-def pause_of(conn: sqlite3.Connection, job: str) -> dict[str, Any] | None:
+def pause_of(conn: Conn, job: str) -> dict[str, Any] | None:
     """``{"paused_at" (Unix s), "paused_by" (actor), "pause_reason"}`` when ``job`` is paused,
     else None (also for an unknown job). From the ``jobs`` table."""
     row = _job_row(conn, job)
@@ -338,7 +337,7 @@ def paused_jobs(ledger: Ledger, limit: int = 100) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def admit_slot(conn: sqlite3.Connection, job: str, slot: str, *, actor: str, now: float | None = None) -> bool:
+def admit_slot(conn: Conn, job: str, slot: str, *, actor: str, now: float | None = None) -> bool:
     """Inside the transaction that would queue a scheduled slot of ``job``: False when the
     job is paused, after appending a ``slot_skipped_paused`` event (``detail``: slot,
     paused_by, paused_at), so a skipped slot is never silent. True otherwise."""
@@ -352,7 +351,7 @@ def admit_slot(conn: sqlite3.Connection, job: str, slot: str, *, actor: str, now
     return False
 
 
-def job_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+def job_row(conn: Conn, name: str) -> dict[str, Any] | None:
     """The ``jobs`` row of ``name`` as a dict (``spec`` is the stored spec JSON), or None."""
     row = conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}

@@ -15,12 +15,11 @@ learns whether it won (``True``) or lost a race (``False``); an illegal move rai
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import HAS_RETURNING, Conn, Ledger, add_event
 from core.vocabulary import RunState
 
 #: The run states live in ``core.vocabulary``; ``State`` stays importable from here.
@@ -51,7 +50,6 @@ NON_TERMINAL: frozenset[State] = frozenset({Q}) | LIVE
 #: Terminal states that count as a failed attempt (may be retried per policy).
 FAILED_STATES: frozenset[State] = frozenset({State.FAILED, State.TIMED_OUT, State.ORPHANED})
 
-_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # UPDATE … RETURNING
 
 #: Columns a transition may set alongside ``state`` (anything else is a programming error).
 SETTABLE = frozenset({
@@ -80,7 +78,7 @@ def check(from_state: str, to_state: str) -> None:
         raise IllegalTransition(from_state, to_state)
 
 
-def apply(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: str, to_state: str, *,
+def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str, *,
           actor: str, reason: str | None = None, fields: Mapping[str, Any] | None = None,
           detail: dict[str, Any] | None = None, at: float | None = None) -> bool:
     """Move one run inside the caller's open write transaction (compare-and-set).
@@ -106,7 +104,7 @@ def apply(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: str, 
     cols = ["state = ?", "updated_at = ?"] + [f"{k} = ?" for k in fields]
     params = [str(to_state), ts, *fields.values(), run_id, str(from_state), attempt]
     sql = f"UPDATE runs SET {', '.join(cols)} WHERE id = ? AND state = ? AND attempt = ?"
-    if _HAS_RETURNING:  # one statement instead of two on the busiest write path
+    if HAS_RETURNING:  # one statement instead of two on the busiest write path
         won = conn.execute(sql + " RETURNING job", params).fetchone()
         if won is None:
             return False
@@ -123,7 +121,7 @@ def apply(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: str, 
 def transition(ledger: Ledger, run_id: int, attempt: int, from_state: str, to_state: str, *,
                actor: str, reason: str | None = None, fields: Mapping[str, Any] | None = None,
                detail: dict[str, Any] | None = None,
-               then: Callable[[sqlite3.Connection], Any] | None = None) -> bool:
+               then: Callable[[Conn], Any] | None = None) -> bool:
     """Move one run in its own ``BEGIN IMMEDIATE`` transaction; see ``apply``.
 
     ``then(conn)`` runs in the same transaction only when the move wins (e.g. writing the
@@ -132,7 +130,7 @@ def transition(ledger: Ledger, run_id: int, attempt: int, from_state: str, to_st
     """
     check(from_state, to_state)
 
-    def tx(conn: sqlite3.Connection) -> bool:
+    def tx(conn: Conn) -> bool:
         won = apply(conn, run_id, attempt, from_state, to_state, actor=actor, reason=reason,
                     fields=fields, detail=detail)
         if won and then is not None:

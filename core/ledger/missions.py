@@ -13,14 +13,13 @@ All timestamps are Unix seconds (UTC).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.ledger import runs
-from core.ledger.connection import add_event, inserted_id, row_dict
+from core.ledger.connection import Conn, Row, add_event, inserted_id, row_dict
 from core.ledger.lifecycle import State
 from core.vocabulary import MissionState, Trigger, WorkerState
 
@@ -52,7 +51,7 @@ def parse_slot(slot: str | None) -> tuple[int, int] | None:
     return int(parts[1]), int(parts[2])
 
 
-def _decode(row: sqlite3.Row | None, keys: Iterable[str]) -> dict[str, Any] | None:
+def _decode(row: Row | None, keys: Iterable[str]) -> dict[str, Any] | None:
     d = row_dict(row)
     if d is None:
         return None
@@ -65,7 +64,7 @@ def _decode(row: sqlite3.Row | None, keys: Iterable[str]) -> dict[str, Any] | No
     return d
 
 
-def event(conn: sqlite3.Connection, mission_id: int, kind: str, *, actor: str, reason: str | None = None,
+def event(conn: Conn, mission_id: int, kind: str, *, actor: str, reason: str | None = None,
           detail: dict[str, Any] | None = None, from_state: str | None = None, to_state: str | None = None,
           run_id: int | None = None, at: float | None = None) -> int:
     """Append a mission audit event (``events`` row, ``job = 'mission:<id>'``)."""
@@ -76,7 +75,7 @@ def event(conn: sqlite3.Connection, mission_id: int, kind: str, *, actor: str, r
 
 # -- missions -------------------------------------------------------------------------------
 
-def create(conn: sqlite3.Connection, *, name: str, goal: str, coordinator: str, workers: list[str],
+def create(conn: Conn, *, name: str, goal: str, coordinator: str, workers: list[str],
            budget: Mapping[str, Any], actor: str, owner: str | None = None, command: list[str] | None = None,
            cwd: str | None = None, model: str | None = None, system: str | None = None,
            now: float | None = None) -> int:
@@ -95,12 +94,12 @@ def create(conn: sqlite3.Connection, *, name: str, goal: str, coordinator: str, 
     return mid
 
 
-def get(conn: sqlite3.Connection, mission_id: int) -> dict[str, Any] | None:
+def get(conn: Conn, mission_id: int) -> dict[str, Any] | None:
     """One ``missions`` row as a dict (``command``, ``workers``, ``budget`` decoded), or None."""
     return _decode(conn.execute("SELECT * FROM missions WHERE id = ?", (mission_id,)).fetchone(), _JSON_MISSION)
 
 
-def list_missions(conn: sqlite3.Connection, *, states: Iterable[str] | None = None,
+def list_missions(conn: Conn, *, states: Iterable[str] | None = None,
                   limit: int = 100) -> list[dict[str, Any]]:
     """Missions newest first (at most ``limit``), optionally only in ``states``."""
     sql, params = "SELECT * FROM missions", []
@@ -112,7 +111,7 @@ def list_missions(conn: sqlite3.Connection, *, states: Iterable[str] | None = No
     return [d for d in (_decode(r, _JSON_MISSION) for r in rows) if d is not None]
 
 
-def move(conn: sqlite3.Connection, mission_id: int, from_states: Iterable[str], to: str, *, actor: str,
+def move(conn: Conn, mission_id: int, from_states: Iterable[str], to: str, *, actor: str,
          reason: str | None = None, fields: Mapping[str, Any] | None = None, detail: dict[str, Any] | None = None,
          now: float | None = None) -> bool:
     """Compare-and-set a mission's state (from any of ``from_states``) with a
@@ -137,7 +136,7 @@ def move(conn: sqlite3.Connection, mission_id: int, from_states: Iterable[str], 
     return True
 
 
-def update(conn: sqlite3.Connection, mission_id: int, **fields: Any) -> None:
+def update(conn: Conn, mission_id: int, **fields: Any) -> None:
     """Set ``MISSION_SETTABLE`` columns without a state change (the caller records the event)."""
     bad = set(fields) - MISSION_SETTABLE
     if bad:
@@ -147,7 +146,7 @@ def update(conn: sqlite3.Connection, mission_id: int, **fields: Any) -> None:
                      (*fields.values(), time.time(), mission_id))
 
 
-def due(conn: sqlite3.Connection, limit: int = 50) -> list[int]:
+def due(conn: Conn, limit: int = 50) -> list[int]:
     """Ids of missions that are not ended (the mission engine's work list), oldest first."""
     ended = (MissionState.CLOSED.value, MissionState.ABORTED.value)
     return [int(r[0]) for r in conn.execute(
@@ -156,7 +155,7 @@ def due(conn: sqlite3.Connection, limit: int = 50) -> list[int]:
 
 # -- turns and tool calls ---------------------------------------------------------------------
 
-def record_turn(conn: sqlite3.Connection, mission_id: int, turn: int, reply: list[dict[str, Any]], *,
+def record_turn(conn: Conn, mission_id: int, turn: int, reply: list[dict[str, Any]], *,
                 tokens: int = 0, cost: float = 0.0, actor: str, now: float | None = None) -> None:
     """Store one coordinator turn (its reply content blocks) and add its usage to the mission."""
     ts = now if now is not None else time.time()
@@ -169,7 +168,7 @@ def record_turn(conn: sqlite3.Connection, mission_id: int, turn: int, reply: lis
                   "calls": [b.get("name") for b in reply if b.get("type") == "tool_use"]}, at=ts)
 
 
-def add_call(conn: sqlite3.Connection, mission_id: int, turn: int, call_id: str, name: str,
+def add_call(conn: Conn, mission_id: int, turn: int, call_id: str, name: str,
              input_: Mapping[str, Any], *, result: Any = None, is_error: bool = False,
              now: float | None = None) -> None:
     """One tool call of a turn; ``result`` None means it waits (a worker, a person)."""
@@ -182,7 +181,7 @@ def add_call(conn: sqlite3.Connection, mission_id: int, turn: int, call_id: str,
          ts if result is not None else None))
 
 
-def answer_call(conn: sqlite3.Connection, mission_id: int, call_id: str, result: Any, *,
+def answer_call(conn: Conn, mission_id: int, call_id: str, result: Any, *,
                 is_error: bool = False, now: float | None = None) -> bool:
     """Fill a waiting call's result (compare-and-set on ``result IS NULL``)."""
     ts = now if now is not None else time.time()
@@ -192,7 +191,7 @@ def answer_call(conn: sqlite3.Connection, mission_id: int, call_id: str, result:
     return cur.rowcount == 1
 
 
-def calls_of(conn: sqlite3.Connection, mission_id: int, turn: int | None = None) -> list[dict[str, Any]]:
+def calls_of(conn: Conn, mission_id: int, turn: int | None = None) -> list[dict[str, Any]]:
     """Tool calls of a mission (one turn, or all), in order; ``input``/``result`` decoded."""
     if turn is None:
         rows = conn.execute("SELECT * FROM mission_calls WHERE mission_id = ? ORDER BY id", (mission_id,))
@@ -202,7 +201,7 @@ def calls_of(conn: sqlite3.Connection, mission_id: int, turn: int | None = None)
     return [d for d in (_decode(r, ("input", "result")) for r in rows.fetchall()) if d is not None]
 
 
-def turns_of(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]]:
+def turns_of(conn: Conn, mission_id: int) -> list[dict[str, Any]]:
     """Coordinator turns in order (``reply`` decoded)."""
     rows = conn.execute("SELECT * FROM mission_turns WHERE mission_id = ? ORDER BY turn", (mission_id,)).fetchall()
     return [d for d in (_decode(r, ("reply",)) for r in rows) if d is not None]
@@ -214,7 +213,7 @@ def new_call_id() -> str:
 
 # -- workers ----------------------------------------------------------------------------------
 
-def queue_worker(conn: sqlite3.Connection, mission_id: int, *, worker: str, task: str, context: Any,
+def queue_worker(conn: Conn, mission_id: int, *, worker: str, task: str, context: Any,
                  call_id: str | None, spec_hash: str | None, actor: str, now: float | None = None) -> dict[str, Any]:
     """Add worker ``seq`` to a mission and queue attempt 1 of its run (``trigger 'mission'``).
 
@@ -240,7 +239,7 @@ def queue_worker(conn: sqlite3.Connection, mission_id: int, *, worker: str, task
     return {"id": wid, "seq": seq, "run_id": run_id, "lineage": lineage}
 
 
-def workers_of(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]]:
+def workers_of(conn: Conn, mission_id: int) -> list[dict[str, Any]]:
     """Workers of a mission by ``seq``, each with ``run_state`` (its latest attempt's state)."""
     rows = conn.execute(
         "SELECT w.*, (SELECT r.state FROM runs r WHERE r.lineage = w.lineage ORDER BY r.attempt DESC LIMIT 1)"
@@ -248,7 +247,7 @@ def workers_of(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]
     return [d for d in (_decode(r, ("context", "result")) for r in rows) if d is not None]
 
 
-def latest_attempt(conn: sqlite3.Connection, lineage: str) -> dict[str, Any] | None:
+def latest_attempt(conn: Conn, lineage: str) -> dict[str, Any] | None:
     """The newest run of a worker's lineage joined with its outcome (``status``, ``handoff``,
     ``verification``, ``reason`` …), decoded; None when it has no run."""
     return _decode(conn.execute(
@@ -257,7 +256,7 @@ def latest_attempt(conn: sqlite3.Connection, lineage: str) -> dict[str, Any] | N
         " ORDER BY r.attempt DESC LIMIT 1", (lineage,)).fetchone(), ("handoff", "verification", "handoff_findings"))
 
 
-def settle_worker(conn: sqlite3.Connection, worker_id: int, to: str, *, actor: str, reason: str,
+def settle_worker(conn: Conn, worker_id: int, to: str, *, actor: str, reason: str,
                   fields: Mapping[str, Any] | None = None, now: float | None = None) -> bool:
     """Move a worker out of ``running`` (compare-and-set) with a ``mission_worker_<to>`` event."""
     fields = dict(fields or {})
@@ -282,7 +281,7 @@ def settle_worker(conn: sqlite3.Connection, worker_id: int, to: str, *, actor: s
     return True
 
 
-def abandon_failed_worker(conn: sqlite3.Connection, worker_id: int, *, actor: str, by: str,
+def abandon_failed_worker(conn: Conn, worker_id: int, *, actor: str, by: str,
                           now: float | None = None) -> bool:
     """A person gives up a ``failed`` worker (``failed → abandoned``), so the mission may close."""
     ts = now if now is not None else time.time()
@@ -299,26 +298,26 @@ def abandon_failed_worker(conn: sqlite3.Connection, worker_id: int, *, actor: st
     return True
 
 
-def worker_states(conn: sqlite3.Connection, mission_id: int) -> list[tuple[int, str, str]]:
+def worker_states(conn: Conn, mission_id: int) -> list[tuple[int, str, str]]:
     """``(seq, worker, state)`` of every worker of a mission, by seq."""
     return [(int(r[0]), r[1], r[2]) for r in conn.execute(
         "SELECT seq, worker, state FROM mission_workers WHERE mission_id = ? ORDER BY seq", (mission_id,)).fetchall()]
 
 
-def note_attempt(conn: sqlite3.Connection, worker_id: int, run_id: int, attempt: int) -> None:
+def note_attempt(conn: Conn, worker_id: int, run_id: int, attempt: int) -> None:
     """Point a running worker at its newest attempt (a retry was queued)."""
     conn.execute("UPDATE mission_workers SET run_id = ?, attempts = ?, updated_at = ? WHERE id = ? AND state = ?",
                  (run_id, attempt, time.time(), worker_id, WorkerState.RUNNING.value))
 
 
-def worker_job(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+def worker_job(conn: Conn, name: str) -> dict[str, Any] | None:
     """The job a worker names (``jobs`` table): ``spec_hash``, ``enabled``, ``breaker_state``,
     ``breaker_until`` (Unix s); None if unknown."""
     return row_dict(conn.execute("SELECT spec_hash, enabled, breaker_state, breaker_until FROM jobs WHERE name = ?",
                                  (name,)).fetchone())
 
 
-def live_worker_runs(conn: sqlite3.Connection, mission_id: int) -> list[dict[str, Any]]:
+def live_worker_runs(conn: Conn, mission_id: int) -> list[dict[str, Any]]:
     """Non-terminal runs of a mission's workers (queued or live), for abort."""
     rows = conn.execute(
         "SELECT r.id, r.job, r.state, r.attempt, r.lineage FROM runs r JOIN mission_workers w ON w.lineage = r.lineage"
@@ -327,14 +326,14 @@ def live_worker_runs(conn: sqlite3.Connection, mission_id: int) -> list[dict[str
     return [dict(r) for r in rows]
 
 
-def events_of(conn: sqlite3.Connection, mission_id: int, limit: int = 200) -> list[dict[str, Any]]:
+def events_of(conn: Conn, mission_id: int, limit: int = 200) -> list[dict[str, Any]]:
     """A mission's audit trail (its own events), oldest first, at most ``limit``."""
     rows = conn.execute("SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
                         (mission_job(mission_id), int(limit))).fetchall()
     return [d for d in (_decode(r, ("detail",)) for r in rows) if d is not None]
 
 
-def worker_input(conn: sqlite3.Connection, mission_id: int, seq: int) -> dict[str, Any] | None:
+def worker_input(conn: Conn, mission_id: int, seq: int) -> dict[str, Any] | None:
     """What a worker run is given: ``{mission_id, seq, goal, task, context}`` (None if unknown)."""
     row = conn.execute("SELECT w.task, w.context, m.goal FROM mission_workers w JOIN missions m ON m.id ="
                        " w.mission_id WHERE w.mission_id = ? AND w.seq = ?", (mission_id, seq)).fetchone()

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import shlex
 import socket
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.ledger.connection import inserted_id
+from core.ledger.connection import Conn, inserted_id
 from core.text import invisible, safe_text
 from core.vocabulary import SEVERITY_RANK, EscalationKind, NotificationEvent, NotificationState
 
@@ -28,7 +27,7 @@ EVIDENCE_LINES = 5
 EVIDENCE_LINE_CHARS = 300
 
 
-def _ledger_path(conn: sqlite3.Connection) -> str | None:
+def _ledger_path(conn: Conn) -> str | None:
     row = conn.execute("PRAGMA database_list").fetchone()
     return row[2] if row and row[2] else None
 
@@ -41,14 +40,14 @@ def open_command(run_id: int | None, ledger_path: str | None) -> str | None:
     return cmd + (f" --ledger {shlex.quote(ledger_path)}" if ledger_path else "")
 
 
-def evidence(conn: sqlite3.Connection, run_id: int | None) -> list[str]:
+def evidence(conn: Conn, run_id: int | None) -> list[str]:
     """The last non-blank output lines of run ``run_id`` (stderr first, else stdout) from
     ``job_outcomes`` (tail, or head for a short stream), each cut to ``EVIDENCE_LINE_CHARS`` characters; [] without a run."""
     out = output_lines(conn, run_id)
     return out["stderr"] or out["stdout"]
 
 
-def output_lines(conn: sqlite3.Connection, run_id: int | None) -> dict[str, list[str]]:
+def output_lines(conn: Conn, run_id: int | None) -> dict[str, list[str]]:
     """``{"stdout": [...], "stderr": [...]}``: the last ``EVIDENCE_LINES`` non-blank lines of
     each stream of run ``run_id`` from ``job_outcomes`` (tail, or head for a short stream),
     each cut to ``EVIDENCE_LINE_CHARS`` characters, as stored (not yet escaped); empty lists
@@ -199,12 +198,12 @@ def _hears(sink: Any, esc: dict[str, Any]) -> bool:
     return True if hears is None else bool(hears(esc.get("owner"), esc.get("severity")))
 
 
-def _was_told(conn: sqlite3.Connection, esc_id: int, sink_name: str) -> bool:
+def _was_told(conn: Conn, esc_id: int, sink_name: str) -> bool:
     return conn.execute("SELECT 1 FROM notifications WHERE escalation_id = ? AND sink = ? AND event != 'recovered'"
                         " LIMIT 1", (esc_id, sink_name)).fetchone() is not None
 
 
-def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Sequence[Any],
+def enqueue(conn: Conn, esc: dict[str, Any], event: str, sinks: Sequence[Any],
             *, now: float | None = None) -> list[int]:
     """Insert one ``pending`` notification per sink that hears ``esc`` (inside the caller's
     transaction); ``next_attempt_at`` is now plus the sink's ``group_wait`` seconds.
@@ -235,7 +234,7 @@ def enqueue(conn: sqlite3.Connection, esc: dict[str, Any], event: str, sinks: Se
     return ids
 
 
-def enqueue_repeats(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float | None = None,
+def enqueue_repeats(conn: Conn, sinks: Sequence[Any], *, now: float | None = None,
                     limit: int = 100) -> list[int]:
     """For each sink with ``repeat`` set: re-enqueue (event ``repeated``) every escalation in
     state ``open`` with severity ``critical`` that the sink was told about and whose newest row
@@ -258,7 +257,7 @@ def enqueue_repeats(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: floa
     return ids
 
 
-def enqueue_owed(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float | None = None,
+def enqueue_owed(conn: Conn, sinks: Sequence[Any], *, now: float | None = None,
                  limit: int = 100) -> list[int]:
     """For each sink: enqueue (event ``opened``) every escalation in state ``open`` that the
     sink hears but has no ``notifications`` row for. Such an escalation was opened by a
@@ -292,14 +291,14 @@ def enqueue_owed(conn: sqlite3.Connection, sinks: Sequence[Any], *, now: float |
     return ids
 
 
-def due(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
+def due(conn: Conn, now: float, limit: int) -> list[dict[str, Any]]:
     """``pending`` notifications with ``next_attempt_at <= now``, oldest first (dicts)."""
     rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND next_attempt_at <= ?"
                         " ORDER BY next_attempt_at, id LIMIT ?", (now, int(limit))).fetchall()
     return [{k: r[k] for k in r.keys()} for r in rows]
 
 
-def fresh_for_sink(conn: sqlite3.Connection, sink: str, *, exclude: Sequence[int], limit: int = 50) -> list[dict[str, Any]]:
+def fresh_for_sink(conn: Conn, sink: str, *, exclude: Sequence[int], limit: int = 50) -> list[dict[str, Any]]:
     """``pending`` rows of ``sink`` never tried yet (``attempts = 0``) besides ``exclude``:
     the rest of a burst still inside its group_wait, sent in the same message."""
     rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND sink = ? AND attempts = 0"
@@ -308,7 +307,7 @@ def fresh_for_sink(conn: sqlite3.Connection, sink: str, *, exclude: Sequence[int
     return [{k: r[k] for k in r.keys()} for r in rows]
 
 
-def cancel_stale_repeats(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
+def cancel_stale_repeats(conn: Conn, rows: Sequence[dict[str, Any]]) -> list[int]:
     """Of pending ``rows`` (as read), the ``repeated`` ones whose escalation is no longer
     ``open`` (acknowledged, snoozed or resolved since the row was queued) go to ``cancelled``
     with ``last_error`` saying why: a repeat nags about an unacknowledged escalation, so one
@@ -329,7 +328,7 @@ def cancel_stale_repeats(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]
     return cancelled
 
 
-def cancel_stale_then_claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]],
+def cancel_stale_then_claim(conn: Conn, rows: Sequence[dict[str, Any]],
                             until: float) -> tuple[list[int], list[int]]:
     """``cancel_stale_repeats`` then ``claim`` of the rest, in one transaction: an ack
     committed before it cancels the repeat, one committed after finds it claimed. Returns
@@ -338,7 +337,7 @@ def cancel_stale_then_claim(conn: sqlite3.Connection, rows: Sequence[dict[str, A
     return dropped, claim(conn, [r for r in rows if r["id"] not in dropped], until)
 
 
-def claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]], until: float) -> list[int]:
+def claim(conn: Conn, rows: Sequence[dict[str, Any]], until: float) -> list[int]:
     """Claim pending ``rows`` (as read) for one delivery: ``next_attempt_at = until``, each
     conditional on the value read, so of two processes exactly one sends a row. Returns the
     ids this caller won."""
@@ -350,14 +349,14 @@ def claim(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]], until: float
     return won
 
 
-def mark_sent(conn: sqlite3.Connection, ids: Sequence[int], at: float) -> None:
+def mark_sent(conn: Conn, ids: Sequence[int], at: float) -> None:
     """``pending`` → ``sent`` for ``ids`` (``attempts + 1``, ``sent_at = at``)."""
     for i in ids:
         conn.execute("UPDATE notifications SET state = 'sent', attempts = attempts + 1, sent_at = ?,"
                      " last_error = NULL WHERE id = ? AND state = 'pending'", (at, i))
 
 
-def mark_failed_try(conn: sqlite3.Connection, ids: Sequence[int], error: str, *, next_at: float | None) -> None:
+def mark_failed_try(conn: Conn, ids: Sequence[int], error: str, *, next_at: float | None) -> None:
     """One failed try for ``ids``: ``attempts + 1`` and ``last_error``; back to ``pending`` at
     ``next_at`` (Unix seconds), or ``failed`` for good when ``next_at`` is None."""
     for i in ids:
@@ -369,7 +368,7 @@ def mark_failed_try(conn: sqlite3.Connection, ids: Sequence[int], error: str, *,
                          " WHERE id = ? AND state = 'pending'", (error, next_at, i))
 
 
-def summary(conn: sqlite3.Connection, since: float) -> dict[str, int]:
+def summary(conn: Conn, since: float) -> dict[str, int]:
     """Counts of notifications created since ``since`` by state: ``{pending, sent, failed,
     cancelled}``."""
     out = {"pending": 0, "sent": 0, "failed": 0, "cancelled": 0}

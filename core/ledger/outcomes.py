@@ -9,9 +9,10 @@ the transaction of that terminal move via ``record``.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
+
+from core.ledger.connection import Conn
 
 COLUMNS = frozenset({
     "state", "status", "reason", "duration_s", "exit_code", "signal", "stdout_bytes", "stderr_bytes",
@@ -30,7 +31,7 @@ def _encode(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-def record(conn: sqlite3.Connection, run_id: int, **fields: Any) -> None:
+def record(conn: Conn, run_id: int, **fields: Any) -> None:
     """Insert or update the outcome of ``run_id`` (call inside the writing transaction).
 
     ``fields`` are ``job_outcomes`` columns; JSON columns accept dicts/lists. ``job``,
@@ -62,7 +63,7 @@ def record(conn: sqlite3.Connection, run_id: int, **fields: Any) -> None:
                  (run_id, run["job"], run["lineage"], run["attempt"], ts, ts, *enc.values()))
 
 
-def get(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+def get(conn: Conn, run_id: int) -> dict[str, Any] | None:
     """The outcome of ``run_id`` as a dict with JSON columns decoded, or None."""
     row = conn.execute("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
@@ -92,7 +93,7 @@ _HISTORY_SELECT = ", ".join(
     + [f"CASE WHEN o.state = 'succeeded' THEN o.{c} END AS {c}" for c in _SUCCESS_ONLY])
 
 
-def job_history(conn: sqlite3.Connection, job: str, before_run: int, limit: int) -> list[dict[str, Any]]:
+def job_history(conn: Conn, job: str, before_run: int, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` judged top-level outcomes of ``job`` before run ``before_run``, oldest
     first, from ``job_outcomes`` joined to ``runs`` (sub-tasks excluded).
 
@@ -115,7 +116,7 @@ _RETRIED = ("EXISTS(SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.at
 _HISTORY_WHERE = "o.job = ? AND o.run_id < ? AND o.judged_by IS NOT NULL AND r.task = ''"
 
 
-def job_history_keys(conn: sqlite3.Connection, job: str, before_run: int,
+def job_history_keys(conn: Conn, job: str, before_run: int,
                      limit: int) -> list[tuple[int, float, bool]]:
     """The same outcomes as ``job_history`` (same rows, same order: oldest first), each as
     ``(run_id, updated_at, retried)`` only: what a caller that keeps decoded rows needs to
@@ -128,7 +129,7 @@ def job_history_keys(conn: sqlite3.Connection, job: str, before_run: int,
     return [(int(r[0]), r[1], bool(r[2])) for r in reversed(rows)]
 
 
-def history_rows(conn: sqlite3.Connection, run_ids: list[int]) -> list[dict[str, Any]]:
+def history_rows(conn: Conn, run_ids: list[int]) -> list[dict[str, Any]]:
     """``job_history`` rows (same columns and decoding, plus ``updated_at``) of the outcomes
     ``run_ids``, in ascending run id order; an id without an outcome is left out. ``retried``
     is read as well (current at the time of this read)."""
@@ -156,7 +157,7 @@ def _history_dicts(rows: Any) -> list[dict[str, Any]]:
     return out
 
 
-def escalated_kind_before(conn: sqlite3.Connection, lineage: str, attempt: int) -> str | None:
+def escalated_kind_before(conn: Conn, lineage: str, attempt: int) -> str | None:
     """The escalation kind (``job_outcomes.verdict_kind`` with ``escalate = 1``) of the latest
     attempt of ``lineage`` before ``attempt``, or None when none escalated. What a manual
     retry's failure is counted on, so it does not open a second kind for the same failure."""
@@ -165,19 +166,19 @@ def escalated_kind_before(conn: sqlite3.Connection, lineage: str, attempt: int) 
     return None if row is None else row[0]
 
 
-def exists(conn: sqlite3.Connection, run_id: int) -> bool:
+def exists(conn: Conn, run_id: int) -> bool:
     """Whether ``run_id`` has a ``job_outcomes`` row."""
     return conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone() is not None
 
 
-def judged_by(conn: sqlite3.Connection, run_id: int) -> str | None:
+def judged_by(conn: Conn, run_id: int) -> str | None:
     """``job_outcomes.judged_by`` of ``run_id`` (``rules``, ``claude:<model>`` …), or None when
     the run has no outcome or was not judged yet."""
     row = conn.execute("SELECT judged_by FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
     return None if row is None else row[0]
 
 
-def set_verdict(conn: sqlite3.Connection, run_id: int, *, verdict: dict[str, Any], escalate: bool,
+def set_verdict(conn: Conn, run_id: int, *, verdict: dict[str, Any], escalate: bool,
                 severity: str | None, kind: str, reason: str, silent: bool, judged_by: str,
                 now: float | None = None) -> bool:
     """Write the supervisor's verdict into ``run_id``'s outcome, only if it has none yet
@@ -191,7 +192,7 @@ def set_verdict(conn: sqlite3.Connection, run_id: int, *, verdict: dict[str, Any
     return cur.rowcount == 1
 
 
-def judged_counts(conn: sqlite3.Connection, since: float) -> dict[str, Any]:
+def judged_counts(conn: Conn, since: float) -> dict[str, Any]:
     """Outcomes judged since ``since`` (Unix seconds, by ``created_at``): ``{runs, silent,
     escalated, notes (neither silent nor escalated), by_verdict: {verdict_kind: n}}``."""
     row = conn.execute("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
@@ -204,7 +205,7 @@ def judged_counts(conn: sqlite3.Connection, since: float) -> dict[str, Any]:
             "escalated": int(row["escalated"] or 0), "notes": int(row["notes"] or 0), "by_verdict": kinds}
 
 
-def judged_since(conn: sqlite3.Connection, since: float, limit: int) -> list[dict[str, Any]]:
+def judged_since(conn: Conn, since: float, limit: int) -> list[dict[str, Any]]:
     """Top-level judged outcomes created at or after ``since`` (Unix seconds), oldest first, at
     most ``limit``: ``run_id, job, verdict_kind, escalate, severity, verdict_reason, created_at``
     from ``job_outcomes`` (sub-tasks excluded)."""

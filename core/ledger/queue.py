@@ -9,12 +9,11 @@ inside the caller's transaction (write functions: inside ``BEGIN IMMEDIATE``).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
 
 from core.ledger import breaker, jobs, outcomes, runs
-from core.ledger.connection import add_event
+from core.ledger.connection import Conn, add_event
 from core.ledger.lifecycle import LIVE
 from core.spec import schedule
 from core.spec.model import JobSpec
@@ -23,7 +22,7 @@ from core.vocabulary import Trigger, sql_set
 _LIVE_SQL = sql_set(LIVE)
 
 
-def last_scheduled_slots(conn: sqlite3.Connection) -> dict[str, float]:
+def last_scheduled_slots(conn: Conn) -> dict[str, float]:
     """``{job: newest not_before}`` of every job's attempt-1 scheduled (or misfire) runs,
     from ``runs``: the scheduler's memory of which slots were already queued. One query
     for all jobs (index ``runs_job``), so startup costs one statement, not one per job."""
@@ -34,7 +33,7 @@ def last_scheduled_slots(conn: sqlite3.Connection) -> dict[str, float]:
     return {r[0]: r[1] for r in rows if r[1] is not None}
 
 
-def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: float, trigger: str, *,
+def queue_slot(conn: Conn, spec: JobSpec, slot: str, not_before: float, trigger: str, *,
                actor: str, now: float | None = None) -> int | None:
     """Insert attempt 1 of ``spec``'s slot ``slot`` (a ``queued`` run due at ``not_before``)
     with its ``run_queued`` event; call inside a write transaction.
@@ -76,7 +75,7 @@ def queue_slot(conn: sqlite3.Connection, spec: JobSpec, slot: str, not_before: f
                        spec_hash=spec.spec_hash(), now=now, detail={"slot": slot}, if_absent=True)
 
 
-def due_queued(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[str, Any]]:
+def due_queued(conn: Conn, now: float, limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` queued runs with ``not_before <= now`` (oldest first), each a dict of
     ``runs`` columns plus ``parent_state`` (the fan-out parent's state, None without one)."""
     rows = conn.execute(
@@ -86,26 +85,26 @@ def due_queued(conn: sqlite3.Connection, now: float, limit: int) -> list[dict[st
     return [dict(r) for r in rows]
 
 
-def next_queued_at(conn: sqlite3.Connection) -> float | None:
+def next_queued_at(conn: Conn) -> float | None:
     """The earliest ``not_before`` of any queued run (Unix seconds), None when none is queued:
     how long the dispatcher may sleep."""
     row = conn.execute("SELECT MIN(not_before) FROM runs WHERE state = 'queued'").fetchone()
     return None if row is None or row[0] is None else float(row[0])
 
 
-def live_runs_of_job(conn: sqlite3.Connection, job: str) -> int:
+def live_runs_of_job(conn: Conn, job: str) -> int:
     """How many of ``job``'s own runs (not sub-tasks) are spawned, running or verifying."""
     return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE job = ? AND task = '' AND state IN {_LIVE_SQL}",
                             (job,)).fetchone()[0])
 
 
-def live_runs_of_parent(conn: sqlite3.Connection, parent_run_id: int) -> int:
+def live_runs_of_parent(conn: Conn, parent_run_id: int) -> int:
     """How many sub-tasks of fan-out parent ``parent_run_id`` are spawned, running or verifying."""
     return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE parent_run_id = ? AND state IN {_LIVE_SQL}",
                             (parent_run_id,)).fetchone()[0])
 
 
-def finished_row(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+def finished_row(conn: Conn, run_id: int) -> dict[str, Any] | None:
     """What the runner prints for a finished run: ``runs`` id, job, task, attempt, state,
     exit_code, signal, reason, started_at, ended_at and ``job_outcomes.duration_s`` (seconds)."""
     row = conn.execute(
@@ -120,7 +119,7 @@ LATE_EVIDENCE = ("stdout_bytes", "stderr_bytes", "stdout_head", "stdout_tail", "
                  "output_truncated")
 
 
-def record_late_result(conn: sqlite3.Connection, run: dict[str, Any], *, actor: str, exit_code: int | None,
+def record_late_result(conn: Conn, run: dict[str, Any], *, actor: str, exit_code: int | None,
                        signal: int | None, expected: str, evidence: dict[str, Any] | None = None) -> str:
     """A run's process ended after someone else settled it: append a ``late_result`` event
     (never a state change). Returns the run's state now ("missing" when the row is gone).

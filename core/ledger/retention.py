@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import shutil
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -43,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import TERMINAL
 from core.vocabulary import MISSION_ENDED, sql_set
 
@@ -146,7 +145,7 @@ def total_size(ledger: Ledger, artifacts_dir: Path | None) -> int:
     return stored + (dir_size(artifacts_dir) if artifacts_dir else 0)
 
 
-def _kept_ids(conn: sqlite3.Connection, keep_per_job: int) -> dict[str, int]:
+def _kept_ids(conn: Conn, keep_per_job: int) -> dict[str, int]:
     """Per job, the id of its ``keep_per_job``-th newest ended top-level run: runs below it
     may go. A job with fewer ended runs is absent (nothing of it may go)."""
     limits: dict[str, int] = {}
@@ -163,7 +162,7 @@ def _kept_ids(conn: sqlite3.Connection, keep_per_job: int) -> dict[str, int]:
     return limits
 
 
-def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int, limits: dict[str, int],
+def _walk(conn: Conn, *, cutoff: float | None, size_runs: int, limits: dict[str, int],
           cited: set[int], mission: set[int], pinned: set[int],
           report: PruneReport) -> Iterator[tuple[int, str, str | None]]:
     """Candidate top-level runs oldest first, each as (id, lineage, artifacts folder).
@@ -202,7 +201,7 @@ def _walk(conn: sqlite3.Connection, *, cutoff: float | None, size_runs: int, lim
                 yield rid, r["lineage"], r["artifacts_dir"]
 
 
-def _whole_lineages(conn: sqlite3.Connection, candidates: list[tuple[int, str, str | None]],
+def _whole_lineages(conn: Conn, candidates: list[tuple[int, str, str | None]],
                     report: PruneReport) -> list[list[tuple[int, str | None]]]:
     """``candidates`` grouped into lineages, oldest first, keeping only the lineages all of
     whose top-level runs are candidates (the others stay whole: counted in
@@ -242,13 +241,13 @@ _PINNED_SQL = (
     " JOIN notifications n ON n.escalation_id = e.id WHERE n.id = (SELECT MAX(id) FROM notifications)")
 
 
-def _pinned_runs(conn: sqlite3.Connection) -> set[int]:
+def _pinned_runs(conn: Conn) -> set[int]:
     """Top-level run ids that must stay so the highest ``runs``, ``escalations`` and
     ``notifications`` ids stay taken (see ``_PINNED_SQL``)."""
     return {int(r[0]) for r in conn.execute(_PINNED_SQL).fetchall() if r[0] is not None}
 
 
-def _delete_batch(conn: sqlite3.Connection, ids: list[int], *, actor: str, dry_run: bool) -> dict[str, Any]:
+def _delete_batch(conn: Conn, ids: list[int], *, actor: str, dry_run: bool) -> dict[str, Any]:
     """Delete runs ``ids`` (re-checked: still terminal, not cited, sub-tasks ended, and every
     other attempt of their lineage among them) and everything that belongs to them; returns
     counts and the ids actually removed."""
@@ -330,7 +329,7 @@ def _remove_artifacts(run_id: int, recorded: str | None, root: Path | None, repo
         report.artifact_errors.append(f"{folder}: {exc.strerror or exc}")
 
 
-def _vacuum_step(conn: sqlite3.Connection, pages: int) -> None:
+def _vacuum_step(conn: Conn, pages: int) -> None:
     # The pragma frees one page per step, and the sqlite3 module steps a statement without
     # result columns only once: so one call per page, all inside the caller's transaction.
     for _ in range(pages):
@@ -464,7 +463,7 @@ def _batches(ledger: Ledger, groups: list[list[tuple[int, str | None]]], artifac
         ids = [c[0] for c in chunk]
         began = [0.0]
 
-        def tx(c: sqlite3.Connection, ids: list[int] = ids, began: list[float] = began) -> dict[str, Any]:
+        def tx(c: Conn, ids: list[int] = ids, began: list[float] = began) -> dict[str, Any]:
             began[0] = time.perf_counter()  # the write lock is held from here: waiting for it is not our cost
             return _delete_batch(c, ids, actor=actor, dry_run=dry_run)
         if dry_run:

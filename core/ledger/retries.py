@@ -13,12 +13,11 @@ transaction.
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 from typing import Any
 
 from core.ledger import fanout, runs
-from core.ledger.connection import add_event
+from core.ledger.connection import Conn, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.spec.model import Backoff, JobSpec, spec_from_json
 from core.vocabulary import RunCommand, Trigger
@@ -82,7 +81,7 @@ def decide(spec: JobSpec, run: dict[str, Any], state: str, handoff_error: str | 
     return False, RunCommand.PRIMARY, "non_transient"
 
 
-def follow_up(conn: sqlite3.Connection, run_id: int, state: str, *, actor: str,
+def follow_up(conn: Conn, run_id: int, state: str, *, actor: str,
               spec: JobSpec | None = None, handoff_error: str | None = None,
               rng: random.Random | None = None, now: float | None = None) -> int | None:
     """Inside the transaction that moved run ``run_id`` into ``state``: queue the next

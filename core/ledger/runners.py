@@ -16,7 +16,6 @@ again; its reason and its ``escalation_opened``/``escalation_updated`` events ke
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -25,7 +24,7 @@ from typing import Any
 
 from core import liveness
 from core.ledger import escalations
-from core.ledger.connection import Ledger, add_event, row_dict
+from core.ledger.connection import Conn, Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.ledger.records import Runner
@@ -200,7 +199,7 @@ def _gap_subject(row: dict[str, Any], state: RunnerLiveness) -> str:
             f"{utc_hms(row['heartbeat_at'])}; {how}")
 
 
-def check_gap(conn: sqlite3.Connection, *, sinks: Sequence[Any] = (), owner: str | None = None,
+def check_gap(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = None,
               now: float | None = None, actor: str = "supervisor") -> str | None:
     """Inside a write transaction: open the ``runner_gap`` escalation when no runner is alive
     while one is expected (the most recent runner, by heartbeat, never recorded a clean stop),
@@ -272,7 +271,7 @@ def past_gap(ledger: Ledger, *, runner_id: str, started_at: float) -> PastGap | 
     return PastGap(previous=last, since=float(last["heartbeat_at"]), until=started_at)
 
 
-def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
+def record_gap_after(conn: Conn, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
                      sinks: Sequence[Any] = (), owner: str | None = None, now: float | None = None,
                      severity: str = "warning") -> int:
     """Inside a write transaction: open (or update the already open) ``runner_gap``
@@ -305,7 +304,7 @@ def record_gap_after(conn: sqlite3.Connection, gap: PastGap, *, runner_id: str, 
     return esc_id
 
 
-def owners_of_live_runs(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+def owners_of_live_runs(conn: Conn) -> dict[str, dict[str, Any]]:
     """``runners`` rows (as dicts, by id) of every runner that owns a live run (spawned,
     running or verifying): what the sweep and doctor judge those runs' owners by."""
     return {r["id"]: {k: r[k] for k in r.keys()} for r in conn.execute(
@@ -313,7 +312,7 @@ def owners_of_live_runs(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 
 # -- the runner's own row (written by core.runner) ------------------------------------------
-def register_runner(conn: sqlite3.Connection, *, runner_id: str, hostname: str, pid: int,
+def register_runner(conn: Conn, *, runner_id: str, hostname: str, pid: int,
                     pid_create_time: float | None, heartbeat_s: float, lease_s: float, version: str,
                     spec_dir: str, actor: str, now: float | None = None, owner: str | None = None) -> None:
     """Insert this runner's ``runners`` row (heartbeat = start time) and its
@@ -327,7 +326,7 @@ def register_runner(conn: sqlite3.Connection, *, runner_id: str, hostname: str, 
     add_event(conn, actor=actor, kind="runner_started", detail={"pid": pid, "spec_dir": spec_dir})
 
 
-def renew(conn: sqlite3.Connection, runner_id: str, run_ids: Iterable[int], *, lease_s: float,
+def renew(conn: Conn, runner_id: str, run_ids: Iterable[int], *, lease_s: float,
           now: float | None = None) -> int:
     """One heartbeat: ``runners.heartbeat_at`` = now, and ``runs.lease_until`` = now +
     ``lease_s`` for every live run of ``runner_id`` among ``run_ids``, in ONE statement
@@ -342,7 +341,7 @@ def renew(conn: sqlite3.Connection, runner_id: str, run_ids: Iterable[int], *, l
     return int(cur.rowcount)
 
 
-def record_stopped(conn: sqlite3.Connection, runner_id: str, *, actor: str, left_running: list[int],
+def record_stopped(conn: Conn, runner_id: str, *, actor: str, left_running: list[int],
                    reason: str = "clean shutdown", now: float | None = None,
                    detail: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Mark runner ``runner_id`` stopped (``runners.stopped_at``, ``stop_reason`` = ``reason``,

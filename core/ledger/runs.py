@@ -8,12 +8,11 @@ seconds (UTC).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from typing import Any
 
-from core.ledger.connection import Ledger, add_event, inserted_id
+from core.ledger.connection import Conn, Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
 from core.text import quoted
 from core.vocabulary import RunCommand, RunState, Trigger, sql_set
@@ -23,7 +22,7 @@ class UnknownJob(LookupError):
     """``trigger`` named a job that is not in the ``jobs`` table (or is disabled)."""
 
 
-def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | str, actor: str,
+def create(conn: Conn, *, job: str, slot: str, trigger: Trigger | str, actor: str,
            not_before: float, spec_hash: str | None, attempt: int = 1, lineage: str | None = None,
            task: str = "", worker: str = RunCommand.PRIMARY, parent_run_id: int | None = None,
            event: str = "run_queued", reason: str | None = None, detail: dict[str, Any] | None = None,
@@ -40,7 +39,7 @@ def create(conn: sqlite3.Connection, *, job: str, slot: str, trigger: Trigger | 
     (job, slot, task, attempt) exists already (someone else queued it: nothing written).
 
     Raises:
-        sqlite3.IntegrityError: the row exists and ``if_absent`` is False.
+        StorageError (integrity): the row exists and ``if_absent`` is False.
         ValueError: ``trigger`` is not a ``Trigger``.
     """
     trig = Trigger(trigger)
@@ -66,27 +65,27 @@ def run_time(run: dict[str, Any]) -> float:
     return run["ended_at"] or run["started_at"] or run["created_at"]
 
 
-def get(conn: sqlite3.Connection, run_id: int, columns: str = "*") -> dict[str, Any] | None:
+def get(conn: Conn, run_id: int, columns: str = "*") -> dict[str, Any] | None:
     """The ``runs`` row ``run_id`` as a dict (only ``columns``, a comma-separated list of
     column names, when given), or None when there is no such run."""
     row = conn.execute(f"SELECT {columns} FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
-def state_of(conn: sqlite3.Connection, run_id: int) -> str | None:
+def state_of(conn: Conn, run_id: int) -> str | None:
     """``runs.state`` of ``run_id``, or None when there is no such run."""
     row = conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def latest_attempt(conn: sqlite3.Connection, lineage: str) -> dict[str, Any] | None:
+def latest_attempt(conn: Conn, lineage: str) -> dict[str, Any] | None:
     """``{id, attempt, state, trigger}`` of the highest attempt of ``lineage``, or None."""
     row = conn.execute("SELECT id, attempt, state, trigger FROM runs WHERE lineage = ? ORDER BY attempt DESC"
                        " LIMIT 1", (lineage,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
-def retry_queued(conn: sqlite3.Connection, lineage: str, attempt: int) -> bool:
+def retry_queued(conn: Conn, lineage: str, attempt: int) -> bool:
     """Whether the retry policy queued a next attempt after ``attempt`` of ``lineage``
     (``runs.trigger = 'retry'``). An operator's retry (``manual_retry``), created later, does
     not count: the attempt was judged before it existed, and a replay must see what the judge saw."""
@@ -94,13 +93,13 @@ def retry_queued(conn: sqlite3.Connection, lineage: str, attempt: int) -> bool:
                         (lineage, attempt + 1, Trigger.RETRY)).fetchone() is not None
 
 
-def failed_attempts_before(conn: sqlite3.Connection, lineage: str, attempt: int) -> int:
+def failed_attempts_before(conn: Conn, lineage: str, attempt: int) -> int:
     """How many attempts of ``lineage`` before ``attempt`` ended failed, timed out or orphaned."""
     return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE lineage = ? AND attempt < ?"
                             f" AND state IN {sql_set(FAILED_STATES)}", (lineage, attempt)).fetchone()[0])
 
 
-def in_states(conn: sqlite3.Connection, states: Any, columns: str = "*", *,
+def in_states(conn: Conn, states: Any, columns: str = "*", *,
               limit: int = 100_000) -> list[dict[str, Any]]:
     """Runs whose state is one of ``states`` (a set of ``RunState``), oldest id first, each a
     dict of ``columns`` (comma-separated names)."""
@@ -108,14 +107,14 @@ def in_states(conn: sqlite3.Connection, states: Any, columns: str = "*", *,
         f"SELECT {columns} FROM runs WHERE state IN {sql_set(states)} ORDER BY id LIMIT ?", (limit,))]
 
 
-def children_in_states(conn: sqlite3.Connection, parent_id: int, states: Any) -> list[int]:
+def children_in_states(conn: Conn, parent_id: int, states: Any) -> list[int]:
     """Ids of the sub-task runs of ``parent_id`` whose state is one of ``states``, oldest first."""
     return [int(r[0]) for r in conn.execute(
         f"SELECT id FROM runs WHERE parent_run_id = ? AND state IN {sql_set(states)} ORDER BY id LIMIT 10000",
         (parent_id,))]
 
 
-def queued_of_removed_jobs(conn: sqlite3.Connection, *, removed_before: float,
+def queued_of_removed_jobs(conn: Conn, *, removed_before: float,
                            limit: int = 100) -> list[dict[str, Any]]:
     """``{id, attempt}`` of top-level ``queued`` runs whose job is disabled in ``jobs`` (no spec
     defines it) since at least ``removed_before`` (Unix seconds), oldest first."""
@@ -184,7 +183,7 @@ def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
     """
     now = time.time()
 
-    def tx(conn: sqlite3.Connection) -> int:
+    def tx(conn: Conn) -> int:
         row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (job,)).fetchone()
         if row is None:
             raise UnknownJob(f"no job {quoted(job)} in the ledger (a runner records jobs when it loads their specs)")

@@ -24,12 +24,11 @@ commit and is the caller's.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from core.ledger import fanout, lifecycle, outcomes, retries
-from core.ledger.connection import Ledger, add_event
+from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.spec.model import JobSpec
 from core.vocabulary import OutcomeStatus, RunState
@@ -47,7 +46,7 @@ def default_status(state: RunState | str) -> OutcomeStatus:
     return OutcomeStatus.SUCCESS if state == RunState.SUCCEEDED else OutcomeStatus(str(RunState(state).value))
 
 
-def finish(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: RunState | str,
+def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
            to_state: RunState | str, *, actor: str, reason: str | None = None,
            fields: Mapping[str, Any] | None = None, detail: dict[str, Any] | None = None,
            outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
@@ -107,7 +106,7 @@ def finish(conn: sqlite3.Connection, run_id: int, attempt: int, from_state: RunS
 def finish_run(ledger: Ledger, run_id: int, attempt: int, from_state: RunState | str,
                to_state: RunState | str, *, max_wait_s: float | None = None, **kwargs: Any) -> bool:
     """``finish`` in its own ``BEGIN IMMEDIATE`` transaction (``Ledger.write``: 'locked' is
-    retried, never dropped; with ``max_wait_s`` seconds ``sqlite3.OperationalError`` is raised
+    retried, never dropped; with ``max_wait_s`` seconds ``StorageError`` is raised
     after that long). Keyword arguments as for ``finish``. Returns whether the move won."""
     lifecycle.check(from_state, to_state)
     return ledger.write(lambda conn: finish(conn, run_id, attempt, from_state, to_state, **kwargs),

@@ -168,7 +168,7 @@ def test_locked_write_is_retried_not_dropped(tmp_path):
 
 @pytest.mark.parametrize("returning", [True, False], ids=["update-returning", "update-then-select"])
 def test_both_write_paths_record_the_move(tmp_path, monkeypatch, returning):
-    monkeypatch.setattr(lifecycle, "_HAS_RETURNING", returning)
+    monkeypatch.setattr(lifecycle, "HAS_RETURNING", returning)
     with Ledger(tmp_path / "wk.db") as led:
         run_id = _queued_run(led)
         assert not lifecycle.transition(led, run_id, 9, State.QUEUED, State.SPAWNED, actor="t")
