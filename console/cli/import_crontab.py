@@ -3,6 +3,7 @@ each line under ``watchkeeper exec``."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -27,35 +28,54 @@ def _watchkeeper_path() -> str:
 
 
 @click.command("import-crontab")
-@click.argument("source", required=False, default="-", type=click.File("r", encoding="utf-8", errors="surrogateescape"))
+@click.argument("source", required=False, default="-", type=click.File("rb"))
 @click.option("--write", "write_dir", type=click.Path(file_okay=False), default=None,
               help="Write one job spec file per cron line into this folder (created if missing).")
 @click.option("--rewrite", is_flag=True,
               help="Print the crontab rewritten so each line runs under `watchkeeper exec` (for `crontab -`).")
+@click.option("--system/--user", "system", default=None,
+              help="A system crontab (/etc/crontab, /etc/cron.d/*: a user column before the command) or a "
+                   "user's [default: told by the file's path, else by its lines].")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
               help="Ledger the rewritten lines record into (made absolute).")
 @click.option("--prefix", default="", help="Put this before every job name (e.g. 'host1-').")
-@click.option("--force", is_flag=True, help="Overwrite spec files that exist already.")
-def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, ledger_path: str | None, prefix: str,
-                       force: bool) -> None:
+@click.option("--force", is_flag=True,
+              help="Overwrite spec files that exist already, and take six-field (Quartz) lines as cron reads them.")
+def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: bool | None, ledger_path: str | None,
+                       prefix: str, force: bool) -> None:
     """Read a crontab (FILE, or - for stdin: `crontab -l | watchkeeper import-crontab`).
 
     With --write DIR, each line becomes a job spec: schedule, command (run through the
-    crontab's SHELL), environment lines, MAILTO as owner, CRON_TZ as timezone, the comment
-    above as intent. With --rewrite, the crontab is printed with each line wrapped in
-    `watchkeeper exec --job NAME`, so cron keeps the schedule and every run is recorded.
-    Without either, the jobs found are listed. Lines that cannot be taken (@reboot, an
-    unescaped %, a bad schedule) are named with their line numbers on stderr; exit 1 then.
+    crontab's SHELL), environment lines, MAILTO as owner, CRON_TZ as timezone, the folder
+    cron runs it in (HOME, else the user's home) as cwd, the comment above as intent (not
+    crontab's template comments), and in a system crontab the user column as the job's
+    user. Names come from the program or script doing the work, unique within the import.
+    With --rewrite, the crontab is printed with each line wrapped in
+    `watchkeeper exec --job NAME` (after the user column in a system crontab), so cron keeps
+    the schedule and every run is recorded; every other byte stays as it was (carriage
+    returns, a missing last newline). Without either, the jobs found are listed. Lines that
+    cannot be taken (@reboot, an unescaped %, a bad schedule, six time fields) are named with
+    their line numbers on stderr; exit 1 then.
 
     \b
     Example:
       crontab -l | watchkeeper import-crontab --write jobs/
       crontab -l | watchkeeper import-crontab --rewrite --ledger /var/lib/watchkeeper/wk.db | crontab -
+      sudo watchkeeper import-crontab /etc/cron.d/backup --write /etc/watchkeeper/jobs
     """
-    text = source.read()
+    # Bytes in, bytes out: universal newlines would turn a Windows crontab's CRLF into LF.
+    text = source.read().decode("utf-8", "surrogateescape")
     src = getattr(source, "name", "-")
-    name = "stdin" if src in ("-", "<stdin>") else str(Path(src).resolve())
-    imp = crontab.parse(text, prefix=prefix)
+    from_file = src not in ("-", "<stdin>", b"<stdin>")
+    name = str(Path(src).resolve()) if from_file else "stdin"
+    fmt: crontab.Format | None = None if system is None else ("system" if system else "user")
+    imp = crontab.parse(text, prefix=prefix, fmt=fmt, path=os.path.abspath(src) if from_file else None,
+                        force=force)
+    if imp.format == "system":
+        click.echo(f"reading {safe_text(name)} as a system crontab (user column): {safe_text(imp.format_why)}",
+                   err=True)
+    for warn in imp.warnings:
+        click.echo(f"warning: {safe_text(str(warn) if warn.line else warn.reason)}", err=True)
     if write_dir is not None:
         folder = Path(write_dir)
         folder.mkdir(parents=True, exist_ok=True)
@@ -73,8 +93,9 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, ledger_path
         click.echo(text_out.encode("utf-8", "surrogateescape"), nl=False)
     elif write_dir is None:
         for job in imp.jobs:
-            click.echo(f"line {job.line}: {job.name}  {job.fields['schedule']}  "
-                       f"{safe_text(job.fields['command'] if isinstance(job.fields['command'], str) else job.fields['command'][-1])}")
+            cmd = job.fields["command"] if isinstance(job.fields["command"], str) else job.fields["command"][-1]
+            user = f"  as {job.fields['user']}" if job.fields.get("user") else ""
+            click.echo(f"line {job.line}: {job.name}  {job.fields['schedule']}{safe_text(user)}  {safe_text(cmd)}")
     for bad in imp.refused:
         click.echo(f"skipped {safe_text(str(bad))}", err=True)
     if imp.refused:

@@ -19,14 +19,14 @@ SAMPLE = (Path(__file__).parent / "crontab_sample.txt").read_text()
 def test_jobs_carry_schedule_command_env_owner_and_intent():
     imp = crontab.parse(SAMPLE)
     jobs = {j.name: j for j in imp.jobs}
-    assert sorted(jobs) == ["backup", "curl", "echo", "find", "report"]
+    assert sorted(jobs) == ["backup", "curl", "find", "mail", "report"]  # echo … | mail: mail does the work
     backup = jobs["backup"].fields
     assert backup["schedule"] == "30 2 * * *" and jobs["backup"].line == 8
     assert backup["command"] == ["/bin/bash", "-c", "/usr/local/bin/backup.sh --full >> /var/log/backup.log 2>&1"]
     assert backup["env"] == {"PATH": "/usr/bin:/bin"} and backup["timezone"] == "Europe/Paris"
     assert backup["owner"] == "ana@example.com" and backup["intent"] == "nightly backup of the db"
     assert jobs["find"].fields["schedule"] == "0 0 * * *"                      # @daily
-    assert jobs["echo"].fields["command"][-1] == 'echo "100% done" | mail -s hi x'  # \% unescaped
+    assert jobs["mail"].fields["command"][-1] == 'echo "100% done" | mail -s hi x'  # \% unescaped
     assert jobs["report"].fields["owner"] == "bob@example.com"                  # a later MAILTO
     assert jobs["report"].fields["intent"] == "inline comment"
 
@@ -43,7 +43,7 @@ def test_written_specs_load_as_valid_jobs(tmp_path):
     assert "skipped line 10: @reboot" in res.output
     loaded = load_dir(tmp_path / "jobs")
     assert not loaded.errors
-    assert sorted(loaded.jobs) == ["backup", "curl", "echo", "find", "report"]
+    assert sorted(loaded.jobs) == ["backup", "curl", "find", "mail", "report"]
     spec = loaded.jobs["backup"].spec
     assert spec.schedule == "30 2 * * *" and spec.owner == "ana@example.com" and spec.timezone == "Europe/Paris"
     again = CliRunner().invoke(cli, ["import-crontab", "--write", str(tmp_path / "jobs")], input=SAMPLE)
