@@ -144,7 +144,9 @@ async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[Loa
         loaded_signature = None  # only for the first watch; after a folder swap, take it afresh
         first_tick = True
         try:
-            async for changes in awatch(root, stop_event=stop_event, debounce=debounce_ms, step=50,
+            # step: watchfiles' own wake-up interval while idle (it checks the stop event every
+            # step); 200 ms costs ~0.03% of a core where 50 ms cost ~0.1% (bench: idle runner).
+            async for changes in awatch(root, stop_event=stop_event, debounce=debounce_ms, step=200,
                                         watch_filter=_is_spec_file, recursive=False,
                                         force_polling=force_polling, yield_on_timeout=True,
                                         rust_timeout=max(1, int(folder_poll_s * 1000))):

@@ -5,8 +5,9 @@ Each part does its work in a synchronous ``tick(now)`` (``scheduler``, ``dispatc
 one coroutine per run (``executor``, ``fanout``); this module only decides when they run.
 Nothing here polls per job: the scheduler loop sleeps until the next due slot (or a spec
 change), the dispatch loop until the next queued run is due, a run is queued by this
-runner, or another process commits to the ledger (``PRAGMA data_version``, checked every
-``DISPATCH_POLL_S``). Every run state change goes through ``core.ledger.lifecycle``.
+runner, or another process commits to the ledger (``core.ledger.wake``: the WAL file's change
+on SQLite, ``LISTEN/NOTIFY`` on PostgreSQL; no polling). Every run state change goes through
+``core.ledger.lifecycle``.
 
 Nothing blocks the event loop: every ledger write of the runner goes through ONE writer
 thread (``core.ledger.writer``) that commits in groups; the scheduler's and dispatcher's
@@ -33,6 +34,7 @@ from typing import Any
 
 from core import __version__
 from core.ledger import runners as runner_rows
+from core.ledger import wake
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.jobs import job_sources, sync_jobs
 from core.ledger.writer import Writer, WriterLedger
@@ -59,15 +61,12 @@ __all__ = ["Finished", "Runner"]
 log = logging.getLogger(__name__)
 
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
-#: Seconds between two ``PRAGMA data_version`` checks while the dispatcher sleeps: how soon
-#: a run queued by another process (``watchkeeper trigger``, a retry written by the sweep
-#: CLI) is seen. One cheap pragma, whatever the number of jobs.
-DISPATCH_POLL_S = 0.25
 #: Longest the dispatcher sleeps with nothing due, seconds (a bound; wake-ups come earlier).
 IDLE_WAKE_S = 30.0
-#: Seconds between mission passes when nothing wakes the loop (a worker run finishing wakes
-#: it at once); picks up what a person did from the CLI or console (approve, answer, abort).
-MISSION_IDLE_S = 1.0
+#: Longest wait between two mission passes, seconds (a bound: a worker run finishing wakes the
+#: loop at once, and so does any other process's commit, e.g. a person's approve, answer or
+#: abort from the CLI or console, through the ledger feed).
+MISSION_IDLE_S = 30.0
 
 
 class Runner:
@@ -202,6 +201,8 @@ class Runner:
             asyncio.create_task(self._sweep_loop(), name="sweep"),
             asyncio.create_task(self._reload_loop(), name="reload"),
             asyncio.create_task(self._mission_loop(), name="missions"),
+            # Another process's commit (``watchkeeper trigger`` on any host) wakes the dispatcher.
+            asyncio.create_task(wake.follow(self.settings.ledger, self._on_commit, stop=self._stop), name="ledger-feed"),
         ]
         try:
             await self._stop.wait()
@@ -232,6 +233,11 @@ class Runner:
                       tree_scans=TreeScans(self.reaper))
         self.executor = Executor(ctx)
         self.fanout = FanoutParent(self.executor)
+
+    def _on_commit(self) -> None:
+        """Another connection committed: dispatch and the missions' pass look again."""
+        self._nudge()
+        self._mission_wake.set()
 
     def _nudge(self) -> None:
         wake = getattr(self, "_wake", None)
@@ -346,7 +352,6 @@ class Runner:
                 await asyncio.wait_for(self._kick.wait(), timeout=max(0.0, wake - time.time()))
 
     async def _dispatch_loop(self) -> None:
-        seen = self.ledger.data_version()
         while True:
             self._wake.clear()
             next_due: float | None = None
@@ -359,22 +364,12 @@ class Runner:
             except Exception as exc:
                 self.failures.failed("dispatch", exc)
             # Sleep until the next queued run is due, this runner queues or ends a run, or
-            # another process commits (checked every DISPATCH_POLL_S). A queued run that is
+            # another process commits (the ledger feed sets _wake). A queued run that is
             # due but was not claimed waits for a limit to free up (a run ending wakes us).
             now = time.time()
             limit = next_due if next_due is not None and next_due > now else now + IDLE_WAKE_S
-            while not self._wake.is_set() and time.time() < limit:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(),
-                                           timeout=max(0.0, min(DISPATCH_POLL_S, limit - time.time())))
-                try:
-                    now_seen = self.ledger.data_version()
-                except StorageError as exc:
-                    log.warning("ledger data_version failed (%s); dispatching anyway", exc)
-                    break
-                if now_seen != seen:
-                    seen = now_seen
-                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, limit - time.time()))
 
     def _dispatch_tick(self, room: int) -> tuple[list[Claimed], float | None]:
         """In a pool thread: claim what is due, and when the next queued run is due."""

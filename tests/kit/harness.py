@@ -24,7 +24,8 @@ def write_specs(folder: Path, text: str, name: str = "jobs.toml") -> Path:
 
 
 def fast_settings(tmp: Path, **overrides: Any) -> Settings:
-    return load_settings(None, ledger=str(tmp / "wk.db"), **{**FAST, **overrides})
+    """Short heartbeat/lease/sweep settings on ``tmp / "wk.db"`` (or ``ledger=`` a URL)."""
+    return load_settings(None, **{"ledger": str(tmp / "wk.db"), **FAST, **overrides})
 
 
 class RunnerThread:

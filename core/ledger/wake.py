@@ -1,0 +1,109 @@
+"""Wake-ups: tell a sleeping loop that another process committed to the ledger, without polling.
+
+* SQLite: every commit writes the ledger's WAL file, so the feed watches the ledger's folder
+  (not its sub-folders) for changes to ``<ledger>`` and ``<ledger>-wal`` with ``watchfiles``
+  (inotify on Linux). Replaces the 0.25 s ``PRAGMA data_version`` poll.
+* PostgreSQL: the ledger's triggers ``NOTIFY watchkeeper`` when runs, jobs or missions change
+  (``core.ledger.dialect.change_tracking_sql``); the feed ``LISTEN``s on its own connection,
+  so ``watchkeeper trigger`` on any host wakes every runner at once.
+
+Either way an idle runner sleeps in the kernel. A feed that loses its connection or its watch
+logs one line, reconnects with backoff and then wakes its loop once (a commit may have been
+missed meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from core.ledger import dialect
+
+log = logging.getLogger(__name__)
+
+#: Milliseconds watchfiles waits between two looks for file events while idle (its own loop
+#: checks the stop event every step): a commit wakes the runner within one to two steps.
+#: 100 ms costs ~0.05% of a core (50 ms: ~0.1%); the 0.25 s data_version poll it replaces
+#: cost more and woke no sooner.
+STEP_MS = 100
+#: Longest wait between two reconnect attempts of a feed, seconds.
+MAX_BACKOFF_S = 10.0
+
+
+async def follow(target: str | os.PathLike[str], on_change: Callable[[], None],
+                 *, stop: asyncio.Event | None = None) -> None:
+    """Call ``on_change()`` (on the running loop) after each commit another connection makes
+    to the ledger at ``target`` (a SQLite path or a ``postgresql://`` URL), until cancelled
+    or ``stop`` is set. Never raises for a lost connection or watch: it retries."""
+    if dialect.is_url(target):
+        await _follow_pg(str(target), on_change, stop)
+    else:
+        await _follow_file(Path(target), on_change, stop)
+
+
+async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.Event | None) -> None:
+    import watchfiles
+
+    path = path.absolute()
+    names = {path.name, f"{path.name}-wal"}
+
+    def ours(_change: watchfiles.Change, changed: str) -> bool:
+        return os.path.basename(changed) in names
+
+    delay = 0.5
+    while stop is None or not stop.is_set():
+        try:
+            async for _ in watchfiles.awatch(path.parent, watch_filter=ours, debounce=STEP_MS, step=STEP_MS,
+                                             recursive=False, stop_event=stop, rust_timeout=0):
+                on_change()
+                delay = 0.5
+            return  # stop was set
+        except (OSError, RuntimeError) as exc:  # folder gone, inotify limits: retry, say it once
+            if delay == 0.5:
+                log.warning("watching %s for commits failed (%s); retrying", path.parent, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+            on_change()
+
+
+async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Event | None) -> None:
+    import psycopg
+
+    delay = 0.5
+    down = False
+    while stop is None or not stop.is_set():
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                              application_name="watchkeeper-listen") as conn:
+                await conn.execute(f"LISTEN {dialect.CHANNEL}")
+                if down:
+                    log.warning("ledger %s: change feed back", dialect.mask_url(url))
+                    down = False
+                    on_change()  # a commit may have come while we were away
+                delay = 0.5
+                gen = conn.notifies()
+                waiter = asyncio.ensure_future(stop.wait()) if stop is not None else None
+                try:
+                    while True:
+                        nxt = asyncio.ensure_future(anext(gen))
+                        done, _ = await asyncio.wait({nxt, *([waiter] if waiter else [])},
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                        if nxt not in done:
+                            nxt.cancel()
+                            return
+                        nxt.result()
+                        on_change()
+                finally:
+                    if waiter is not None:
+                        waiter.cancel()
+        except psycopg.Error as exc:
+            if not down:
+                log.warning("ledger %s: change feed lost (%s); retrying with backoff", dialect.mask_url(url),
+                            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                down = True
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            delay = min(delay * 2, MAX_BACKOFF_S)
