@@ -29,7 +29,7 @@ from core.ledger.records import (
     Runner,
     VerdictWrite,
 )
-from core.ledger.store import JudgeInMove
+from core.ledger.store import JudgeInMove, RetryRule
 from core.spec.model import JobSpec
 from core.vocabulary import Trigger
 
@@ -57,10 +57,13 @@ class SqlStore:
 
     Args:
         ledger: the open ledger; its ``write`` gives each operation its transaction.
+        retry: the retry policy applied when a run ends failed (``finish_run``,
+            ``settle_run``); without it such a move raises ``ValueError``.
     """
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, *, retry: RetryRule | None = None) -> None:
         self.ledger = ledger
+        self.retry = retry
 
     @property
     def _conn(self) -> Conn:
@@ -138,7 +141,7 @@ class SqlStore:
                    max_wait_s: float | None = None) -> bool:
         return terminal.finish_run(self.ledger, run_id, attempt, from_state, to_state, actor=actor,
                                    reason=reason, fields=fields, detail=detail, outcome=outcome, spec=spec,
-                                   handoff_error=handoff_error, max_wait_s=max_wait_s)
+                                   handoff_error=handoff_error, max_wait_s=max_wait_s, retry=self.retry)
 
     def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
                    judge: JudgeInMove, reason: str | None = None, detail: dict[str, Any] | None = None,
@@ -148,7 +151,8 @@ class SqlStore:
 
         def tx(conn: Conn) -> bool | None:
             if not terminal.finish(conn, run_id, attempt, from_state, to_state, actor=actor, reason=reason,
-                                   detail=detail, outcome=outcome, spec=spec, handoff_error=handoff_error):
+                                   detail=detail, outcome=outcome, spec=spec, handoff_error=handoff_error,
+                                   retry=self.retry):
                 return None
             # The verdict in the move's transaction (one commit instead of two). Judging that
             # fails is undone alone and left to the caller; it never holds back the move.

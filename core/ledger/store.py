@@ -14,11 +14,16 @@ seconds (UTC) as a float; ``now`` parameters default to the current time.
 Errors every operation may raise: ``core.ledger.connection.StorageError`` (the store failed:
 disk full, damaged, unreachable; locks are waited out, never raised, unless ``max_wait_s``
 is given).
+
+A store that may end a failed attempt (``finish_run``, ``settle_run``) is made with the retry
+policy (a ``RetryRule``); one made without it refuses a move into a failed state with
+``ValueError`` (operator actions only ever abandon).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.ledger.records import (
@@ -35,6 +40,34 @@ from core.ledger.records import (
     VerdictWrite,
 )
 from core.spec.model import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What the retry policy decided about one failed attempt."""
+
+    #: Queue another attempt of the lineage.
+    retry: bool
+    #: ``primary`` or ``fallback``: which worker the next attempt runs.
+    worker: str
+    #: The policy rule that decided (recorded in the ``retry_decision`` event).
+    rule: str
+    #: Backoff before the next attempt is due, seconds.
+    delay_s: float = 0.0
+
+
+class RetryRule(Protocol):
+    """The retry policy the store applies inside the transaction of a failed attempt's
+    terminal move (``core.supervisor.policy.retry.RetryPolicy``): decided above the store,
+    applied by it, so the decision and the next attempt commit with the move."""
+
+    def decide(self, spec: JobSpec, run: Run, state: str, handoff_error: str | None,
+               fallback_failures: int) -> RetryDecision:
+        """The decision for ``run`` (as it reads after the move) ending in ``state``;
+        ``fallback_failures``: how many of the job's fallback runs failed within its breaker
+        window (0 when the spec has no fallback)."""
+        ...
+
 
 #: Decides, inside the transaction that ended a run, what its verdict is: given the run's
 #: judging case as that transaction sees it, and a ``Store`` whose reads see that transaction

@@ -30,6 +30,7 @@ from typing import Any
 from core.ledger import fanout, lifecycle, outcomes, retries
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL
+from core.ledger.store import RetryRule
 from core.spec.model import JobSpec
 from core.vocabulary import OutcomeStatus, RunState
 
@@ -50,7 +51,7 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
            to_state: RunState | str, *, actor: str, reason: str | None = None,
            fields: Mapping[str, Any] | None = None, detail: dict[str, Any] | None = None,
            outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
-           handoff_error: str | None = None, at: float | None = None) -> bool:
+           handoff_error: str | None = None, at: float | None = None, retry: RetryRule | None = None) -> bool:
     """End run ``run_id`` inside the caller's open write transaction (see the module docstring).
 
     Args:
@@ -64,18 +65,23 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
         spec: the job's spec for the retry policy (read from ``jobs`` when None).
         handoff_error: the handoff's ``error`` (``rate_limit``/``timeout`` are transient).
         at: Unix seconds (UTC) of the move; default now.
+        retry: the retry policy (``core.supervisor.policy.retry.RETRY``); required for a
+            move into a failed state (``FAILED_STATES``).
 
     Returns:
         True when the move won; False when the run was not in ``from_state`` at ``attempt``
         (nothing written).
 
     Raises:
-        ValueError: ``to_state`` is not terminal, or ``outcome`` names an unknown column.
+        ValueError: ``to_state`` is not terminal, ``outcome`` names an unknown column, or a
+            failed state is asked for without ``retry``.
         lifecycle.IllegalTransition: the move is not in the transition table.
     """
     to = RunState(to_state)
     if to not in TERMINAL:
         raise ValueError(f"finish moves into a terminal state, not {to}")
+    if to in FAILED_STATES and retry is None:
+        raise ValueError(f"a move into {to} needs the retry policy (core.supervisor.policy.retry.RETRY)")
     if not lifecycle.apply(conn, run_id, attempt, from_state, to, actor=actor, reason=reason, fields=fields,
                            detail=detail, at=at):
         return False
@@ -88,7 +94,9 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
     if to in FAILED_STATES:
         conn.execute("SAVEPOINT retry_decision")
         try:
-            retries.follow_up(conn, run_id, to.value, actor=actor, spec=spec, handoff_error=handoff_error, now=at)
+            assert retry is not None  # checked before the move
+            retries.follow_up(conn, run_id, to.value, actor=actor, policy=retry, spec=spec,
+                              handoff_error=handoff_error, now=at)
         except Exception as exc:
             if not conn.in_transaction:
                 raise  # SQLite rolled the whole transaction back (disk full, I/O error): no savepoint left

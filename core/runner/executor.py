@@ -55,6 +55,7 @@ from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.spec.settings import Settings
 from core.supervisor import supervisor
+from core.supervisor.policy.retry import RETRY
 from core.vocabulary import RunCommand
 
 log = logging.getLogger(__name__)
@@ -315,7 +316,7 @@ class Executor:
             outcome = {**cols, "status": "timed_out", "reason": "budget_exceeded" if wall_budget else "timeout"}
             won = await self.write(lambda conn: terminal.finish(
                 conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason=reason,
-                fields=ends, outcome=outcome, spec=spec))
+                fields=ends, outcome=outcome, spec=spec, retry=RETRY))
             if won:
                 await self.after_end(run_id)
             else:
@@ -420,7 +421,7 @@ class Executor:
         won = await self.write(lambda conn: terminal.finish(
             conn, run_id, run["attempt"], State.SPAWNED, State.FAILED, actor=ctx.actor, reason=reason,
             fields={"artifacts_dir": art}, detail={"error": message[:2000]},
-            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []}))
+            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []}, retry=RETRY))
         if won:
             await self.after_end(run_id)
 
@@ -475,7 +476,7 @@ class Executor:
 
     def _settle_fallback(self, run_id: int) -> None:
         """Never leave a run in verifying because the supervisor broke: decide by exit code."""
-        store = SqlStore(self.ctx.thread_ledger())
+        store = SqlStore(self.ctx.thread_ledger(), retry=RETRY)
         run = store.run(run_id)
         if run is None or run.state != State.VERIFYING:
             return

@@ -25,6 +25,7 @@ from core.runner.capture import Capture
 from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
+from core.supervisor.policy.retry import RETRY
 
 #: Seconds between two looks at a parent's sub-tasks while it waits for them.
 POLL_S = 0.2
@@ -108,7 +109,7 @@ class FanoutParent:
         if await self.ex.write(lambda conn: terminal.finish(
                 conn, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT, actor=ctx.actor,
                 reason=f"fan-out not settled within {spec.timeout:g}s", detail={"unsettled": pending},
-                outcome=outcome, spec=spec)):
+                outcome=outcome, spec=spec, retry=RETRY)):
             await self.ex.after_end(run["id"])
 
     async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,

@@ -39,6 +39,7 @@ from core.ledger.store import Store
 from core.spec.model import JobSpec, spec_from_json
 from core.supervisor import consult, notify, reach
 from core.supervisor.facts import case_facts, history_facts
+from core.supervisor.policy.retry import RETRY
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate
 from core.supervisor.verify import verify_outcome
 from core.vocabulary import EscalationKind, JudgeEvent
@@ -117,7 +118,7 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
         it), nothing is done and its current state is returned (``"missing"`` for no run).
     """
     settings = _settings(settings)
-    store = SqlStore(ledger)
+    store = SqlStore(ledger, retry=RETRY)
     case = store.judging_case(run_id)
     if case is None:
         return "missing"

@@ -59,6 +59,7 @@ from core.ledger.sql_store import SqlStore
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name, stop_group, stop_processes
 from core.supervisor import supervisor
+from core.supervisor.policy.retry import RETRY
 from core.vocabulary import OrphanReason, SweepAction
 
 log = logging.getLogger(__name__)
@@ -310,7 +311,7 @@ class Sweeper:
         # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
         extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
         try:
-            won = SqlStore(ledger).finish_run(run.id, run.attempt, run.state, State.ORPHANED, actor=self.actor,
+            won = SqlStore(ledger, retry=RETRY).finish_run(run.id, run.attempt, run.state, State.ORPHANED, actor=self.actor,
                                               reason=assessment.reason, fields=fields, detail=detail,
                                               outcome={"signal": fields.get("signal"), **extra},
                                               max_wait_s=self.write_wait_s)

@@ -16,6 +16,7 @@ from core.ledger import lifecycle, outcomes
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
 from core.spec.model import JobSpec, spec_json
+from core.supervisor.policy.retry import RETRY
 
 
 def add_job(ledger: Ledger, folder: Path, name: str = "job", **spec_fields: Any) -> JobSpec:
@@ -79,7 +80,7 @@ def end_as(ledger: Ledger, run_id: int, to_state: str, *, retry: bool = False) -
     def then(c):
         outcomes.record(c, run_id, state=to_state, status=to_state, reason=to_state)
         if retry:
-            retries.follow_up(c, run_id, to_state, actor="test")
+            retries.follow_up(c, run_id, to_state, actor="test", policy=RETRY)
     assert lifecycle.transition(ledger, run_id, att, State.QUEUED, State.SPAWNED, actor="test")
     assert lifecycle.transition(ledger, run_id, att, State.SPAWNED, State.RUNNING, actor="test",
                                 fields={"started_at": time.time() - 5})

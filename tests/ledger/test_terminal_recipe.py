@@ -10,6 +10,7 @@ import pytest
 from core.ledger import lifecycle, runs, terminal
 from core.ledger.connection import Ledger
 from core.spec.model import JobSpec, Task
+from core.supervisor.policy.retry import RETRY
 from tests.kit.sweep import add_job
 
 
@@ -44,7 +45,7 @@ def test_create_queues_attempt_one_with_its_event_and_refuses_an_unknown_trigger
 def test_a_failure_ends_with_outcome_and_retry_in_one_move(ledger):
     add_job(ledger, max_attempts=2)
     rid = _running(ledger)
-    assert terminal.finish_run(ledger, rid, 1, "running", "timed_out", actor="runner:x", reason="timeout after 5s",
+    assert terminal.finish_run(ledger, rid, 1, "running", "timed_out", actor="runner:x", retry=RETRY, reason="timeout after 5s",
                                outcome={"reason": "timeout", "exit_code": None})
     out = ledger.row("SELECT state, status, reason, duration_s FROM job_outcomes WHERE run_id = ?", (rid,))
     assert (out["state"], out["status"], out["reason"]) == ("timed_out", "timed_out", "timeout")
@@ -66,7 +67,7 @@ def test_a_success_writes_status_success_and_no_retry_decision(ledger):
 
 def test_a_lost_race_writes_nothing(ledger):
     rid = _running(ledger)
-    assert not terminal.finish_run(ledger, rid, 1, "spawned", "orphaned", actor="sweep")
+    assert not terminal.finish_run(ledger, rid, 1, "spawned", "orphaned", actor="sweep", retry=RETRY)
     assert runs.state_of(ledger.conn, rid) == "running"
     assert ledger.row("SELECT 1 FROM job_outcomes WHERE run_id = ?", (rid,)) is None
 
@@ -87,7 +88,7 @@ def test_an_ending_fanout_parent_abandons_its_queued_subtasks(ledger):
     from core.ledger import fanout
     kids = ledger.write(lambda c: fanout.create_children(c, runs.get(c, parent), spec, actor="t"))
     assert len(kids) == 2
-    assert terminal.finish_run(ledger, parent, 1, "running", "orphaned", actor="sweep", reason="runner_gone")
+    assert terminal.finish_run(ledger, parent, 1, "running", "orphaned", actor="sweep", reason="runner_gone", retry=RETRY)
     assert [runs.state_of(ledger.conn, k) for k in kids] == ["abandoned", "abandoned"]
     assert {r["reason"] for r in ledger.rows("SELECT reason FROM job_outcomes WHERE run_id IN (?, ?)", kids)} == \
         {fanout.PARENT_ENDED}
@@ -97,7 +98,7 @@ def test_a_retry_policy_that_raises_never_blocks_the_move(ledger):
     ledger.write(lambda c: c.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at)"
                                      " VALUES ('job', '{not json', 'x', 0)"))
     rid = _running(ledger)
-    assert terminal.finish_run(ledger, rid, 1, "running", "orphaned", actor="sweep", reason="lease_expired")
+    assert terminal.finish_run(ledger, rid, 1, "running", "orphaned", actor="sweep", reason="lease_expired", retry=RETRY)
     assert runs.state_of(ledger.conn, rid) == "orphaned"
     decision = _events(ledger, rid, "retry_decision")
     assert len(decision) == 1 and decision[0]["reason"] == "error" and decision[0]["job"] == "job"

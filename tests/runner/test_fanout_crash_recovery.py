@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from core.ledger import lifecycle, retries
+from core.supervisor.policy.retry import RETRY
 from core.sweep import doctor
 from core.sweep.sweep import Sweeper
 from tests.kit.runners import QUICK_RETRY, Runners
@@ -169,7 +170,7 @@ def test_subtask_retry_is_refused_once_its_parent_is_terminal(ledger):
 
     def fail(conn):
         assert lifecycle.apply(conn, t1, 1, "running", "timed_out", actor="test")
-        return retries.follow_up(conn, t1, "timed_out", actor="test", spec=spec)
+        return retries.follow_up(conn, t1, "timed_out", actor="test", policy=RETRY, spec=spec)
     assert ledger.write(fail) is None
     decision = events(ledger, t1, "retry_decision")[-1]
     assert decision["reason"] == "parent_ended" and json.loads(decision["detail"])["retry"] is False
@@ -184,7 +185,7 @@ def test_a_failed_parent_settles_subtasks_queued_under_it(ledger):
 
     def time_out(conn):
         assert lifecycle.apply(conn, parent, 1, "running", "timed_out", actor="runner:x")
-        return retries.follow_up(conn, parent, "timed_out", actor="runner:x", spec=spec)
+        return retries.follow_up(conn, parent, "timed_out", actor="runner:x", policy=RETRY, spec=spec)
     assert ledger.write(time_out) is not None  # the parent's next attempt
     row = run_row(ledger, t2)
     assert (row["state"], row["reason"]) == ("abandoned", "parent_ended")

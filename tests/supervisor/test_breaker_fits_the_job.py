@@ -12,6 +12,7 @@ from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.spec.model import JobSpec, load_dir
+from core.supervisor.policy.retry import RETRY
 
 T0 = 1_767_268_800.0
 
@@ -143,7 +144,7 @@ def test_a_breaker_turned_off_never_cuts_off_the_fallback(tmp_path, switch, rout
         cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
                            " updated_at, ended_at, exit_code) VALUES ('j','L',1,'failed','s','schedule',0,0,0,?,2)",
                            (now,))
-        return retries.follow_up(conn, int(cur.lastrowid), "failed", actor="test", spec=spec, now=now)
+        return retries.follow_up(conn, int(cur.lastrowid), "failed", actor="test", policy=RETRY, spec=spec, now=now)
     new = led.write(seed)
     assert (new is not None) == routed
     if routed:
