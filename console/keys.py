@@ -3,7 +3,7 @@ reference (``docs/`` via ``console.reference``) all come from ``KEYS``, so they 
 
 A ``Key`` is bound on the screens named in ``scopes`` (``bindings(scope)`` builds a screen's
 ``BINDINGS``); ``doc`` rows make the help screen and key reference (``help_rows()``,
-``readme_table()``); ``palette`` entries are the command palette's commands for a screen
+``key_table()``); ``palette`` entries are the command palette's commands for a screen
 (``palette(scope)``). Keys that are handled in ``on_key`` (dialog answers) or not keys at all
 (the mouse) are documented with ``bind=False``.
 
@@ -204,7 +204,7 @@ def palette(scope: str) -> list[tuple[str, str, str]]:
     return [(k.palette, k.action, k.display) for k in KEYS if k.palette and scope in k.scopes]
 
 
-def readme_table() -> str:
+def key_table() -> str:
     """The manual's key table (Markdown), rendered from the registry (``console.reference``
     puts it in docs/reference/keys.md when the manual is built)."""
     lines = ["| Key | Where | Does |", "|-----|-------|------|"]

@@ -3,8 +3,8 @@
 Three pages, each a Markdown string: every CLI command with its ``--help`` (walking the click
 tree), every setting with its default and description (the pydantic settings model), every
 console key (``console.keys``). ``docs/gen/reference.py`` writes them into the site at
-``make docs`` time (mkdocs-gen-files); ``tests/docs`` checks that every command, setting and
-key appears in them.
+``make docs`` time (mkdocs-gen-files); ``tests/console/test_manual_reference.py`` checks that
+every command, setting and key appears in them.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def keys_page() -> str:
         "Every console key, generated from the one key registry (`console/keys.py`) that also makes",
         "the bindings, the footer, the help screen (`?`) and the command palette, so they never",
         "disagree. Only keys that survive SSH and tmux are used.", "",
-        keys.readme_table(),
+        keys.key_table(),
     ])
 
 
