@@ -26,9 +26,10 @@ from typing import Any
 
 from core.ledger.connection import Conn, add_event
 from core.ledger.lifecycle import FAILED_STATES
+from core.ledger.records import BreakerFailure
+from core.ledger.store import BreakerWording
 from core.spec.model import JobSpec
-from core.text import age
-from core.vocabulary import BreakerState, Trigger, sql_set
+from core.vocabulary import BreakerState, sql_set
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 #: Terminal states that count against the breaker (``lifecycle.FAILED_STATES``).
@@ -84,72 +85,26 @@ def _failures_by_id(conn: Conn, ids: list[int]) -> list[dict[str, Any]]:
     return [{k: row[k] for k in row.keys()} for row in rows]
 
 
-def _failed_checks(raw: Any) -> list[str]:
-    """``name: detail`` of each hard verification check that failed (``job_outcomes.verification``)."""
-    try:
-        ver = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return []
-    checks = ver.get("checks", []) if isinstance(ver, dict) else []
-    return [f"{c.get('name')}: {str(c.get('detail') or '')[:80]}".rstrip(": ") for c in checks
-            if isinstance(c, dict) and not c.get("ok") and not c.get("soft")]
-
-
-def _failure_words(f: dict[str, Any]) -> str:
-    """How one failure ended, with its own evidence: ``run 12 failed (exit 1: disk full)``,
-    ``run 9 failed verification (expect_file: out.csv missing; exit 0)``, or with the
-    verdict's kind when it says more than the state (``…; judged false_claim``)."""
-    checks = _failed_checks(f.get("verification"))
-    kind = f.get("verdict_kind")
-    judged = f"; judged {kind}" if kind and kind not in (f["state"], "failed", "verification_failed") else ""
-    if f["exit_code"] == 0 and checks:
-        return f"run {f['id']} failed verification ({'; '.join(checks[:2])}; exit 0{judged})"
-    how = f"exit {f['exit_code']}" if f["exit_code"] is not None else (
-        f"signal {f['signal']}" if f["signal"] else (f["reason"] or f["state"]))
-    if f["exit_code"] == 0 and f["reason"]:
-        how += f", {str(f['reason'])[:80]}"  # exited 0 yet failed: the run's own words say why
-    lines = [ln.strip() for ln in str(f.get("stderr_tail") or "").splitlines() if ln.strip()]
-    said = f": {lines[-1][:80]}" if lines else ""
-    return f"run {f['id']} {f['state']} ({how}{said}{judged})"
-
-
-def held_back(conn: Conn, spec: JobSpec, run_id: int, cooldown: float, *, another: bool = False) -> str:
-    """What an open breaker holds back, worded for how the job is run: only scheduled
-    slots are ever skipped (``admit``), so a job run through ``watchkeeper exec`` (the
-    run's ``runs.trigger``) or by hand is told so rather than promised skipped runs."""
+def _trigger(conn: Conn, run_id: int) -> str | None:
     row = conn.execute("SELECT trigger FROM runs WHERE id = ?", (run_id,)).fetchone()
-    span = f"{'another ' if another else ''}{age(cooldown)}"
-    if row is not None and row[0] == Trigger.EXEC:
-        return f"breaker open for {span} (runs through watchkeeper exec are never skipped: fix what fails)"
-    if spec.schedule or spec.every or spec.once:
-        return f"scheduled runs skipped for {span}"
-    return f"breaker open for {span} (a manual job: nothing is skipped)"
+    return None if row is None else str(row[0])
 
 
-def _opened_reason(failures: list[dict[str, Any]], n: int, window: float, held: str) -> str:
-    listed = ", ".join(_failure_words(f) for f in failures[:5])
-    more = f" and {n - 5} more" if n > 5 else ""
-    return f"{n} failures within {age(window)}: {listed}{more}; {held}"
+def _failure(conn: Conn, run_id: int) -> BreakerFailure | None:
+    got = _failures_by_id(conn, [run_id])
+    return BreakerFailure.from_row(got[0]) if got else None
 
 
-def _trial_reason(conn: Conn, job: str, run_id: int, window: float, held: str,
-                  now: float) -> str:
-    """The failed trial, then the failures that first opened the breaker (their ids are in
-    the latest ``breaker_open`` event from closed), so a re-opening does not hide why."""
-    trial = _failures_by_id(conn, [run_id])
-    what = _failure_words(trial[0]) if trial else f"run {run_id} failed"
+def _first_opened_by(conn: Conn, job: str, run_id: int) -> list[BreakerFailure]:
+    """The failures that first opened the breaker (their ids are in the latest
+    ``breaker_open`` event from closed), without the trial ``run_id`` itself."""
     row = conn.execute("SELECT detail FROM events WHERE job = ? AND kind = 'breaker_open' AND from_state = ?"
                        " ORDER BY id DESC LIMIT 1", (job, CLOSED)).fetchone()
     try:
         ids = [int(i) for i in json.loads(row[0]).get("failures", [])] if row and row[0] else []
     except (ValueError, TypeError, AttributeError):
         ids = []
-    first = _failures_by_id(conn, [i for i in ids if i != run_id])
-    opened = ""
-    if first:
-        more = f" and {len(first) - 5} more" if len(first) > 5 else ""
-        opened = f"; first opened after {', '.join(_failure_words(f) for f in first[:5])}{more}"
-    return f"half-open trial {what}{opened}; {held}"
+    return [BreakerFailure.from_row(f) for f in _failures_by_id(conn, [i for i in ids if i != run_id])]
 
 
 def state_of(conn: Conn, job: str) -> tuple[str, float | None]:
@@ -212,11 +167,13 @@ def admit(conn: Conn, spec: JobSpec, slot: str, *, actor: str, now: float | None
     return False
 
 
-def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str,
+def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, words: BreakerWording,
            owner: str | None = None, sinks: Sequence[Any] = (), now: float | None = None) -> str | None:
     """After a run of ``spec`` reached terminal ``state`` (and no retry is queued for it):
-    update the breaker. Call inside a write transaction. Returns the new breaker state when
-    it changed, else None (always None when the spec turned the breaker off)."""
+    update the breaker, its ``circuit_open`` escalation worded by ``words``
+    (``core.supervisor.policy.breaker.BREAKER``). Call inside a write transaction. Returns the
+    new breaker state when it changed, else None (always None when the spec turned the
+    breaker off)."""
     if not spec.breaker.enabled:
         return None
     ts = now if now is not None else time.time()
@@ -232,8 +189,9 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str,
                  reason="half-open trial failed: another cooldown", run_id=run_id, now=ts)
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts, reason=_trial_reason(conn, spec.name, run_id, window,
-                                                        held_back(conn, spec, run_id, cooldown, another=True), ts))
+                sinks=sinks, now=ts, reason=words.trial_failed(
+                    _failure(conn, run_id), run_id, _first_opened_by(conn, spec.name, run_id),
+                    words.held_back(spec, _trigger(conn, run_id), cooldown, another=True)))
             return OPEN
         if state == "succeeded":
             _set(conn, spec.name, HALF_OPEN, CLOSED, until=None, opened_at=None, actor=actor,
@@ -254,6 +212,7 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str,
                  detail={"failures": [f["id"] for f in failures], "window": window, "cooldown": cooldown})
             _escalations().raise_escalation(
                 conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
-                sinks=sinks, now=ts, reason=_opened_reason(failures, n, window, held_back(conn, spec, run_id, cooldown)))
+                sinks=sinks, now=ts, reason=words.opened([BreakerFailure.from_row(f) for f in failures], n, window,
+                                                         words.held_back(spec, _trigger(conn, run_id), cooldown)))
             return OPEN
     return None

@@ -538,3 +538,26 @@ class PauseChange:
     #: The job's latest ``job_resumed`` event (who resumed it last, when), when asked to
     #: resume a job that is not paused.
     last_resume: Event | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerFailure:
+    """One final failure a breaker counts, with its evidence (``runs`` joined to
+    ``job_outcomes``): what a breaker's escalation names."""
+
+    id: int
+    ended_at: float | None = None
+    state: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    #: The last of its stderr (the whole of a short one).
+    stderr_tail: str | None = None
+    #: The outcome's verification ``{ok, checks}``, decoded.
+    verification: Any = None
+    #: The verdict's kind once judged.
+    verdict_kind: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> BreakerFailure:
+        return _build(cls, row, frozenset({"verification"}))

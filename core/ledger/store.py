@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.ledger.records import (
+    BreakerFailure,
     Event,
     HistoryOutcome,
     Job,
@@ -66,6 +67,24 @@ class RetryRule(Protocol):
         """The decision for ``run`` (as it reads after the move) ending in ``state``;
         ``fallback_failures``: how many of the job's fallback runs failed within its breaker
         window (0 when the spec has no fallback)."""
+        ...
+
+
+class BreakerWording(Protocol):
+    """The sentences a breaker records (``core.supervisor.policy.breaker.BreakerWords``):
+    decided above the store, written by ``core.ledger.breaker`` with the state change."""
+
+    def held_back(self, spec: JobSpec, trigger: str | None, cooldown: float, *, another: bool = False) -> str:
+        """What an open breaker holds back (``trigger``: the failing run's)."""
+        ...
+
+    def opened(self, failures: list[BreakerFailure], n: int, window: float, held: str) -> str:
+        """The reason of the ``circuit_open`` escalation when ``n`` failures open it."""
+        ...
+
+    def trial_failed(self, trial: BreakerFailure | None, run_id: int, first: list[BreakerFailure],
+                     held: str) -> str:
+        """The reason when the half-open trial ``run_id`` failed (``first``: what opened it)."""
         ...
 
 

@@ -55,6 +55,7 @@ from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.spec.settings import Settings
 from core.supervisor import supervisor
+from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
 from core.vocabulary import RunCommand
 
@@ -513,7 +514,7 @@ class Executor:
             return  # a success on a closed breaker changes nothing: skip the write transaction
         try:
             changed = led.write(lambda conn: breaker.record(
-                conn, lj.spec, run_id, row["state"], actor=ctx.actor, owner=lj.spec.owner,
+                conn, lj.spec, run_id, row["state"], actor=ctx.actor, words=BREAKER, owner=lj.spec.owner,
                 sinks=ctx.settings.notify))
         except Exception:
             log.exception("breaker update failed for run %s", run_id)

@@ -11,6 +11,7 @@ from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.spec.model import load_dir
+from core.supervisor.policy.breaker import BREAKER
 from tests.kit.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 
 PY = sys.executable
@@ -82,7 +83,7 @@ def test_retried_transient_failures_do_not_trip(tmp_path):
                          " updated_at) VALUES ('j','L',3,'queued','s','retry',0,0,0)")
         led.write(seed)
         rid = led.one("SELECT id FROM runs WHERE attempt = 2")[0]
-        assert led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", now=1e12)) is None
+        assert led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", words=BREAKER, now=1e12)) is None
         assert breaker.recent_failures(led.conn, "j", 60, 1e12) == 0
 
 
@@ -108,7 +109,7 @@ def test_breaker_reason_says_how_each_run_failed_and_keeps_them_after_a_failed_t
                              (rid, f"L{at}", exit_code, stderr, verification))
                 return rid
             rid = led.write(tx)
-            led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", now=at))
+            led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", words=BREAKER, now=at))
             return rid
 
         t = 1e9

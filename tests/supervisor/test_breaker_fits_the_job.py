@@ -12,6 +12,7 @@ from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.spec.model import JobSpec, load_dir
+from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
 
 T0 = 1_767_268_800.0
@@ -74,7 +75,7 @@ def test_a_5_second_job_failing_now_and_then_keeps_its_breaker_closed(tmp_path):
     led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
     # three failures in two minutes of a job that ran 24 times: the old fixed 3-in-5-minutes opened
     ids = [_fail(led, i, T0 + i * 60) for i in range(3)]
-    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 120)) is None
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", words=BREAKER, now=T0 + 120)) is None
     assert breaker.state_of(led.conn, "j")[0] == "closed"
     led.close()
 
@@ -82,7 +83,7 @@ def test_a_5_second_job_failing_now_and_then_keeps_its_breaker_closed(tmp_path):
 def test_an_opening_breaker_is_escalated_with_the_failures_that_opened_it(tmp_path):
     led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
     ids = [_fail(led, i, T0 + i * 5, stderr=f"step {i}\nerror: disk full on /dev/sd{i}\n") for i in range(3)]
-    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 10)) == "open"
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", words=BREAKER, now=T0 + 10)) == "open"
     esc = led.one("SELECT kind, reason, latest_run_id FROM escalations")
     assert esc["kind"] == "circuit_open" and esc["latest_run_id"] == ids[-1]
     assert esc["reason"] == (
@@ -104,7 +105,7 @@ def test_a_short_stderr_is_quoted_and_the_reason_fits_how_the_job_runs(tmp_path,
     led, spec = _ledger_with(tmp_path, f'name = "j"\ncommand = "true"\n{spec_when}')
     ids = [_fail(led, i, T0 + i * 5, "error: cannot reach db.internal:5432\n", short=True, trigger=trigger,
                  exit_code=3) for i in range(3)]
-    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 10)) == "open"
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", words=BREAKER, now=T0 + 10)) == "open"
     reason = led.one("SELECT reason FROM escalations WHERE kind = 'circuit_open'")["reason"]
     assert reason.endswith(f"run {ids[2]} failed (exit 3: error: cannot reach db.internal:5432),"
                            f" run {ids[1]} failed (exit 3: error: cannot reach db.internal:5432),"
@@ -115,7 +116,7 @@ def test_a_short_stderr_is_quoted_and_the_reason_fits_how_the_job_runs(tmp_path,
 def test_turning_the_breaker_off_closes_an_open_one_and_never_opens_again(tmp_path):
     led, spec = _ledger_with(tmp_path, 'name = "j"\ncommand = "true"\nevery = "5s"\n')
     ids = [_fail(led, i, T0 + i) for i in range(3)]
-    led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", now=T0 + 3))
+    led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", words=BREAKER, now=T0 + 3))
     assert breaker.state_of(led.conn, "j")[0] == "open"
     (tmp_path / "jobs" / "j.toml").write_text('name = "j"\ncommand = "true"\nevery = "5s"\nbreaker = false\n')
     off = load_dir(tmp_path / "jobs").jobs["j"].spec
@@ -123,7 +124,7 @@ def test_turning_the_breaker_off_closes_an_open_one_and_never_opens_again(tmp_pa
     assert breaker.state_of(led.conn, "j")[0] == "closed"
     assert led.one("SELECT state, resolved_by FROM escalations WHERE kind = 'circuit_open'")["state"] == "resolved"
     more = [_fail(led, 10 + i, T0 + 5 + i) for i in range(5)]
-    assert led.write(lambda c: breaker.record(c, off, more[-1], "failed", actor="test", now=T0 + 10)) is None
+    assert led.write(lambda c: breaker.record(c, off, more[-1], "failed", actor="test", words=BREAKER, now=T0 + 10)) is None
     assert breaker.state_of(led.conn, "j")[0] == "closed"
     led.close()
 
