@@ -27,7 +27,8 @@ import aiohttp
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1280,800", "--remote-debugging-port=0"]
+         "--disable-dev-shm-usage", "--disable-3d-apis", "--disable-extensions", "--mute-audio",
+         "--window-size=1280,800", "--remote-debugging-port=0"]
 
 # Keeps what the terminal is sent (the console's output, ANSI and all) where a test can read it.
 SCREEN_HOOK = """
@@ -166,8 +167,10 @@ class Browser:
         await self.send("Input.dispatchKeyEvent", type="keyDown", key=key, text=key, unmodifiedText=key)
         await self.send("Input.dispatchKeyEvent", type="keyUp", key=key)
 
-    async def screenshot(self, path: Path) -> Path:
-        shot = await self.send("Page.captureScreenshot", format="png")
+    async def screenshot(self, path: Path, *, top: int | None = None) -> Path:
+        """A PNG of the page (only its ``top`` CSS pixels when given) saved at ``path``."""
+        clip = {} if top is None else {"clip": {"x": 0, "y": 0, "width": 1280, "height": top, "scale": 1}}
+        shot = await self.send("Page.captureScreenshot", format="png", **clip)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
         return path
