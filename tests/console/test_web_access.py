@@ -120,3 +120,40 @@ def test_a_generated_token_is_the_operators_and_matches_only_itself():
     book, token = TokenBook.generated("ana", read_only=False)
     assert len(token) >= 24 and book.match(token) == Identity("ana", False)
     assert book.match(token + "x") is None and book.match("") is None
+
+
+def test_off_loopback_without_a_token_file_a_token_is_made_and_printed_once(monkeypatch, tmp_path):
+    from console import web
+
+    servers: list[WebConsole] = []
+    monkeypatch.setattr(web.WebConsole, "serve", lambda self, debug=False: servers.append(self))
+    said: list[str] = []
+    web.serve_console(ledger=tmp_path / "wk.db", bind="0.0.0.0:8080", token_file=None, operator="ana",
+                      read_only=False, echo=said.append)
+    (line,) = said
+    token = line.split("?token=", 1)[1].split()[0]
+    assert servers[0].book is not None and servers[0].book.match(token) == Identity("ana", False)
+    said.clear()
+    web.serve_console(ledger=tmp_path / "wk.db", bind="127.0.0.1:8080", token_file=None, operator="ana",
+                      read_only=True, echo=said.append)
+    assert servers[1].book is None and "token" not in said[0] and "read-only" in said[0]
+    with pytest.raises(WebError, match="--bind nonsense"):
+        web.serve_console(ledger=tmp_path / "wk.db", bind="nonsense", token_file=None, operator="ana",
+                          read_only=False, echo=said.append)
+
+
+def test_the_cli_says_in_one_line_what_is_wrong_with_web_flags(tmp_path):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+    from tests.kit import console_fixtures as cf
+
+    ledger = tmp_path / "wk.db"
+    cf.build(ledger)
+    r = CliRunner()
+    res = r.invoke(cli, ["console", "--ledger", str(ledger), "--bind", "0.0.0.0:8080"])
+    assert res.exit_code == 2 and "--bind and --token-file go with --web" in res.output
+    loose = _tokens(tmp_path, f'[ana]\ntoken = "{GOOD}"\n', 0o644)
+    res = r.invoke(cli, ["console", "--web", "--ledger", str(ledger), "--token-file", str(loose)])
+    assert res.exit_code == 2 and "readable by others" in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
