@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as PoolExecutor
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core import runas
+from core import monitor, runas
 from core.ledger import breaker, lifecycle, outcomes, queue, terminal
 from core.ledger.connection import Conn, Ledger
 from core.ledger.lifecycle import State
@@ -105,6 +106,8 @@ class Context:
     on_end: Callable[[], None] | None = None  # any run of this runner ended (wakes the missions)
     reaper: Reaper | None = None  # the child subreaper: ends what a run left outside its group
     tree_scans: TreeScans | None = None  # one look at the process tree for runs ending together
+    #: Why run ``id`` was ended by an operator's stop (``run --kill``, Ctrl-C of ``exec``), or None.
+    stopped_by: Callable[[int], str | None] | None = None
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -120,6 +123,12 @@ def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[
         if limit is not None and isinstance(value, int | float) and value > limit:
             out.append({"code": "budget_exceeded", "message": f"handoff {key}={value:g} exceeds {name}={limit:g}"})
     return out
+
+
+def _rc(status: int | None) -> int | None:
+    """A shell status as a ``Popen`` return code (negative: killed by that signal)."""
+    code, sig = monitor.decode_status(status)
+    return -sig if sig is not None else code
 
 
 def task_of(spec: JobSpec, run: Mapping[str, Any]) -> Any:
@@ -179,23 +188,23 @@ class Executor:
 
     # -- one run -------------------------------------------------------------------------
     async def execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
-        """Run ``run`` (claimed, ``spawned``) to its outcome."""
+        """Run ``run`` (claimed, ``spawned``) to its outcome: the job starts under its
+        per-run monitor (``core.monitor``), then ``follow`` watches it to its end."""
         ctx, spec = self.ctx, lj.spec
         run_id, attempt = run["id"], run["attempt"]
         art = ctx.settings.artifacts_dir / str(run_id)
+        degraded = None
         try:
             art.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
-            log.warning("run %s: cannot create artifacts folder: %s", run_id, exc)
+            # The run still runs and is recorded; its output goes to a private folder instead.
+            art = Path(tempfile.mkdtemp(prefix=f"watchkeeper-run-{run_id}-"))
+            degraded = f"artifacts folder unusable ({exc.strerror or exc}); output kept in {art}"
+            log.warning("run %s: %s", run_id, degraded)
         handoff_path = art / "handoff.json"
         with contextlib.suppress(OSError):
             handoff_path.unlink()
         argv = self.command_for(spec, run)
-        task_spec = task_of(spec, run)
-        timeout = task_spec.timeout if task_spec is not None else spec.timeout
-        wall_budget = spec.budget.wall is not None and spec.budget.wall < timeout
-        if wall_budget:
-            timeout = spec.budget.wall
         # Taken before the spawn: a fast job may have exited by the time spawn returns, and
         # its duration must not come out negative.
         started = time.time()
@@ -211,89 +220,117 @@ class Executor:
             await self.spawn_failed(run, str(art), f"user: {exc}")
             return
         try:
-            proc = await spawn.start(argv, cwd=resolve_cwd(lj), env=env)
+            mon = await spawn.start_monitored(argv, cwd=resolve_cwd(lj), env=env, art=art,
+                                              cap=ctx.settings.output_cap)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
-        fields = {"pid": proc.pid, "pgid": proc.pid, "pid_create_time": create_time(proc.pid),
+        fields = {"pid": mon.pid, "pgid": mon.pid, "pid_create_time": create_time(mon.pid),
                   "started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
         won = await self.write(lambda conn: lifecycle.apply(
             conn, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor, fields=fields,
-            detail={"pid": proc.pid, "argv": argv[:20]}))
+            detail={"pid": mon.pid, "argv": argv[:20]}))
         if not won:
             # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
-            signal_group(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            proc.close()
-            await self.late_result(run, proc.returncode, "spawned")
+            signal_group(mon.pid, signal.SIGKILL)
+            await mon.job_exit()
+            status = await mon.status()
+            await mon.drained(DRAIN_AFTER_EXIT_S)
+            await self.late_result(run, _rc(status), "spawned")
             return
-        out = Capture(art / "stdout.log", ctx.settings.output_cap)
-        err = Capture(art / "stderr.log", ctx.settings.output_cap)
-        readers = [asyncio.create_task(pump(proc.stdout, out)), asyncio.create_task(pump(proc.stderr, err))]
+        await self.follow({**run, **fields}, lj, mon, capture_note=degraded)
+
+    def timeout_of(self, spec: JobSpec, run: Mapping[str, Any]) -> tuple[float, bool]:
+        """(seconds, whether it is the ``budget.wall``) the run may take."""
+        task_spec = task_of(spec, run)
+        timeout = task_spec.timeout if task_spec is not None else spec.timeout
+        if spec.budget.wall is not None and spec.budget.wall < timeout:
+            return spec.budget.wall, True
+        return timeout, False
+
+    async def follow(self, run: dict[str, Any], lj: LoadedJob, mon: spawn.Monitored, *,
+                     reattached: bool = False, capture_note: str | None = None) -> None:
+        """Watch a running run (started here, or re-attached from an earlier runner with
+        ``reattached``) to its end and record it: timeout and grace continue from the run's
+        ``started_at``; the exit status and output come from its monitor's files, so a run
+        that ended while no runner was there is recorded as it really ended."""
+        ctx, spec = self.ctx, lj.spec
+        run_id, attempt = run["id"], run["attempt"]
+        art = mon.art
+        handoff_path = art / "handoff.json"
+        started = float(run["started_at"] or time.time())
+        timeout, wall_budget = self.timeout_of(spec, run)
         # The deadline is kept by the watchdog thread, so a ledger lock held elsewhere
         # (which can stall this loop) never delays a timeout kill.
-        ctx.watchdog.watch(run_id, proc.pid, timeout, spec.grace)
+        ctx.watchdog.watch(run_id, mon.pid, max(0.0, started + timeout - time.time()), spec.grace)
         try:
-            await proc.wait()
+            await mon.job_exit()
         except asyncio.CancelledError:
-            # Runner shutting down hard: leave the process alone; a later runner settles it.
+            # Runner stopping: the job goes on under its monitor; the next runner re-attaches it.
             ctx.watchdog.cancel(run_id)
-            for r in readers:
-                r.cancel()
             raise
         timed_out = ctx.watchdog.fired(run_id)
         ctx.watchdog.cancel(run_id)
+        status = await mon.status()
         escaped: list[dict[str, Any]] = []
         escaped_how = ""
-        reaper = ctx.reaper if ctx.reaper is not None and ctx.reaper.subreaper else None
+        reaper = ctx.reaper if ctx.reaper is not None and ctx.reaper.subreaper and not reattached else None
         if timed_out:
             # The leader is gone; whatever of its group ignored SIGTERM goes now.
-            signal_group(proc.pid, signal.SIGKILL)
+            signal_group(mon.pid, signal.SIGKILL)
             if reaper is None:
                 # Without a subreaper, what left the group (setsid, setpgid) but carries the run
                 # id is found by a scan of every process: only here, at a timeout.
-                escaped = await asyncio.to_thread(kill_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+                escaped = await asyncio.to_thread(kill_escaped, run_id, str(run.get("runner_id") or ctx.runner_id),
+                                                  exclude_pgid=mon.pid)
                 escaped_how = "killed "
-        # Drain what is left; a grandchild holding the pipe must not block us.
-        done, pending = await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
+        # Drain what is left (the monitor exits once its drains read the pipes to the end);
+        # a grandchild holding the pipe must not block us.
+        drained = await mon.drained(DRAIN_AFTER_EXIT_S)
         # What still runs in the job's group after its main process exited (a background
         # `cmd &`) ends now; said in the outcome so it is not ended silently.
-        in_group = [] if timed_out else await self._group_leftovers(proc.pid)
-        signal_group(proc.pid, signal.SIGKILL)  # leftover group members outlive nothing
+        in_group = [] if timed_out else await self._group_leftovers(mon.pid)
+        signal_group(mon.pid, signal.SIGKILL)  # leftover group members outlive nothing
         if reaper is not None:
             # As subreaper the runner adopted whatever the run started that left its process
             # group (setsid, double fork): ended now, whatever the outcome, success included.
-            # Looked for only after the group kill: a process that called setsid while the
-            # output drained is outside the group by then, or was killed in it.
             # "Created after the run started" on the kernel's clock, as psutil reads it (its
             # boot time is whole seconds): the leader's own create time, not time.time().
-            leader_created = fields["pid_create_time"]
+            leader_created = run.get("pid_create_time")
             since = float(leader_created) if leader_created is not None else started - 1.0
-            escaped, last = await self._end_strays(reaper, run_id, since, spec.grace, proc.pid)
+            escaped, last = await self._end_strays(reaper, run_id, since, spec.grace, mon.pid)
             escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
-        if pending:  # what held the pipe is ended now: read what it wrote, briefly
-            done2, pending = await asyncio.wait(pending, timeout=0.5)
-            if pending and not escaped and reaper is None:  # still holding our pipe: record who (a scan)
-                escaped = await asyncio.to_thread(find_escaped, run_id, ctx.runner_id, exclude_pgid=proc.pid)
+        # What held the pipe is ended now: its last output is read briefly; one that still
+        # holds it (it left the group, and no subreaper found it) must not keep the run open.
+        if not drained and not await mon.drained(0.5):
+            if not escaped and reaper is None:
+                escaped = await asyncio.to_thread(find_escaped, run_id, str(run.get("runner_id") or ctx.runner_id),
+                                                  exclude_pgid=mon.pid)
                 escaped_how = "still running, holding the output pipe: "
-            for r in pending:
-                r.cancel()
-        for c in (out, err):
-            c.close()
-        proc.close()
-        # When the process ended, not when the loop got round to it (a held ledger lock).
-        ended = max(started, min(time.time(), proc.exited_at or time.time()))
-        rc = proc.returncode
-        exit_code = rc if rc is not None and rc >= 0 else None
-        sig = -rc if rc is not None and rc < 0 else None
+            mon.end_monitor()
+            await mon.drained(0.5)
+        try:
+            out, err = await asyncio.to_thread(lambda: (monitor.finish_output(art, "stdout"),
+                                                        monitor.finish_output(art, "stderr")))
+            capture_error = None
+        except OSError as exc:
+            out = err = monitor.Output(0, b"", b"", False)
+            capture_error = f"folding the output: {exc.strerror or exc}"
+        # When the process ended (the monitor's record), not when the loop got round to it.
+        ended = max(started, min(time.time(), mon.ended_at or time.time()))
+        exit_code, sig = monitor.decode_status(status)
+        rc = _rc(status)
         if os.path.lexists(handoff_path):  # parsing (up to handoff_max bytes of JSON) happens off the loop
             hread = await asyncio.to_thread(read_handoff, handoff_path, ctx.settings.handoff_max)
         else:  # a plain shell job wrote none: nothing to parse, no thread hop
             hread = read_handoff(handoff_path, ctx.settings.handoff_max)
         findings = list(hread.findings)
-        for c, name in ((out, "stdout"), (err, "stderr")):
-            if c.write_error:
-                findings.append({"code": "capture_degraded", "message": f"{name}: {c.write_error}"})
+        for note in (capture_note, capture_error):
+            if note:
+                findings.append({"code": "capture_degraded", "message": note})
+        if status is None:
+            findings.append({"code": "exit_unknown", "message": (
+                "the run's monitor ended without recording the job's exit status")})
         findings.extend(budget_findings(spec, hread.data))
         if escaped:
             findings.append({"code": "escaped_processes", "message": (
@@ -310,6 +347,19 @@ class Executor:
             "handoff_raw": hread.raw, "handoff": hread.data, "handoff_findings": findings,
         }
         ends = {"exit_code": exit_code, "signal": sig, "ended_at": ended}
+        stopped_by = ctx.stopped_by(run_id) if ctx.stopped_by is not None else None
+        if stopped_by is not None and not timed_out:
+            # Ended by an operator's stop (``run --kill``, Ctrl-C of ``exec``): recorded as
+            # such, never judged as the job's own failure.
+            outcome = {**cols, "status": "abandoned", "reason": "interrupted"}
+            won = await self.write(lambda conn: terminal.finish(
+                conn, run_id, attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor, reason="interrupted",
+                fields=ends, outcome=outcome, spec=spec, detail={"by": stopped_by}))
+            if won:
+                await self.after_end(run_id)
+            else:
+                await self.late_result(run, rc, "abandoned", cols)
+            return
         if timed_out:
             reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
             if sig == signal.SIGKILL:  # the watchdog's SIGKILL came after the grace

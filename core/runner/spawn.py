@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
+from pathlib import Path
 
+from core import monitor
 from core.processes import forget_child, start_child
 
 
@@ -105,3 +108,171 @@ async def start(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
         child.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
         child._transports.append(transport)
     return child
+
+
+# -- a job under its per-run monitor (``core.monitor``): the run outlives the runner ----------
+#: Seconds to wait for the monitor's ``exit`` file after the job's process is gone (the
+#: monitor writes it the moment it reaps the job).
+STATUS_WAIT_S = 2.0
+#: Seconds between two looks when no pidfd can be had (not Linux).
+POLL_S = 0.1
+
+
+def _check_program(argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> None:
+    """Raise as ``Popen`` would when ``argv[0]`` cannot be run: the monitor starts it later,
+    and a missing program must still be a spawn failure, not exit 127 of a started run."""
+    if not argv:
+        raise ValueError("empty command")
+    prog = str(argv[0])
+    if "\0" in prog:
+        raise ValueError("embedded null byte")
+    if "/" in prog:
+        path = prog if os.path.isabs(prog) else os.path.join(cwd or os.getcwd(), prog)
+        if not os.path.exists(path):
+            raise FileNotFoundError(2, "No such file or directory", prog)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(13, "Permission denied", prog)
+        return
+    if shutil.which(prog, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, "No such file or directory", prog)
+
+
+async def wait_gone(pid: int, *, reap: bool = False) -> None:
+    """Wait until process ``pid`` exits (a pidfd on Linux, any process; else polling). With
+    ``reap`` (our own child), collect its status so it leaves no zombie."""
+    loop = asyncio.get_running_loop()
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        fd = None
+    except (AttributeError, OSError):
+        while _running(pid, reap):
+            await asyncio.sleep(POLL_S)
+        return
+    if fd is not None:
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+        loop.add_reader(fd, ready)
+        try:
+            await fut
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+    if reap:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        forget_child(pid)
+
+
+def _running(pid: int, reap: bool) -> bool:
+    if reap:
+        with contextlib.suppress(ChildProcessError, OSError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Monitored:
+    """A job running under its monitor, started now (``start_monitored``) or re-attached by a
+    later runner (``attach``). ``pid``: the job's (its process group too); ``art``: the run's
+    folder; ``monitor``: the monitor's pid (None when it is gone)."""
+
+    def __init__(self, pid: int, art: Path, monitor_pid: int | None, *, child: bool) -> None:
+        self.pid = pid
+        self.art = art
+        self.monitor = monitor_pid
+        self._child = child  # the monitor is this process's child: reap it
+        self.ended_at: float | None = None
+
+    async def job_exit(self) -> None:
+        """Wait until the job's own process exits."""
+        await wait_gone(self.pid)
+
+    async def status(self) -> int | None:
+        """The job's status (``$?``) from the monitor's ``exit`` file, waiting up to
+        ``STATUS_WAIT_S`` while the monitor lives; None when it never came (the monitor died)."""
+        deadline = time.monotonic() + STATUS_WAIT_S
+        while True:
+            st = monitor.exit_status(self.art)
+            if st is not None:
+                self.ended_at = monitor.exit_time(self.art)
+                return st
+            if time.monotonic() > deadline or not self.monitor_running():
+                st = monitor.exit_status(self.art)  # written just before it exited
+                if st is not None:
+                    self.ended_at = monitor.exit_time(self.art)
+                return st
+            await asyncio.sleep(0.005)
+
+    def monitor_running(self) -> bool:
+        if self.monitor is None:
+            return False
+        if self._child:
+            return _running(self.monitor, True)
+        return monitor.monitor_alive(self.art)
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the monitor to exit (its drains read the pipes to
+        the end); True when it did."""
+        if self.monitor is None:
+            return True
+        try:
+            await asyncio.wait_for(wait_gone(self.monitor, reap=self._child), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def end_monitor(self) -> None:
+        """Kill the monitor and its drains (its own process group): something the job started
+        holds the pipe and could not be ended; what was drained so far is kept."""
+        if self.monitor is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.monitor, 9)
+
+
+async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], art: Path,
+                          cap: int) -> Monitored:
+    """Start ``argv`` under a per-run monitor (``core.monitor``) writing to folder ``art``,
+    ``cap`` bytes kept per stream. Returns once the job's pid is known.
+
+    Raises:
+        OSError: the program could not be started (not found, not executable, bad cwd), or
+            the folder or the monitor could not be set up.
+        ValueError: invalid arguments (e.g. a NUL byte in argv or env).
+    """
+    _check_program(argv, cwd, env)
+    monitor.prepare(art)
+    loop = asyncio.get_running_loop()
+    popen = start_child(monitor.argv(art, cap, [str(a) for a in argv]), stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=monitor.env(dict(env)),
+                        start_new_session=True, close_fds=True)
+    reader = asyncio.StreamReader(loop=loop)
+    transport, _ = await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), popen.stdout)
+    try:
+        line = await reader.readline()
+    finally:
+        transport.close()
+    popen.returncode = 0  # waited for by ``Monitored``, never by the Popen object
+    try:
+        pid = int(line)
+    except ValueError:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(popen.pid, 0)
+        forget_child(popen.pid)
+        raise OSError(f"the run's monitor did not start (folder {art})") from None
+    return Monitored(pid, art, popen.pid, child=True)
+
+
+def attach(pid: int, art: Path) -> Monitored:
+    """A job started by an earlier runner: ``pid`` from ``runs.pid``, ``art`` its folder."""
+    mon = monitor.monitor_pid(art) if monitor.monitor_alive(art) else None
+    return Monitored(pid, art, mon, child=False)

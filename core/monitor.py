@@ -1,0 +1,257 @@
+"""The per-run monitor: what holds a job's output and exit status, so a run outlives its runner.
+
+A process cannot report its own death, and the runner is a process too: when it stops,
+crashes or is upgraded, the jobs it started must go on, their output must not lose its
+reader, and their exit status must still be known afterwards. Like containerd's shim or
+conmon, every run gets a tiny monitor of its own, here a POSIX ``sh`` (dash on Debian, about
+1 MB of RSS, most of it shared), never a Python interpreter. The runner starts it in a
+session of its own; the monitor
+
+* starts the job in a session (process group) of its own with ``setsid``, its stdout and
+  stderr going to two FIFOs in the run's artifacts folder, and prints the job's pid once
+  (the runner reads it and records it in ``runs.pid``/``pgid``);
+* drains each FIFO with ``head -c HEAD >STREAM.log`` (the file grows as the job writes:
+  readable while the run goes on, ``watchkeeper logs -f``), then ``dd | tail -c TAIL``: the
+  rest is counted by ``dd`` and only its last TAIL bytes are kept (``STREAM.tail``), so a job
+  printing 2 GB leaves at most ``output_cap`` bytes per stream on disk, and the pipe is
+  always drained, so the job never blocks on it;
+* waits for the job and writes its status to ``exit`` (``$?`` as the shell reports it, a
+  newline-terminated integer), then waits for the drains and exits.
+
+Nothing in it depends on the runner: the runner can be killed with -9 and the job still
+completes, its output and status on disk. A runner that starts re-attaches a run whose
+monitor is still alive (``monitor_alive``) and records the true end of one whose monitor
+left an ``exit`` file (``finish_output``). A run is orphaned only when neither is there.
+
+A shell reports death by signal N as status 128 + N, the same as ``exit 128+N``: statuses
+129-192 are recorded as the signal (``decode_status``), as a shell user reads them.
+
+Files in the artifacts folder (all written by the monitor, except the FIFOs the runner makes):
+``monitor.pid``, ``stdout.fifo``/``stderr.fifo`` (removed at the end), ``STREAM.log`` (head;
+after ``finish_output`` the whole kept output, with an omission marker when over the cap),
+``STREAM.count`` (dd's report), ``STREAM.tail`` (tail, folded into the log at the end),
+``exit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+#: The monitor's name in its argv (``$0``): how a monitor is recognised in the process table.
+NAME = "watchkeeper-monitor"
+#: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, then the job's argv.
+#: ``WKM_RUN``/``WKM_RUNNER`` become the job's ``WATCHKEEPER_RUN_ID``/``_RUNNER_ID``: the
+#: monitor and its drains carry no run marker, so nothing that ends a run's leftover
+#: processes (the reaper, the sweep) mistakes them for the job's.
+SCRIPT = r"""d=$1 h=$2 t=$3
+shift 3
+exec </dev/null
+echo $$ >"$d/monitor.pid"
+for s in stdout stderr; do
+  { head -c "$h" >"$d/$s.log"; LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
+done
+(WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER
+export WATCHKEEPER_RUN_ID WATCHKEEPER_RUNNER_ID
+unset WKM_RUN WKM_RUNNER
+exec setsid "$@" >"$d/stdout.fifo" 2>"$d/stderr.fifo") &
+echo $!
+exec >/dev/null
+wait $!
+echo $? >"$d/exit"
+wait
+"""
+STREAMS = ("stdout", "stderr")
+SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick display
+#: Statuses a shell gives a job killed by signal N: 128 + N, for N up to SIGRTMAX.
+MAX_SIGNAL = 64
+
+
+def shell() -> str:
+    """The POSIX shell the monitor runs in (``/bin/sh``)."""
+    return "/bin/sh"
+
+
+def argv(art: Path, cap: int, job_argv: list[str]) -> list[str]:
+    """The monitor's command line for a job ``job_argv`` whose output goes to folder ``art``,
+    ``cap`` bytes kept per stream (first half as head, the rest as tail)."""
+    head = cap // 2
+    return [shell(), "-c", SCRIPT, NAME, str(art), str(head), str(cap - head), *job_argv]
+
+
+def env(job_env: dict[str, str]) -> dict[str, str]:
+    """The monitor's environment: the job's, its run markers renamed (see ``SCRIPT``)."""
+    out = dict(job_env)
+    out["WKM_RUN"] = out.pop("WATCHKEEPER_RUN_ID", "")
+    out["WKM_RUNNER"] = out.pop("WATCHKEEPER_RUNNER_ID", "")
+    return out
+
+
+def prepare(art: Path) -> None:
+    """Make ``art`` ready for a monitor: leftovers of an earlier start removed, the two FIFOs
+    made. Raises ``OSError`` when the folder is unusable (the run cannot start)."""
+    art.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name in ("monitor.pid", "exit", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))):
+        with contextlib.suppress(FileNotFoundError):
+            (art / name).unlink()
+    for s in STREAMS:
+        os.mkfifo(art / f"{s}.fifo", 0o600)
+
+
+def monitor_pid(art: Path) -> int | None:
+    """The pid in ``art/monitor.pid``, or None."""
+    try:
+        return int((art / "monitor.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def monitor_alive(art: Path) -> bool:
+    """True when the monitor of folder ``art`` is still running: the pid it recorded is a live
+    (non-zombie) process whose command line names this monitor and this folder (a reused pid
+    never matches). Never raises."""
+    pid = monitor_pid(art)
+    if pid is None:
+        return False
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmd = p.cmdline()
+    except psutil.Error:
+        return False
+    return NAME in cmd and str(art) in cmd
+
+
+def exit_status(art: Path) -> int | None:
+    """The status the monitor recorded for the job (``$?``), None while it has not (the job
+    still runs, or the monitor died first). Never raises."""
+    try:
+        text = (art / "exit").read_text()
+    except OSError:
+        return None
+    if not text.endswith("\n"):
+        return None  # being written
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def exit_time(art: Path) -> float | None:
+    """When the job ended (the ``exit`` file's mtime, Unix seconds), or None."""
+    try:
+        return (art / "exit").stat().st_mtime
+    except OSError:
+        return None
+
+
+def decode_status(status: int | None) -> tuple[int | None, int | None]:
+    """``(exit_code, signal)`` from a shell's ``$?``: 128 + N (N ≤ 64) is death by signal N."""
+    if status is None:
+        return None, None
+    if 128 < status <= 128 + MAX_SIGNAL:
+        return None, status - 128
+    return status, None
+
+
+@dataclass
+class Output:
+    """One stream's kept output after ``finish_output``: ``total`` bytes the job wrote (as
+    counted), the first and last ``SLICE`` bytes, whether bytes were dropped."""
+
+    total: int
+    head: bytes
+    tail: bytes
+    truncated: bool
+
+    def summary(self, prefix: str) -> dict[str, object]:
+        """``job_outcomes`` columns for this stream (``prefix``: stdout or stderr)."""
+        return {f"{prefix}_bytes": self.total, f"{prefix}_head": self.head.decode("utf-8", errors="replace"),
+                f"{prefix}_tail": self.tail.decode("utf-8", errors="replace") if self.total > SLICE else None}
+
+
+_BYTES = re.compile(rb"^(\d+) bytes", re.MULTILINE)
+
+
+def _dd_count(path: Path) -> int:
+    try:
+        m = _BYTES.search(path.read_bytes())
+    except OSError:
+        return 0
+    return int(m.group(1)) if m else 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def marker(omitted: int) -> bytes:
+    """The line put where dropped bytes were."""
+    return f"\n[watchkeeper: {omitted} bytes omitted]\n".encode()
+
+
+def finish_output(art: Path, stream: str) -> Output:
+    """Fold a finished run's ``STREAM.tail`` into ``STREAM.log`` (after an omission marker
+    when bytes were dropped) and remove the monitor's working files of that stream; an empty
+    log is removed (a silent job keeps no file). Idempotent: a second call finds the folded
+    log. Never raises for missing files; ``OSError`` of the append propagates."""
+    log, tail_p, count_p = art / f"{stream}.log", art / f"{stream}.tail", art / f"{stream}.count"
+    head_n = _size(log)
+    rest = _dd_count(count_p)
+    tail_n = _size(tail_p)
+    folded = tail_p.exists() or count_p.exists()
+    total = head_n + rest if folded else head_n
+    omitted = max(0, rest - tail_n)
+    if tail_n or omitted:
+        with open(log, "ab") as fh, open(tail_p, "rb") as src:
+            if omitted:
+                fh.write(marker(omitted))
+            while chunk := src.read(1 << 16):
+                fh.write(chunk)
+    for p in (tail_p, count_p, art / f"{stream}.fifo"):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    head = tail = b""
+    try:
+        size = log.stat().st_size
+        with open(log, "rb") as fh:
+            head = fh.read(SLICE)
+            if size > SLICE:
+                fh.seek(max(0, size - SLICE))
+                tail = fh.read(SLICE)
+    except FileNotFoundError:
+        size = 0
+    if size == 0:
+        with contextlib.suppress(FileNotFoundError):
+            log.unlink()
+    if not folded:  # finished before (a second call): the log holds all that was kept
+        total = size
+    return Output(total=total, head=head, tail=tail, truncated=omitted > 0)
+
+
+def read_output(art: Path, stream: str) -> bytes:
+    """What run folder ``art`` kept of ``stream`` so far: the log, plus (while the monitor has
+    not been finished) the tail part after a marker once it exists. For display; never raises."""
+    try:
+        data = (art / f"{stream}.log").read_bytes()
+    except OSError:
+        data = b""
+    tail = art / f"{stream}.tail"
+    if tail.exists():
+        omitted = max(0, _dd_count(art / f"{stream}.count") - _size(tail))
+        try:
+            rest = tail.read_bytes()
+        except OSError:
+            rest = b""
+        if omitted or rest:
+            data += (marker(omitted) if omitted else b"") + rest
+    return data
