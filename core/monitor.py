@@ -10,8 +10,9 @@ session of its own; the monitor
 * starts the job in a session (process group) of its own with ``setsid``, its stdout and
   stderr going to two FIFOs in the run's artifacts folder, and prints the job's pid once
   (the runner reads it and records it in ``runs.pid``/``pgid``);
-* drains each FIFO with ``head -c HEAD >STREAM.log`` (the file grows as the job writes:
-  readable while the run goes on, ``watchkeeper logs -f``), then ``dd | tail -c TAIL``: the
+* drains each FIFO with ``stdbuf -o0 head -c HEAD >STREAM.log`` (unbuffered: the file grows
+  as the job writes, readable while the run goes on, ``watchkeeper logs -f``),
+  then ``dd | tail -c TAIL``: the
   rest is counted by ``dd`` and only its last TAIL bytes are kept (``STREAM.tail``), so a job
   printing 2 GB leaves at most ``output_cap`` bytes per stream on disk, and the pipe is
   always drained, so the job never blocks on it;
@@ -53,8 +54,10 @@ SCRIPT = r"""d=$1 h=$2 t=$3
 shift 3
 exec </dev/null
 echo $$ >"$d/monitor.pid"
+ub=; command -v stdbuf >/dev/null && ub="stdbuf -o0"
 for s in stdout stderr; do
-  { head -c "$h" >"$d/$s.log"; LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
+  { $ub head -c "$h" >"$d/$s.log"
+    LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
 done
 (WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER
 export WATCHKEEPER_RUN_ID WATCHKEEPER_RUNNER_ID

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, prepare_places
+from console.cli.runs import stop_mode, stop_options
 from core.ledger.dialect import is_url
 from core.spec.settings import Settings, SettingsError, load_settings
 
@@ -142,14 +143,17 @@ def register(group: click.Group) -> None:
     @group.command("up")
     @click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
     @_console_options
+    @stop_options
     def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
                theme: str | None, refresh: float | None, operator: str | None,
-               screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None) -> None:
+               screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None,
+               drain: bool, kill: bool) -> None:
         """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
         Quitting the console (q, then y) stops the runner cleanly: it asks first, saying how
-        many runs are in flight; no new run starts once confirmed, and running jobs get the
-        shutdown grace.
+        many runs are in flight; no new run starts once confirmed. Running jobs keep running
+        under their monitors and the next `up` or `run` re-attaches them (--drain waits up to
+        shutdown_grace for them first, --kill ends them).
 
         With --web the console is served to browsers instead (see `watchkeeper console
         --help`); Ctrl-C stops the server and the runner.
@@ -166,7 +170,7 @@ def register(group: click.Group) -> None:
         # create and migrate before either side opens it; a bad place is one line, exit 2
         prepare_places(settings.ledger, settings.artifacts_dir)
         _quiet_logging(log_beside(settings, ".log"))
-        runner = Runner(spec_dir, settings, install_signal_handlers=False)
+        runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill))
         failure: list[BaseException] = []
 
         def run_runner() -> None:

@@ -101,6 +101,23 @@ def register(cli: click.Group) -> None:
     cli.add_command(jobs_cmd)
 
 
+def stop_options(fn: Any) -> Any:
+    """``--drain`` / ``--kill``: what stopping the runner does with the runs still going."""
+    fn = click.option("--kill", is_flag=True,
+                      help="On stop, end running jobs (SIGTERM, SIGKILL after shutdown_grace); recorded as"
+                           " abandoned (interrupted).")(fn)
+    return click.option("--drain", is_flag=True,
+                        help="On stop, wait up to shutdown_grace seconds for running jobs before leaving them"
+                             " to the next runner.")(fn)
+
+
+def stop_mode(drain: bool, kill: bool) -> str:
+    """The runner's ``stop_mode`` from ``--drain``/``--kill`` (exit 2 when both are given)."""
+    if drain and kill:
+        fail("--drain and --kill exclude each other", EXIT_USAGE)
+    return "drain" if drain else "kill" if kill else "leave"
+
+
 @click.command("run")
 @click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
 @ledger_option
@@ -109,12 +126,16 @@ def register(cli: click.Group) -> None:
 @click.option("--quiet", is_flag=True, help="Do not print a line per finished run.")
 @click.option("--metrics", "metrics_bind", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics on http://HOST:PORT/metrics [default: the [metrics] bind setting; off].")
+@stop_options
 def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, concurrency: int | None,
-            quiet: bool, metrics_bind: str | None) -> None:
+            quiet: bool, metrics_bind: str | None, drain: bool, kill: bool) -> None:
     """Run the jobs of SPEC_DIR headless, printing one line per finished run.
 
-    Ctrl-C (or SIGTERM) stops spawning and gives running jobs `shutdown_grace` seconds;
-    whatever is still running is recorded for the next runner to settle.
+    Ctrl-C (or SIGTERM) stops spawning. Running jobs keep running under their monitors and
+    the next runner re-attaches them, recording how each really ended (the upgrade path:
+    stop, install, start). --drain waits up to `shutdown_grace` seconds for them first;
+    --kill ends them (recorded as abandoned, reason interrupted). A second Ctrl-C stops
+    waiting.
 
     With --metrics (or the [metrics] bind setting) it serves Prometheus metrics read from the
     ledger: runs by job and state, durations, open escalations, heartbeat age, outbox.
@@ -142,7 +163,8 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
             click.echo(finished_line(f.ended_at, f.job, f.attempt, f.state, f.duration_s, f.exit_code, f.signal,
                                      f.reason))
 
-    runner = Runner(spec_dir, settings, on_finished=on_finished)
+    runner = Runner(spec_dir, settings, on_finished=on_finished, stop_mode=stop_mode(drain, kill),
+                    on_notice=lambda text: click.echo(f"watchkeeper: {text}", err=True))
     click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {ledger_name(settings.ledger)}"
                " (Ctrl-C to stop)", err=True)
     try:
@@ -176,10 +198,10 @@ def _start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
 
 def print_stopped(reason: str, left: list[dict[str, Any]]) -> None:
     """On stderr: why the runner stopped and the runs it left running (``Runner.left_behind``),
-    which the next runner settles as interrupted."""
+    which keep running under their monitors until the next runner re-attaches them."""
     click.echo(f"watchkeeper: runner stopped ({shown(reason)})"
-               + (f"; {len(left)} run(s) left running for the next runner to settle (as interrupted):" if left
-                  else "; nothing left running"), err=True)
+               + (f"; {len(left)} run(s) left running; the next runner re-attaches them and records how they end:"
+                  if left else "; nothing left running"), err=True)
     for r in left:
         name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
         click.echo(f"  run {r['id']}  {shown(name)}  attempt {r['attempt']}  pid {r['pid'] or '-'}", err=True)

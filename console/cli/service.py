@@ -85,9 +85,9 @@ Restart=always
 RestartSec=5
 # The runner pings the watchdog from its heartbeat ({settings.heartbeat:g}s): a wedged runner is restarted.
 WatchdogSec={watchdog_s(settings)}
-# SIGTERM to the runner only: running jobs get shutdown_grace ({settings.shutdown_grace:g}s); what is left
-# then is killed with the unit and settled by the next runner.
-KillMode=mixed
+# SIGTERM to the runner only: running jobs go on under their monitors, and the next runner
+# (`systemctl restart`: the upgrade path) re-attaches them and records how they really ended.
+KillMode=process
 TimeoutStopSec={int(settings.shutdown_grace + 20)}
 
 [Install]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -357,8 +357,28 @@ def record_stopped(conn: Conn, runner_id: str, *, actor: str, left_running: list
         left = [{"id": r["id"], "job": r["job"], "task": r["task"], "attempt": r["attempt"], "pid": r["pid"]}
                 for r in conn.execute(f"SELECT id, job, task, attempt, pid FROM runs WHERE id IN ({marks})"
                                       " ORDER BY id", tuple(left_running)).fetchall()]
-    text = (f"{reason}: {len(left_running)} run(s) left running for the next runner to settle (interrupted)"
+    text = (f"{reason}: {len(left_running)} run(s) left running under their monitors for the next runner"
+            " to re-attach"
             if left_running else f"{reason}: clean stop, nothing left running")
     add_event(conn, actor=actor, kind="runner_stopped", reason=text,
               detail={**(detail or {}), "stop_reason": reason, "left_running": left_running, "left": left}, at=now)
     return left
+
+
+def reattach_run(conn: Conn, run: Mapping[str, Any], *, runner_id: str, lease_s: float,
+                 reason: str, now: float | None = None) -> bool:
+    """Inside a write transaction: runner ``runner_id`` takes over the live run ``run`` (a
+    ``runs`` mapping with ``id``, ``attempt``, ``state``, ``runner_id``) that an earlier runner
+    of this host left behind; compare-and-set on (state, attempt, previous runner), so two
+    starting runners never both take it. Renews its lease (``lease_s`` seconds) and appends a
+    ``reattached`` event (``reason``: what the new runner found: still running, or ended while
+    no runner was there). Returns whether it was taken."""
+    at = time.time() if now is None else now
+    cur = conn.execute("UPDATE runs SET runner_id = ?, lease_until = ? WHERE id = ? AND attempt = ? AND state = ?"
+                       " AND runner_id = ?", (runner_id, at + lease_s, run["id"], run["attempt"], run["state"],
+                                               run["runner_id"]))
+    if cur.rowcount != 1:
+        return False
+    add_event(conn, actor=f"runner:{runner_id}", kind="reattached", run_id=run["id"], job=run["job"],
+              attempt=run["attempt"], reason=reason, detail={"previous_runner": run["runner_id"]}, at=at)
+    return True

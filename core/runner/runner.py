@@ -34,12 +34,14 @@ from typing import Any
 
 from core import __version__
 from core.ledger import runners as runner_rows
+from core.ledger import runs as run_rows
 from core.ledger import wake
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.jobs import job_sources, sync_jobs
 from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
-from core.processes import create_time
+from core.processes import create_time, signal_group
+from core.runner import reattach, spawn
 from core.runner.daily_prune import DailyPrune
 from core.runner.dispatcher import Claimed, Dispatcher
 from core.runner.executor import Context, Executor, Finished
@@ -60,6 +62,11 @@ __all__ = ["Finished", "Runner"]
 
 log = logging.getLogger(__name__)
 
+#: What a stop does with the runs still going: leave them to their monitors and the next
+#: runner, wait for them (up to ``shutdown_grace``), or end them.
+STOP_MODES = ("leave", "drain", "kill")
+#: Seconds a ``--kill`` stop waits, after the SIGKILL, for the runs to be recorded.
+KILL_RECORD_S = 5.0
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
 #: Longest the dispatcher sleeps with nothing due, seconds (a bound; wake-ups come earlier).
 IDLE_WAKE_S = 30.0
@@ -85,7 +92,13 @@ class Runner:
 
     After ``run`` returns, ``stop_reason`` says why it stopped ("SIGTERM (systemd stop)", …)
     and ``left_behind`` lists the runs it left running (``[{id, job, task, attempt, pid}]``),
-    for the next runner to settle as interrupted.
+    for the next runner to re-attach.
+
+    ``stop_mode`` says what a stop does with the runs still going (``STOP_MODES``): "leave"
+    (default) leaves them to their monitors and the next runner; "drain" waits up to
+    ``shutdown_grace`` seconds for them first; "kill" ends them (SIGTERM, SIGKILL after
+    ``shutdown_grace``), recorded as abandoned, reason ``interrupted``. A second SIGINT stops
+    waiting. ``on_notice`` gets the operator-facing lines of a stop ("waiting up to 10s…").
     """
 
     # Made by run(): the loop's events, the threads, the connections and the parts live only
@@ -108,7 +121,10 @@ class Runner:
     def __init__(self, spec_dir: str | os.PathLike[str], settings: Settings, *,
                  install_signal_handlers: bool = True,
                  on_finished: Callable[[Finished], None] | None = None,
-                 runner_id: str | None = None, subreaper: bool = True) -> None:
+                 runner_id: str | None = None, subreaper: bool = True, stop_mode: str = "leave",
+                 on_notice: Callable[[str], None] | None = None) -> None:
+        if stop_mode not in STOP_MODES:
+            raise ValueError(f"stop_mode must be one of {', '.join(STOP_MODES)}, not {stop_mode!r}")
         self.spec_dir = Path(spec_dir).resolve()  # jobs.source stays stable across restarts
         self.settings = settings
         self.id = runner_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -133,6 +149,9 @@ class Runner:
         self.left_behind: list[dict[str, Any]] = []
         self.started = threading.Event()
         self.service = ServiceNotifier()  # systemd's READY/WATCHDOG; silent outside systemd
+        self.stop_mode = stop_mode
+        self.on_notice = on_notice
+        self._killing: dict[int, str] = {}  # runs ended by a --kill stop: why
 
     # -- public -------------------------------------------------------------------------
     def request_stop(self, reason: str | None = None) -> None:
@@ -150,12 +169,16 @@ class Runner:
         """SIGINT/SIGTERM: a clean stop, attributed. Under systemd (``INVOCATION_ID`` set) a
         SIGTERM is the unit being stopped or restarted."""
         if self._stop.is_set():
+            if not self._hurry.is_set():
+                self._hurry.set()
+                self._notice(f"{sig.name} again: no longer waiting; what still runs is left running"
+                             " for the next runner")
             return
         systemd = bool(os.environ.get("INVOCATION_ID"))
         self.stop_reason = sig.name + (" (systemd stop)" if systemd and sig == signal.SIGTERM else "")
         self._stop_detail = {"signal": sig.name, "user": os.environ.get("USER") or self.settings.operator,
                              "systemd_invocation": os.environ.get("INVOCATION_ID"), "pid": os.getpid()}
-        log.warning("%s received: stopping (running jobs get %gs)", sig.name, self.settings.shutdown_grace)
+        self._notice(f"{sig.name} received: stopping ({self._stop_plan()})")
         self._stop.set()
 
     async def run(self) -> None:
@@ -166,6 +189,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
         self._mission_wake = asyncio.Event()
+        self._hurry = asyncio.Event()  # a second SIGINT: stop waiting for runs
         self._reload_lock = asyncio.Lock()
         self._loaded_signature = None
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
@@ -185,10 +209,13 @@ class Runner:
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         registered_at = time.time()
         self._register()
-        await self._reconcile()
         # Taken before the load: a spec written between it and the watch starting is reloaded.
         self._loaded_signature = signature(Path(self.spec_dir))
         self._load_specs(load_dir(self.spec_dir, prefer=job_sources(self.ledger)))
+        # Runs an earlier runner of this host left (a stop, a crash, an upgrade) are taken over
+        # first, so the startup sweep orphans only what nothing can tell the end of.
+        await self._reattach()
+        await self._reconcile()
         self._record_past_gap(registered_at)
         self.started.set()
         self.service.ready(f"running {len(self.jobs)} job(s) from {self.spec_dir}")
@@ -197,13 +224,15 @@ class Runner:
             asyncio.create_task(daily_prune.loop(self._stop), name="retention"),
             asyncio.create_task(self._scheduler_loop(), name="scheduler"),
             asyncio.create_task(self._dispatch_loop(), name="dispatch"),
-            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._sweep_loop(), name="sweep"),
             asyncio.create_task(self._reload_loop(), name="reload"),
             asyncio.create_task(self._mission_loop(), name="missions"),
             # Another process's commit (``watchkeeper trigger`` on any host) wakes the dispatcher.
             asyncio.create_task(wake.follow(self.settings.ledger, self._on_commit, stop=self._stop), name="ledger-feed"),
         ]
+        # The heartbeat goes on while a stop drains or kills runs: a stopping runner is alive,
+        # and must never look stalled (a critical runner gap) to a watcher.
+        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         try:
             await self._stop.wait()
         finally:
@@ -230,7 +259,7 @@ class Runner:
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
                       on_end=self._mission_wake.set, reaper=self.reaper,
-                      tree_scans=TreeScans(self.reaper))
+                      tree_scans=TreeScans(self.reaper), stopped_by=self._killing.get)
         self.executor = Executor(ctx)
         self.fanout = FanoutParent(self.executor)
 
@@ -266,6 +295,40 @@ class Runner:
                                   specs=[lj.spec for lj in self.jobs.values()])
         except Exception:
             log.exception("recording the runner gap before this start failed; `watchkeeper status` still shows it")
+
+    async def _reattach(self) -> None:
+        """Take over the runs earlier runners of this host left (``core.runner.reattach``):
+        follow the live ones, record the true end of those that ended meanwhile, settle those
+        left verifying. Failures are logged; the next sweep pass tries again."""
+        try:
+            found = await asyncio.to_thread(lambda: reattach.candidates(self._thread_ledger(), runner_id=self.id))
+        except Exception:
+            log.exception("looking for runs to re-attach failed; the next sweep pass tries again")
+            return
+        for cand in found:
+            run = cand.run
+            if run["id"] in self.live:
+                continue
+            lj = await asyncio.to_thread(reattach.job_for, self._thread_ledger(), run["job"], self.jobs)
+            if lj is None:
+                continue  # no spec at all: the sweep settles it
+            def take(conn: Conn, run: dict[str, Any] = run, found: str = cand.found) -> bool:
+                return runner_rows.reattach_run(conn, run, runner_id=self.id, lease_s=self.settings.lease,
+                                                reason=reattach.FOUND[found])
+            try:
+                won = await self.writer.run(take)
+            except StorageError as exc:
+                log.warning("run %s: re-attaching failed (%s); the next sweep pass tries again", run["id"], exc)
+                continue
+            if not won:
+                continue
+            log.warning("run %s (%s): re-attached; %s", run["id"], run["job"], reattach.FOUND[cand.found])
+            if cand.found == "verifying":
+                body = self.executor.settle(run["id"])
+            else:
+                mon = spawn.attach(int(run["pid"]), Path(run["artifacts_dir"]))
+                body = self.executor.follow(run, lj, mon, reattached=True)
+            self._track(run["id"], body)
 
     async def _reconcile(self) -> None:
         try:
@@ -380,9 +443,12 @@ class Runner:
             body = self.fanout.execute(run, lj)
         else:
             body = self.executor.execute(run, lj)
-        task = asyncio.create_task(body, name=f"run-{run['id']}")
-        self.live[run["id"]] = task
-        run_id: int = run["id"]
+        self._track(run["id"], body)
+
+    def _track(self, run_id: int, body: Any) -> None:
+        """Run ``body`` (a run's coroutine) as a live run of this runner."""
+        task = asyncio.create_task(body, name=f"run-{run_id}")
+        self.live[run_id] = task
         task.add_done_callback(lambda _t: self._run_done(run_id))
 
     def _run_done(self, run_id: int) -> None:
@@ -478,6 +544,8 @@ class Runner:
                     log.exception("settling lost runs failed; retrying next pass")
             for run_id in report.orphaned:
                 await self.executor.after_end(run_id)  # judged, breaker, and its line like any other finish
+            if report.pending:  # perhaps left by another runner of this host that stopped since
+                await self._reattach()
             if self.reaper.subreaper:
                 try:
                     await asyncio.to_thread(self.reaper.reap_strays)
@@ -502,16 +570,77 @@ class Runner:
             log.exception("spec watcher stopped; specs will not hot-reload")
 
     # -- shutdown -----------------------------------------------------------------------
+    def _notice(self, text: str) -> None:
+        """An operator-facing line about the stop (``on_notice``, and the log)."""
+        log.warning("%s", text)
+        if self.on_notice is not None:
+            try:
+                self.on_notice(text)
+            except Exception:
+                log.exception("on_notice callback failed")
+
+    def _stop_plan(self) -> str:
+        """What this stop does with the runs still going, in words."""
+        n, grace = len(self.live), self.settings.shutdown_grace
+        if not n:
+            return "no run in flight"
+        if self.stop_mode == "drain":
+            return (f"waiting up to {grace:g}s for {n} running job(s) to finish; Ctrl-C again to stop waiting"
+                    " (they keep running and the next runner re-attaches them)")
+        if self.stop_mode == "kill":
+            return (f"ending {n} running job(s): SIGTERM now, SIGKILL after {grace:g}s; Ctrl-C again to stop"
+                    " waiting")
+        return f"{n} running job(s) keep running under their monitors; the next runner re-attaches them"
+
+    async def _wait_live(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the live runs to end, or a second SIGINT."""
+        if not self.live:
+            return
+        hurry = asyncio.create_task(self._hurry.wait())
+        try:
+            await asyncio.wait([*self.live.values(), hurry], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            while self.live and not self._hurry.is_set():
+                left = timeout - (time.monotonic() - self._stop_began)
+                if left <= 0:
+                    break
+                await asyncio.wait([*self.live.values(), hurry], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hurry.cancel()
+
+    async def _kill_live(self) -> None:
+        """``--kill``: end every live run's process group (SIGTERM, SIGKILL after
+        ``shutdown_grace``); each is recorded as abandoned (reason ``interrupted``) by its own
+        task, which is waited for briefly."""
+        ids = sorted(self.live)
+        pids: dict[int, int] = await self.writer.run(lambda conn: {
+            i: int(row["pid"]) for i in ids if (row := run_rows.get(conn, i, "pid")) and row["pid"]})
+        why = f"runner {self.id} stopped with --kill ({self.stop_reason})"
+        for run_id in ids:
+            self._killing[run_id] = why
+            signal_group(pids.get(run_id), signal.SIGTERM)
+        await self._wait_live(self.settings.shutdown_grace)
+        for run_id in list(self.live):
+            signal_group(pids.get(run_id), signal.SIGKILL)
+        self._hurry.clear()
+        self._stop_began = time.monotonic()
+        await self._wait_live(KILL_RECORD_S)
+
+    # -- shutdown -----------------------------------------------------------------------
     async def _shutdown(self) -> None:
-        """Stop spawning; give live runs ``shutdown_grace`` seconds; record what is left;
-        close the threads and connections this runner opened."""
-        if self.live:
-            log.warning("waiting up to %gs for %d running job(s)", self.settings.shutdown_grace, len(self.live))
-            await asyncio.wait(list(self.live.values()), timeout=self.settings.shutdown_grace)
+        """Stop spawning; then, by ``stop_mode``, leave the live runs to their monitors, wait
+        for them, or end them; record what is left; close the threads and connections this
+        runner opened. The heartbeat goes on until the stop is recorded."""
+        self._stop_began = time.monotonic()
+        if self.live and self.stop_mode == "drain":
+            await self._wait_live(self.settings.shutdown_grace)
+        elif self.live and self.stop_mode == "kill":
+            await self._kill_live()
         left = sorted(self.live)
         for t in list(self.live.values()):
-            t.cancel()
+            t.cancel()  # the job goes on under its monitor
         await asyncio.gather(*self.live.values(), return_exceptions=True)
+        self._heartbeat_task.cancel()
+        await asyncio.gather(self._heartbeat_task, return_exceptions=True)
         for t in list(self._bg):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, timeout=5)

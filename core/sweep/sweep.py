@@ -49,9 +49,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from core import liveness
+from core import liveness, monitor
 from core.ledger.connection import Ledger, StorageError
 from core.ledger.lifecycle import LIVE, State
 from core.ledger.records import Run, Runner
@@ -66,6 +67,29 @@ log = logging.getLogger(__name__)
 
 #: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
 DEFAULT_KILL_GRACE_CAP_S = 5.0
+
+def reattachable(run: Run, owner: Runner | None, *, now: float, this_host: str) -> str | None:
+    """Whether a runner of this host can take over the live run ``run`` left by the runner
+    ``owner``: ``"running"`` (its monitor still runs the job), ``"ended"`` (the job ended
+    while no runner was there and its monitor recorded how: ``core.monitor``),
+    ``"verifying"`` (its outcome is recorded, its verdict is not), else None. Only runs of a
+    runner of this host that is gone (stopped, or its process dead); never runs started by
+    ``exec`` (no runner). Reads files and the process table; never writes."""
+    if owner is None or owner.hostname != this_host:
+        return None
+    if liveness.runner_liveness(owner, now=now, this_host=this_host) is not RunnerLiveness.GONE:
+        return None
+    if run.state == State.VERIFYING:
+        return "verifying"
+    if run.state != State.RUNNING or not run.artifacts_dir:
+        return None
+    art = Path(run.artifacts_dir)
+    if monitor.monitor_alive(art):
+        return "running"
+    if monitor.exit_status(art) is not None:
+        return "ended"
+    return None
+
 
 @dataclass
 class SweepReport:
@@ -135,6 +159,10 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
             return Assessment(SweepAction.SKIP)
         if state is RunnerLiveness.STALLED:
             return Assessment(SweepAction.STALLED)
+    if reattachable(run, owner, now=now, this_host=this_host) in ("running", "ended"):
+        # Its monitor holds the job (or how it ended): a runner of this host re-attaches it
+        # and records its true end. Never killed, never orphaned.
+        return Assessment(SweepAction.PENDING)
     start_missed = (run.state == State.SPAWNED and run.spawned_at is not None
                     and run.spawned_at + settings.start_timeout < now)
     if run.lease_until is not None:

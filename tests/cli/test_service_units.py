@@ -28,7 +28,7 @@ def test_install_writes_a_notify_unit_with_a_watchdog_and_a_sweep_timer(tmp_path
     assert sorted(p.name for p in units.iterdir()) == [
         "watchkeeper-sweep.service", "watchkeeper-sweep.timer", "watchkeeper.service"]
     unit = (units / "watchkeeper.service").read_text()
-    for line in ("Type=notify", "Restart=always", "WatchdogSec=30", "KillMode=mixed",
+    for line in ("Type=notify", "Restart=always", "WatchdogSec=30", "KillMode=process",
                  f"WorkingDirectory={tmp_path / 'jobs'}", "WantedBy=multi-user.target"):
         assert line in unit.splitlines()
     assert f"run {tmp_path / 'jobs'} --ledger {tmp_path / 'wk.db'} --quiet" in unit
