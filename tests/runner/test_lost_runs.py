@@ -48,7 +48,7 @@ def test_a_lost_run_whose_process_still_runs_has_its_group_killed(tmp_path, monk
 
     async def crash_wait(self):  # the run's task dies while its process is still running
         raise RuntimeError("runner bug")
-    monkeypatch.setattr(runner_mod.spawn.Child, "wait", crash_wait)
+    monkeypatch.setattr(runner_mod.spawn.Monitored, "job_exit", crash_wait)
     specs = tmp_path / "jobs"
     write_specs(specs, f'''
 name = "sleeper"

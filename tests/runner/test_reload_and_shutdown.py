@@ -43,7 +43,7 @@ def test_edit_applies_from_next_run_and_bad_edit_keeps_last_good_spec(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_gives_grace_and_records_what_was_left_running(tmp_path):
+def test_sigterm_with_drain_gives_grace_and_records_what_was_left_running(tmp_path):
     specs = tmp_path / "jobs"
     write_specs(specs, f'''
 [[job]]
@@ -57,7 +57,7 @@ once = true
 ''')
     (specs / "watchkeeper.toml").write_text("shutdown_grace = 3\nheartbeat = 0.2\nlease = 1.0\n")
     db = tmp_path / "wk.db"
-    proc = subprocess.Popen([PY, "-m", "console.cli", "run", str(specs), "--ledger", str(db)],
+    proc = subprocess.Popen([PY, "-m", "console.cli", "run", str(specs), "--ledger", str(db), "--drain"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     long_pid = None
     try:
@@ -81,12 +81,15 @@ once = true
     assert json.loads(stop["detail"])["left_running"] == [long_run["id"]]
     assert long_run["state"] == "running"
     assert query(db, "SELECT stopped_at FROM runners")[0]["stopped_at"] is not None
-    # a later runner settles it at once: its process group is killed and the run orphaned
+    # it keeps running under its monitor; a later runner re-attaches it
+    assert psutil.pid_exists(long_pid)
     s = fast_settings(tmp_path)
-    with RunnerThread(specs, s):
-        wait_for(lambda: terminal_runs(db, "long"), timeout=15)
-    assert terminal_runs(db, "long")[0]["state"] == "orphaned"
-    assert not psutil.pid_exists(long_pid) or psutil.Process(long_pid).status() == psutil.STATUS_ZOMBIE
+    try:
+        with RunnerThread(specs, s) as rt:
+            wait_for(lambda: query(db, "SELECT 1 FROM events WHERE kind = 'reattached'"), timeout=15)
+            assert query(db, "SELECT runner_id FROM runs WHERE job = 'long'")[0]["runner_id"] == rt.runner.id
+    finally:
+        os.killpg(long_pid, signal.SIGKILL)
 
 
 @pytest.mark.slow

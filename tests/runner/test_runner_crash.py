@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,9 @@ def test_job_killed_with_sigkill_ends_terminal_with_signal_9(rig, tmp_path):
     assert row["state"] == "failed" and row["signal"] == 9 and row["exit_code"] is None
 
 
-def test_runner_killed_mid_run_is_orphaned_at_restart_and_retried(rig, tmp_path):
+def test_runner_and_monitor_killed_mid_run_is_orphaned_at_restart_and_retried(rig, tmp_path):
+    """Nothing can tell how the run ends (its runner and its monitor are gone): the next
+    runner kills the job, orphans the run and retries it."""
     marker = tmp_path / "first-attempt-ran"
     rig.write(f'''
 name = "crashy"
@@ -44,6 +47,8 @@ max_attempts = 2
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait()
     assert pid_alive(first["pid"]), "the job outlives its runner (own session)"
+    monitor_pid = int((Path(first["artifacts_dir"]) / "monitor.pid").read_text())
+    os.killpg(monitor_pid, signal.SIGKILL)  # its monitor too: nothing keeps the exit status
 
     rig.start()
     assert wait_for(lambda: len(rig.runs("crashy")) == 2 and rig.runs("crashy")[1]["state"] in lifecycle.TERMINAL)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -63,6 +64,8 @@ def test_leftover_in_the_group_of_a_dead_leader_is_killed_at_restart(rig):
     assert wait_for(lambda: len(members(run["pgid"], run["id"])) == 3)  # sh, sleep 200, sleep 2
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait()
+    # Its monitor too: nothing can tell how the run ended, so the sweep's leftover kill applies.
+    os.killpg(int((Path(run["artifacts_dir"]) / "monitor.pid").read_text()), signal.SIGKILL)
     assert wait_for(lambda: not pid_alive(run["pid"]), timeout=10), "the leader ends on its own"
     leftover = members(run["pgid"], run["id"])
     assert len(leftover) == 1 and psutil.Process(leftover[0]).cmdline() == ["sleep", "200"]

@@ -126,11 +126,11 @@ def escalations_all(rig) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_clean_stop_leaves_runs_that_the_next_runner_settles_as_interrupted(rig, tmp_path):
-    rig.write('name = "long"\ncommand = ["sleep", "60"]\nonce = true\nmax_attempts = 2\n'
-              'backoff = { initial = 60, factor = 1, max = 60, jitter = false }\n'
-              '[[job]]\nname = "single"\ncommand = ["sleep", "60"]\nonce = true\n'.replace(
-                  'name = "long"', '[[job]]\nname = "long"', 1))
+def test_clean_stop_leaves_runs_that_the_next_runner_reattaches_and_pages_nothing(rig, tmp_path):
+    gate = tmp_path / "go"
+    wait_gate = f"until [ -e {gate} ]; do sleep 0.1; done"
+    rig.write(f'[[job]]\nname = "long"\ncommand = ["sh", "-c", "{wait_gate}"]\nonce = true\nmax_attempts = 2\n'
+              f'[[job]]\nname = "single"\ncommand = ["sh", "-c", "{wait_gate}; exit 4"]\nonce = true\n')
     first = rig.start()
     wait_for(lambda: len(rig.query("SELECT 1 FROM runs WHERE state = 'running'")) == 2)
     left = sorted(r["id"] for r in rig.query("SELECT id FROM runs WHERE state = 'running'"))
@@ -140,20 +140,24 @@ def test_clean_stop_leaves_runs_that_the_next_runner_settles_as_interrupted(rig,
     detail = json.loads(stopped["detail"])
     assert sorted(detail["left_running"]) == left and detail["signal"] == "SIGTERM"  # attributed
     assert stopped["actor"].startswith("runner:") and "SIGTERM" in stopped["reason"]
-    # `run` says which runs it left behind when it stops.
+    # `run` says which runs it left behind when it stops, and that they keep running.
     said = (tmp_path / "runner0.log").read_text()
-    assert "runner stopped (SIGTERM); 2 run(s) left running" in said
+    assert "runner stopped (SIGTERM); 2 run(s) left running; the next runner re-attaches them" in said
     assert all(f"run {i} " in said for i in left)
     rig.start()
-    wait_for(lambda: all(r["state"] == "orphaned" for r in rig.query(
-        f"SELECT state FROM runs WHERE id IN ({','.join(map(str, left))})")))
-    rows = rig.query(f"SELECT * FROM runs WHERE id IN ({','.join(map(str, left))})")
-    assert {r["reason"] for r in rows} == {"interrupted"}
-    assert rig.query("SELECT 1 FROM runs WHERE job = 'long' AND attempt = 2")  # retried per policy
+    wait_for(lambda: len(rig.query("SELECT 1 FROM events WHERE kind = 'reattached'")) == 2)
+    gate.touch()
+    marks = ",".join(map(str, left))
+    wait_for(lambda: all(r["state"] in ("succeeded", "failed") for r in rig.query(
+        f"SELECT state FROM runs WHERE id IN ({marks})")))
+    rows = {r["job"]: r for r in rig.query(f"SELECT * FROM runs WHERE id IN ({marks})")}
+    assert (rows["long"]["state"], rows["single"]["state"], rows["single"]["exit_code"]) == ("succeeded", "failed", 4)
     wait_for(lambda: escalations_all(rig))
     esc = escalations_all(rig)
-    assert [(e["job"], e["kind"], e["severity"]) for e in esc] == [("single", "interrupted", "warning")]
-    assert not rig.query("SELECT 1 FROM escalations WHERE severity = 'critical'")
+    # The job's own failure pages as such; the stop and restart page nothing.
+    assert [(e["job"], e["kind"]) for e in esc] == [("single", "failed")]
+
+
 @pytest.mark.slow
 def test_restart_after_a_crash_records_the_gap_and_resolves_it(rig, tmp_path):
     rig.write('name = "tick"\ncommand = ["true"]\nevery = "1s"\nmisfire = "run_once"\n')
