@@ -37,7 +37,8 @@ def running(rig) -> dict:
 
 
 def output_so_far(run: dict) -> str:
-    return (Path(run["artifacts_dir"]) / "stdout.log").read_text()
+    log = Path(run["artifacts_dir"]) / "stdout.log"
+    return log.read_text() if log.exists() else ""
 
 
 def ended(rig, run_id: int) -> dict:
