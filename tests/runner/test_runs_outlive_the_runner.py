@@ -32,7 +32,7 @@ def the_run(rig) -> dict:
 
 
 def running(rig) -> dict:
-    assert wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'chatty' AND state = 'running'"), timeout=20)
+    assert wait_for(lambda: rig.query("SELECT 1 FROM runs WHERE job = 'chatty' AND state = 'running'"), timeout=60)
     return the_run(rig)
 
 
@@ -43,9 +43,9 @@ def output_so_far(run: dict) -> str:
 
 def ended(rig, run_id: int) -> dict:
     assert wait_for(lambda: rig.query("SELECT state FROM runs WHERE id = ?", (run_id,))[0]["state"] in TERMINAL,
-                    timeout=30)
+                    timeout=60)
     assert wait_for(lambda: rig.query("SELECT 1 FROM job_outcomes WHERE run_id = ? AND judged_by IS NOT NULL",
-                                      (run_id,)), timeout=20)
+                                      (run_id,)), timeout=60)
     return rig.query("SELECT r.*, o.stdout_bytes, o.stdout_head, o.stderr_head FROM runs r"
                      " JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,))[0]
 
@@ -95,7 +95,7 @@ def test_an_upgrade_stop_then_start_during_a_job_is_followed_to_its_true_end(rig
     assert run["id"] in json.loads(stopped[0]["detail"])["left_running"]
     assert pid_alive(run["pid"]), "a clean stop leaves the job running"
     rig.start()  # the new version, while the job still runs
-    assert wait_for(lambda: rig.query("SELECT 1 FROM events WHERE kind = 'reattached'"), timeout=20)
+    assert wait_for(lambda: rig.query("SELECT 1 FROM events WHERE kind = 'reattached'"), timeout=60)
     found = rig.query("SELECT reason FROM events WHERE kind = 'reattached' AND run_id = ?", (run["id"],))
     assert found and "still running" in found[0]["reason"]
     gate.touch()
