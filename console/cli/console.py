@@ -169,6 +169,10 @@ def register(group: click.Group) -> None:
         settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
         # create and migrate before either side opens it; a bad place is one line, exit 2
         prepare_places(settings.ledger, settings.artifacts_dir)
+        from console.cli.runs import start_metrics
+
+        # the [metrics] bind setting serves /metrics here as it does for `watchkeeper run`
+        stop_metrics = start_metrics(settings.metrics.bind, settings.ledger, "metrics.bind")
         _quiet_logging(log_beside(settings, ".log"))
         runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill))
         failure: list[BaseException] = []
@@ -194,6 +198,8 @@ def register(group: click.Group) -> None:
         finally:
             runner.request_stop("web console stopped" if web else "console quit")
             thread.join(timeout=settings.shutdown_grace + 15)
+            if stop_metrics is not None:
+                stop_metrics()
         if failure:
             raise click.ClickException(f"runner failed: {failure[0]}")
         if thread.is_alive():

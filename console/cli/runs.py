@@ -150,7 +150,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
 
     settings = open_settings(spec_dir, config_path, ledger=ledger_path, concurrency=concurrency)
     prepare_places(settings.ledger, settings.artifacts_dir)
-    stop_metrics = _start_metrics(metrics_bind or settings.metrics.bind, settings.ledger,
+    stop_metrics = start_metrics(metrics_bind or settings.metrics.bind, settings.ledger,
                                   "--metrics" if metrics_bind else "metrics.bind")
     result = load_dir(spec_dir)
     for err in result.errors:
@@ -177,7 +177,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
     print_stopped(runner.stop_reason, runner.left_behind)
 
 
-def _start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
+def start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
     """Starts the metrics server when ``bind`` is set (one line and exit 2 when it cannot
     listen); returns its stop function, or None."""
     if not bind:
