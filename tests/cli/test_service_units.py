@@ -4,6 +4,9 @@ systemd-analyze where it is installed; and the notify protocol the runner speaks
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -14,11 +17,15 @@ from click.testing import CliRunner
 from console.cli.main import cli
 from core.runner.systemd import ServiceNotifier
 
+ME = pwd.getpwuid(os.geteuid()).pw_name
 
-def _install(tmp_path, *extra):
+
+def _install(tmp_path, *extra, run_as: str | None = ME, env: dict[str, str] | None = None):
     (tmp_path / "jobs").mkdir(exist_ok=True)
+    who = ["--run-as", run_as] if run_as and "--user" not in extra else []
     return CliRunner().invoke(cli, ["service", "install", str(tmp_path / "jobs"), "--unit-dir",
-                                    str(tmp_path / "units"), "--ledger", str(tmp_path / "wk.db"), *extra])
+                                    str(tmp_path / "units"), "--ledger", str(tmp_path / "wk.db"), *who, *extra],
+                              env=env)
 
 
 def test_install_writes_a_notify_unit_with_a_watchdog_and_a_sweep_timer(tmp_path):
@@ -34,7 +41,10 @@ def test_install_writes_a_notify_unit_with_a_watchdog_and_a_sweep_timer(tmp_path
     assert f"run {tmp_path / 'jobs'} --ledger {tmp_path / 'wk.db'} --quiet" in unit
     assert f"sweep --ledger {tmp_path / 'wk.db'}" in (units / "watchkeeper-sweep.service").read_text()
     assert "OnUnitActiveSec=60s" in (units / "watchkeeper-sweep.timer").read_text()
-    assert "systemctl daemon-reload && systemctl enable --now watchkeeper.service watchkeeper-sweep.timer" in res.output
+    units_dir = tmp_path / "units"
+    assert (f"then: systemctl link {units_dir / 'watchkeeper.service'} {units_dir / 'watchkeeper-sweep.service'}"
+            f" {units_dir / 'watchkeeper-sweep.timer'} && systemctl daemon-reload && systemctl enable --now"
+            " watchkeeper.service watchkeeper-sweep.timer") in res.output.splitlines()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
@@ -144,3 +154,75 @@ def test_the_default_ledger_is_resolved_against_the_spec_folder_not_the_current_
 def test_uninstall_help_has_an_example():
     res = CliRunner().invoke(cli, ["service", "uninstall", "--help"])
     assert "Example:" in res.output and "watchkeeper service uninstall --user --now" in res.output
+
+
+# -- who the runner runs as (issue 23: never every job as root by default) -----------------------
+def test_under_sudo_the_units_run_as_the_invoking_user_with_a_private_umask(tmp_path, monkeypatch):
+    monkeypatch.setattr("console.cli.service.os.geteuid", lambda: 0)
+    res = _install(tmp_path, run_as=None, env={"SUDO_USER": "nobody"})
+    assert res.exit_code == 0, res.output
+    group = grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name
+    for unit in ("watchkeeper.service", "watchkeeper-sweep.service"):
+        lines = (tmp_path / "units" / unit).read_text().splitlines()
+        assert "User=nobody" in lines and f"Group={group}" in lines and "UMask=0077" in lines
+    assert f"runs as user nobody (group {group})" in res.output.splitlines()
+
+
+def test_as_root_without_sudo_it_refuses_to_run_every_job_as_root(tmp_path, monkeypatch):
+    monkeypatch.setattr("console.cli.service.os.geteuid", lambda: 0)
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    res = _install(tmp_path, run_as=None)
+    assert res.exit_code == 2
+    assert res.stderr == ("error: a system unit would run the runner and every job as root: pass --run-as USER"
+                          " (the account they run as), or --run-as root to mean it\n")
+    assert not (tmp_path / "units").exists()
+
+
+def test_run_as_root_is_explicit_and_said(tmp_path):
+    res = _install(tmp_path, run_as="root")
+    assert res.exit_code == 0, res.output
+    unit = (tmp_path / "units" / "watchkeeper.service").read_text().splitlines()
+    assert "User=root" in unit and "UMask=0077" in unit
+    assert any(ln.startswith("# Runs as root because --run-as root was given") for ln in unit)
+    assert ("runs as user root (group root): the runner and every job without its own `user` run as root"
+            " (--run-as root)") in res.output.splitlines()
+
+
+def test_a_user_unit_has_no_user_line_but_keeps_the_umask(tmp_path):
+    res = _install(tmp_path, "--user")
+    assert res.exit_code == 0, res.output
+    unit = (tmp_path / "units" / "watchkeeper.service").read_text().splitlines()
+    assert "UMask=0077" in unit and not any(ln.startswith("User=") for ln in unit)
+    assert "systemctl --user link" in res.output
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_system_units_with_a_user_pass_systemd_analyze_verify(tmp_path):
+    # Any ordinary account ('nobody' itself draws systemd's "special user" warning).
+    account = next((p.pw_name for p in pwd.getpwall() if 0 < p.pw_uid < 65534), None)
+    if account is None:
+        pytest.skip("no ordinary account on this machine")
+    assert _install(tmp_path, run_as=account).exit_code == 0
+    files = sorted(str(p) for p in (tmp_path / "units").iterdir())
+    res = subprocess.run(["systemd-analyze", "verify", *files], capture_output=True, text=True, timeout=60)
+    complaints = [ln for ln in res.stderr.splitlines() if str(tmp_path) in ln]
+    assert res.returncode == 0 and not complaints, res.stderr
+
+
+def test_now_without_systemd_says_so_in_one_line_and_points_to_cron(tmp_path, monkeypatch):
+    monkeypatch.setattr("console.cli.service.systemd_running", lambda: False)
+    res = _install(tmp_path, "--now")
+    assert res.exit_code == 1
+    assert len(res.stderr.splitlines()) == 1
+    assert res.stderr.startswith("error: --now needs systemd, which is not running on this machine")
+    assert "`watchkeeper service install --cron` prints its line" in res.stderr
+    assert not (tmp_path / "units").exists()  # nothing half done
+
+
+def test_unit_dir_in_the_systemd_folder_needs_no_link(tmp_path, monkeypatch):
+    monkeypatch.setattr("console.cli.service._unit_dir",
+                        lambda user, unit_dir: tmp_path / "units")  # the folder systemd searches
+    res = _install(tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "then: systemctl daemon-reload && systemctl enable --now watchkeeper.service watchkeeper-sweep.timer" \
+        in res.output.splitlines()
