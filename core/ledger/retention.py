@@ -209,14 +209,17 @@ def _whole_lineages(conn: Conn, candidates: list[tuple[int, str, str | None]],
     groups: dict[str, list[tuple[int, str | None]]] = {}
     for rid, lineage, folder in candidates:
         groups.setdefault(lineage, []).append((rid, folder))
-    names = list(groups)
-    ids = {rid for rid, _, _ in candidates}
+    ordered = [rid for rid, _, _ in candidates]
+    ids = set(ordered)
     broken: set[str] = set()
-    for i in range(0, len(names), WALK_PAGE):
-        page = names[i:i + WALK_PAGE]
+    for i in range(0, len(ordered), WALK_PAGE):
+        # The lineages are named through their runs' ids: the id list is what both backends
+        # take as a JSON parameter.
+        page = ordered[i:i + WALK_PAGE]
         broken.update(r["lineage"] for r in conn.execute(
-            "SELECT id, lineage FROM runs WHERE lineage IN (SELECT value FROM json_each(?))"
-            " AND parent_run_id IS NULL", (json.dumps(page),)) if r["id"] not in ids)
+            "SELECT o.id, o.lineage FROM runs o WHERE o.parent_run_id IS NULL AND o.lineage IN"
+            " (SELECT r.lineage FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)))",
+            (json.dumps(page),)) if r["id"] not in ids)
     out = []
     for lineage, runs in groups.items():
         if lineage in broken:
@@ -260,7 +263,7 @@ def _delete_batch(conn: Conn, ids: list[int], *, actor: str, dry_run: bool) -> d
         " AND NOT EXISTS (SELECT 1 FROM runs c JOIN escalations e ON e.latest_run_id = c.id"
         " AND e.state != 'resolved' WHERE c.parent_run_id = r.id)"
         " AND NOT EXISTS (SELECT 1 FROM events ev JOIN escalations e"
-        " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
+        " ON e.id = CAST(json_extract(ev.detail, '$.escalation_id') AS INTEGER) AND e.state != 'resolved'"
         f" WHERE ev.run_id = r.id AND ev.kind IN {OCCURRENCE_SQL})"
         " AND NOT EXISTS (SELECT 1 FROM mission_workers w JOIN missions m ON m.id = w.mission_id"
         f" WHERE w.run_id = r.id AND m.state NOT IN {MISSION_ENDED_SQL})"
@@ -269,9 +272,9 @@ def _delete_batch(conn: Conn, ids: list[int], *, actor: str, dry_run: bool) -> d
     # A lineage goes whole or not at all: an attempt that stays keeps the others.
     passed = json.dumps([int(r["id"]) for r in rows])
     broken = {r[0] for r in conn.execute(
-        "SELECT DISTINCT lineage FROM runs WHERE lineage IN (SELECT value FROM json_each(?))"
-        " AND parent_run_id IS NULL AND id NOT IN (SELECT value FROM json_each(?))",
-        (json.dumps(sorted({r["lineage"] for r in rows})), passed)).fetchall()}
+        "SELECT DISTINCT o.lineage FROM runs o WHERE o.parent_run_id IS NULL AND o.lineage IN"
+        " (SELECT r.lineage FROM runs r WHERE r.id IN (SELECT value FROM json_each(?)))"
+        " AND o.id NOT IN (SELECT value FROM json_each(?))", (passed, passed)).fetchall()}
     ok = [int(r["id"]) for r in rows if r["lineage"] not in broken]
     if not ok:
         return {"ids": [], "subtasks": 0, "outcomes": 0, "events": 0, "escalations": 0, "notifications": 0,
@@ -406,7 +409,7 @@ def prune(ledger: Ledger, *, max_age: float | None, max_size: int | None, keep_p
         "SELECT COALESCE(r.parent_run_id, r.id) FROM runs r WHERE r.id IN ("
         "SELECT latest_run_id FROM escalations WHERE state != 'resolved' AND latest_run_id IS NOT NULL"
         " UNION SELECT ev.run_id FROM events ev JOIN escalations e"
-        " ON e.id = json_extract(ev.detail, '$.escalation_id') AND e.state != 'resolved'"
+        " ON e.id = CAST(json_extract(ev.detail, '$.escalation_id') AS INTEGER) AND e.state != 'resolved'"
         f" WHERE ev.kind IN {OCCURRENCE_SQL} AND ev.run_id IS NOT NULL)").fetchall()}
     mission = {int(r[0]) for r in conn.execute(
         "SELECT w.run_id FROM mission_workers w JOIN missions m ON m.id = w.mission_id"

@@ -124,6 +124,9 @@ def test_dry_run_counts_and_deletes_nothing(ledger, art):
 
 
 def test_over_max_size_the_oldest_go_until_it_fits(ledger, art):
+    if ledger.backend == "postgresql":
+        pytest.skip("PostgreSQL keeps deleted rows' space until its own (auto)vacuum: the database size"
+                    " does not drop with the prune, so the size goal is a SQLite file's")
     now = time.time()
     ids = add_runs(ledger, art, "job", 100, ended_at=now - DAY, folder_bytes=100_000)  # ~10 MB of folders
     before = retention.total_size(ledger, art)
@@ -135,6 +138,8 @@ def test_over_max_size_the_oldest_go_until_it_fits(ledger, art):
 
 
 def test_pruning_gives_pages_back_to_the_file_system(ledger, art):
+    if ledger.backend == "postgresql":
+        pytest.skip("incremental_vacuum and the file size are SQLite's; PostgreSQL vacuums by itself")
     now = time.time()
     for _ in range(10):
         add_runs(ledger, art, "job", 300, ended_at=now - 40 * DAY, folder_bytes=None)
