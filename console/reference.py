@@ -160,10 +160,12 @@ def settings_rows() -> list[SettingRow]:
 
 
 def _md_cell(text: str) -> str:
-    """One table cell: one line, ``code`` as `code`, and outside code ``<`` and ``>`` as
-    entities (Markdown would take ``<ledger name>`` for an HTML tag and drop it)."""
-    parts = " ".join(text.split()).replace("|", "\\|").replace("``", "`").split("`")
-    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
+    """One table cell: one line, ``code`` as `code`, and outside code ``|``, ``<`` and ``>``
+    escaped (Markdown would take ``<ledger name>`` for an HTML tag and drop it); inside a
+    code span a ``|`` stays as it is (the table splits cells outside code spans only)."""
+    parts = " ".join(text.split()).replace("``", "`").split("`")
+    return "`".join(p if i % 2 else p.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+                    for i, p in enumerate(parts))
 
 
 def settings_page() -> str:
