@@ -77,7 +77,7 @@ def _esc(ledger: Path, esc_id: int) -> dict:
         return escalations.get(db, esc_id)
 
 
-async def _wait_acked(ledger: Path, esc_id: int, timeout: float = 20) -> dict:
+async def _wait_acked(ledger: Path, esc_id: int, timeout: float = 30) -> dict:
     import asyncio
 
     deadline = time.monotonic() + timeout

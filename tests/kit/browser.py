@@ -151,7 +151,7 @@ class Browser:
         raw = await self.evaluate("window.__wk_screen || ''") or ""
         return re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]", "", raw)
 
-    async def wait_for_text(self, *needles: str, timeout: float = 25) -> str:
+    async def wait_for_text(self, *needles: str, timeout: float = 45) -> str:
         """Waits until every needle has been drawn; returns the screen text."""
         deadline = time.monotonic() + timeout
         while True:
