@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import platformdirs
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
@@ -118,14 +119,19 @@ class WatchkeeperApp(App):
         for cmd in super().get_system_commands(screen):
             if cmd.title != "Screenshot":
                 yield cmd
-        where = self.config.screenshot_dir or "the current folder"
-        yield SystemCommand("Screenshot", f"Save an SVG screenshot of this screen in {where}",
+        yield SystemCommand("Screenshot", f"Save an SVG screenshot of this screen in {self.screenshot_folder()}",
                             lambda: self.set_timer(0.1, self.action_screenshot))
 
+    def screenshot_folder(self) -> Path:
+        """Where screenshots go: ``--screenshot-dir``, else ``screenshots`` in the user's data
+        folder (``platformdirs``: ~/.local/share/watchkeeper/screenshots on Linux) — never the
+        current folder, which may be a repository."""
+        return self.config.screenshot_dir or platformdirs.user_data_path("watchkeeper") / "screenshots"
+
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """The palette's "Save screenshot": an SVG in ``--screenshot-dir`` (default: the
-        current folder, which exists), and the notification says where."""
-        folder = Path(path) if path else (self.config.screenshot_dir or Path.cwd())
+        """The palette's "Save screenshot": an SVG in ``screenshot_folder()`` (created when
+        missing), and the notification says where."""
+        folder = Path(path) if path else self.screenshot_folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)
             saved = self.save_screenshot(filename, str(folder))

@@ -47,6 +47,9 @@ class Key:
     doc: bool = True
     bind: bool = True
     code: bool = True  # the manual writes the keys as `code` (not for "mouse click, wheel")
+    #: An operator action that writes the ledger: a read-only console hides it (footer,
+    #: palette, the key itself), as ``ACTING`` lists.
+    acts: bool = False
 
     @property
     def display(self) -> str:
@@ -70,7 +73,7 @@ KEYS: tuple[Key, ...] = (
         doc=False),
     Key("colon", "palette", "Palette", "General", "everywhere",
         "command palette: every view and action, \"Outcomes of job X\", \"History of job X\", "
-        "save a screenshot (to the current folder or --screenshot-dir; it says where)",
+        "save a screenshot (to --screenshot-dir, else the user's data folder; it says where)",
         shown="ctrl+p / :", show=False),
     Key("escape", "back", "Back", "General", "everywhere",
         "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
@@ -94,13 +97,13 @@ KEYS: tuple[Key, ...] = (
         "missions: each mission as a tree (coordinator; workers with state, confidence, steps), its "
         "question and report", show=False, palette="View: missions"),
     # -- move --------------------------------------------------------------------------------
-    Key("down,j", "cursor(1)", "Down", "Move", "tables, detail screens", "move one row / line",
+    Key("down,j", "cursor(1)", "Down", "Move", "tables, detail screens, help", "move one row / line",
         scopes=TABLES, shown="j / ↓, k / ↑", show=False),
     Key("up,k", "cursor(-1)", "Up", "Move", scopes=TABLES, show=False, doc=False),
-    Key("pagedown", "page(1)", "Page down", "Move", "tables", "one screen down / up", scopes=TABLES,
+    Key("pagedown", "page(1)", "Page down", "Move", "tables, help", "one screen down / up", scopes=TABLES,
         shown="PgDn / PgUp", show=False),
     Key("pageup", "page(-1)", "Page up", "Move", scopes=TABLES, show=False, doc=False),
-    Key("home,g", "scroll_top", "Top", "Move", "tables, detail screens", "first / last row",
+    Key("home,g", "scroll_top", "Top", "Move", "tables, detail screens, help", "first / last row (line)",
         scopes=TABLES, shown="g / Home, G / End", show=False),
     Key("end,G", "scroll_bottom", "Bottom", "Move", scopes=TABLES, show=False, doc=False),
     Key("j", "scroll(1)", "Down", "Move", scopes=("detail",), show=False, doc=False),
@@ -109,6 +112,13 @@ KEYS: tuple[Key, ...] = (
     Key("k", "scroll(-1)", "Up", "Move", scopes=("detail",), show=False, doc=False),
     Key("g", "top", "Top", "Move", scopes=("detail",), show=False, doc=False),
     Key("G", "bottom", "Bottom", "Move", scopes=("detail",), show=False, doc=False),
+    # The help screen scrolls with the same keys.
+    Key("down,j", "scroll(1)", "Down", "Move", scopes=("help",), show=False, doc=False),
+    Key("up,k", "scroll(-1)", "Up", "Move", scopes=("help",), show=False, doc=False),
+    Key("pagedown", "page(1)", "Page down", "Move", scopes=("help",), show=False, doc=False),
+    Key("pageup", "page(-1)", "Page up", "Move", scopes=("help",), show=False, doc=False),
+    Key("home,g", "top", "Top", "Move", scopes=("help",), show=False, doc=False),
+    Key("end,G", "bottom", "Bottom", "Move", scopes=("help",), show=False, doc=False),
     Key("click", "", "", "Move", "tables", "click moves the cursor; a click on the cursor row (or a "
         "double click) opens it; the wheel scrolls", scopes=(), shown="mouse click, wheel", bind=False,
         code=False),
@@ -125,44 +135,44 @@ KEYS: tuple[Key, ...] = (
         "handoff and verification as raw JSON / as readable fields", scopes=("detail",)),
     # -- triage ------------------------------------------------------------------------------
     Key("a", "acknowledge", "Ack", "Triage", "escalations, escalation detail",
-        "acknowledge (the marked rows, or the cursor row)", scopes=("main", "escalation"),
+        "acknowledge (the marked rows, or the cursor row)", scopes=("main", "escalation"), acts=True,
         palette="Acknowledge selected escalation(s)"),
     Key("s", "snooze", "Snooze", "Triage", "escalations, escalation detail",
-        "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5)", scopes=("main", "escalation"),
+        "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5)", scopes=("main", "escalation"), acts=True,
         palette="Snooze selected escalation(s)"),
     Key("R", "resolve", "Resolve", "Triage", "escalations, escalation detail", "resolve",
-        scopes=("main", "escalation"), show=False, palette="Resolve selected escalation(s)"),
+        scopes=("main", "escalation"), show=False, palette="Resolve selected escalation(s)", acts=True),
     Key("space", "mark", "Mark", "Triage", "tables",
         "mark / unmark the row and move down (marks survive scrolling; a, s, R act on every "
         "marked row)", show=False, palette=""),
     # -- runs --------------------------------------------------------------------------------
     Key("r", "retry", "Retry", "Runs", "escalations, outcomes, live & orphans, run detail",
-        "retry: a new attempt of the run's lineage (asks first)", scopes=("main", "detail"),
+        "retry: a new attempt of the run's lineage (asks first)", scopes=("main", "detail"), acts=True,
         palette="Retry selected run"),
     Key("x", "abandon", "Abandon", "Runs", "escalations, outcomes, live & orphans, run detail",
         "abandon: kills a live process group, keeps every artifact (asks first; a run that already ended "
         "is refused up front with a notice, \"run 863 already ended (✓ ok): nothing to abandon\")",
-        scopes=("main", "detail"), palette="Abandon selected run"),
+        scopes=("main", "detail"), palette="Abandon selected run", acts=True),
     Key("y,enter", "", "", "Runs", "confirm dialog",
         "yes (n / esc: no; keys typed before the dialog appeared do not answer it)", scopes=(),
         shown="y / enter, n / esc", bind=False),
     # -- jobs --------------------------------------------------------------------------------
     Key("P", "pause_job", "Pause job", "Jobs", "jobs, job history",
         "pause / resume the job (asks first; held in the ledger, survives restarts)",
-        scopes=("main", "history"), palette="Pause / resume the selected job"),
+        scopes=("main", "history"), palette="Pause / resume the selected job", acts=True),
     Key("t", "trigger", "Run now", "Jobs", "jobs, job history", "run the job now (asks first)",
-        scopes=("main", "history"), palette="Run the selected job now"),
+        scopes=("main", "history"), palette="Run the selected job now", acts=True),
     # -- missions ----------------------------------------------------------------------------
     Key("A", "approve", "Approve", "Missions", "missions",
         "approve the report and close the mission (every worker delivered or abandoned; asks first)",
-        scopes=("missions",)),
+        scopes=("missions",), acts=True),
     Key("w", "answer", "Answer", "Missions", "missions",
-        "answer the mission's open question (the coordinator is woken with the answer)", scopes=("missions",)),
+        "answer the mission's open question (the coordinator is woken with the answer)", scopes=("missions",), acts=True),
     Key("x", "abandon_worker", "Abandon worker", "Missions", "missions",
         "abandon the worker selected in the tree (a failed one; a running one is killed, artifacts kept; "
-        "asks first)", scopes=("missions",)),
+        "asks first)", scopes=("missions",), acts=True),
     Key("X", "abort", "Abort", "Missions", "missions",
-        "abort the mission: live workers killed, every artifact kept (asks first)", scopes=("missions",)),
+        "abort the mission: live workers killed, every artifact kept (asks first)", scopes=("missions",), acts=True),
     # -- live --------------------------------------------------------------------------------
     Key("p", "pause", "Pause", "Live", "main", "pause live updates (the view freezes; p again resumes)",
         show=False, palette="Pause / resume live updates"),
@@ -181,6 +191,15 @@ KEYS: tuple[Key, ...] = (
 )
 
 
+#: Actions that write the ledger (``Key.acts``): hidden on a read-only console.
+ACTING = frozenset(k.action for k in KEYS if k.acts)
+
+
+def acting_keys(scope: str) -> frozenset[str]:
+    """The key names (``"a"``, ``"x"`` …) bound to an ``ACTING`` action on screen ``scope``."""
+    return frozenset(name for k in KEYS if k.acts and scope in k.scopes for name in k.key.split(","))
+
+
 #: The footer's order (the most used first); keys not named here follow in registry order.
 FOOTER = ("help", "app.help", "filter", "search", "next_match", "acknowledge", "snooze", "retry", "abandon",
           "history", "outcomes", "toggle_json", "pause_job", "trigger", "back", "quit")
@@ -194,9 +213,10 @@ def bindings(scope: str) -> list[Binding]:
     return [Binding(k.key, k.action, k.label, show=k.show, priority=k.priority) for k in mine]
 
 
-def help_rows() -> list[tuple[str, str, str]]:
-    """(section, keys as written, what they do) for every documented key, in registry order."""
-    return [(k.section, k.display, k.does) for k in KEYS if k.doc]
+def help_rows() -> list[tuple[str, str, str, str]]:
+    """(section, keys as written, what they do, where they work) for every documented key,
+    in registry order."""
+    return [(k.section, k.display, k.does, k.where) for k in KEYS if k.doc]
 
 
 def palette(scope: str) -> list[tuple[str, str, str]]:

@@ -31,7 +31,8 @@ def _console_options(f: Any) -> Any:
                      help="Poll interval in seconds [default 0.25]."),
         click.option("--as", "operator", default=None, help="Operator name on actions [default: $USER]."),
         click.option("--screenshot-dir", type=click.Path(file_okay=False), default=None,
-                     help="Folder for the palette's screenshots [default: the current folder]."),
+                     help="Folder for the palette's screenshots [default: screenshots in the user's data folder, "
+                          "~/.local/share/watchkeeper/screenshots on Linux]."),
         click.option("--web", is_flag=True,
                      help="Serve the console to browsers (textual-serve) instead of this terminal."),
         click.option("--bind", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",

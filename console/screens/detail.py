@@ -359,6 +359,8 @@ class DetailScreen(PollingScreen, Screen):
         return self.query_one("#search", Input).has_class("-active")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only_hides(action):
+            return False
         if self.is_mounted and self.search_open():
             return action == "back"  # the search box owns the keyboard ("/" included)
         return True

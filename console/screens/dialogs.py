@@ -95,30 +95,58 @@ class SnoozeScreen(ModalScreen[float | None]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every binding, from the key registry (``console.keys``), grouped by section. Long
-    descriptions wrap under their own column (a hanging indent), never under the keys."""
+    """Every binding, from the key registry (``console.keys``), grouped by section: the keys
+    in a column as wide as the widest of them (a key never runs into its text), what they do
+    wrapping in their own column, and where they work. Scrolls with j/k, PgUp/PgDn, g/G."""
 
     DEFAULT_CSS = DIALOG_CSS.format(name="HelpScreen").replace("width: 64", "width: 100")
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close"), *keys.bindings("help")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with VerticalScroll(id="help-body"):
             yield Static(Text("Watchkeeper keys", style="bold"))
             yield Static(help_table())
-            yield Static(Text("Flags: --read-only refuses actions; --no-mouse lets you select text.", style="dim"))
+            yield Static(Text("Flags: --read-only hides and refuses actions; --no-mouse lets you select text.",
+                              style="dim"))
+
+    def _body(self) -> VerticalScroll:
+        return self.query_one("#help-body", VerticalScroll)
 
     def action_close(self) -> None:
         self.dismiss(None)
 
+    def action_scroll(self, lines: int) -> None:
+        body = self._body()
+        body.scroll_to(y=body.scroll_y + lines, animate=False, immediate=True)
+
+    def action_page(self, pages: int) -> None:
+        body = self._body()
+        body.scroll_to(y=body.scroll_y + pages * max(1, body.size.height - 1), animate=False, immediate=True)
+
+    def action_top(self) -> None:
+        self._body().scroll_home(animate=False, immediate=True)
+
+    def action_bottom(self) -> None:
+        self._body().scroll_end(animate=False, immediate=True)
+
 
 def help_table() -> Table:
-    """The help screen's body: section, keys, what they do (wrapping in its own column)."""
-    table = Table.grid(padding=(0, 1))
-    table.add_column("section", style="bold", no_wrap=True, width=8)
-    table.add_column("keys", style="bold", no_wrap=False, max_width=20)
+    """The help screen's body: a heading per section, then per key: the keys (one column as
+    wide as the widest), what they do and, dim, where they work (wrapping in their column)."""
+    rows = keys.help_rows()
+    width = max(len(shown) for _, shown, _, _ in rows)
+    table = Table.grid(padding=(0, 2))
+    table.add_column("keys", style="bold", no_wrap=True, width=width)
     table.add_column("does", ratio=1, overflow="fold")
     last = ""
-    for section, shown, does in keys.help_rows():
-        table.add_row(Text(section if section != last else ""), Text(shown), Text(does))
-        last = section
+    for section, shown, does, where in rows:
+        if section != last:
+            if last:
+                table.add_row(Text(""), Text(""))
+            table.add_row(Text(section, style="bold underline"), Text(""))
+            last = section
+        text = Text(does)
+        if where:
+            text.append(f"  · {where}", style="dim")
+        table.add_row(Text(shown), text)
     return table

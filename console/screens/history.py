@@ -185,6 +185,8 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
             await show(self.job)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only_hides(action):
+            return False
         if action in {"pause_job", "trigger"}:
             return job_controls_available()
         return True

@@ -489,6 +489,8 @@ class MainScreen(PollingScreen, Screen):
 
     # -- actions ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only_hides(action):
+            return False
         if self.is_mounted and self.filter_open():
             # The filter box owns the keyboard: "/" and every letter go into it. Only a key
             # typed *before* "/" that was still on its way through the table can reach a

@@ -136,7 +136,8 @@ class AnswerScreen(ModalScreen[str | None]):
 class MissionsScreen(PollingScreen, LiveHeader, Screen):
     """The Missions view (``m`` from the main screen)."""
 
-    BINDINGS = keys.bindings("missions")
+    SCOPE = "missions"
+    BINDINGS = keys.bindings(SCOPE)
     DEFAULT_CSS = """
     MissionsScreen #missions { height: 6; }
     MissionsScreen #lower { height: 1fr; }

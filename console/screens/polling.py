@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
 
+from console import keys
 from console.context import ConsoleApp
+from console.screens.operator_actions import refuse_read_only
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads
 
@@ -29,6 +31,21 @@ class PollingScreen:
     def wk(self) -> ConsoleApp:
         """The console app, typed (screens reach it through this protocol, not app.py)."""
         return cast(ConsoleApp, self.app)  # type: ignore[attr-defined]
+
+    def read_only_hides(self, action: str) -> bool:
+        """True for an action that writes the ledger (``console.keys.ACTING``) on a read-only
+        console: hidden from the footer and the palette, its key does nothing."""
+        return self.wk.config.read_only and action in keys.ACTING
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not self.read_only_hides(action)
+
+    def on_key(self, event: Any) -> None:
+        # A hidden action's key does nothing on its own; on a read-only console the operator
+        # is told why instead (the key is not passed on).
+        if self.wk.config.read_only and event.key in keys.acting_keys(getattr(self, "SCOPE", "")):
+            event.stop()
+            refuse_read_only(self)  # type: ignore[arg-type]
 
     async def poll(self) -> None:  # pragma: no cover - each screen defines it
         raise NotImplementedError

@@ -21,8 +21,12 @@ class WatchkeeperCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable, str]]:
         screen = self.screen
         scope = getattr(screen, "SCOPE", "")
+        # What the screen hides (check_action False: another view's action, or any action that
+        # writes on a read-only console) is not offered here either.
+        check = getattr(screen, "check_action", None)
         cmds: list[tuple[str, Callable, str]] = [
-            (text, partial(screen.run_action, action), key) for text, action, key in keys.palette(scope)]
+            (text, partial(screen.run_action, action), key) for text, action, key in keys.palette(scope)
+            if check is None or check(action, ()) is not False]
         extra = getattr(screen, "palette_extra", None)
         if extra is not None:
             cmds += [(text, cb, "") for text, cb in extra()]
