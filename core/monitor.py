@@ -49,7 +49,9 @@ NAME = "watchkeeper-monitor"
 #: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, then the job's argv.
 #: ``WKM_RUN``/``WKM_RUNNER`` become the job's ``WATCHKEEPER_RUN_ID``/``_RUNNER_ID``: the
 #: monitor and its drains carry no run marker, so nothing that ends a run's leftover
-#: processes (the reaper, the sweep) mistakes them for the job's.
+#: processes (the reaper, the sweep) mistakes them for the job's. The job is started in the
+#: foreground through an inner ``sh`` that prints its own pid and ``exec``s it: a background
+#: job (``&``) of a non-interactive shell would ignore SIGINT and SIGQUIT for good.
 SCRIPT = r"""d=$1 h=$2 t=$3
 shift 3
 exec </dev/null
@@ -59,14 +61,10 @@ for s in stdout stderr; do
   { $ub head -c "$h" >"$d/$s.log"
     LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
 done
-(WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER
-export WATCHKEEPER_RUN_ID WATCHKEEPER_RUNNER_ID
-unset WKM_RUN WKM_RUNNER
-exec setsid "$@" >"$d/stdout.fifo" 2>"$d/stderr.fifo") &
-echo $!
-exec >/dev/null
-wait $!
+WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; unset WKM_RUN WKM_RUNNER
+exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@"
 echo $? >"$d/exit"
+exec >/dev/null
 wait
 """
 STREAMS = ("stdout", "stderr")

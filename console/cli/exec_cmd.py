@@ -6,7 +6,7 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from pydantic import ValidationError
@@ -16,13 +16,16 @@ from console.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     fail,
+    ledger_name,
     ledger_option,
     open_ledger_at,
     shown,
 )
 from console.cli.runs import config_option, open_settings
+from console.cli.usable import ledger_problem
 from core.ledger.dialect import is_url, mask_url
 from core.ledger.jobs import job_row
+from core.spec.loader import resolve_cwd
 from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
 from core.spec.source_map import validation_line
@@ -68,6 +71,27 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
     return LoadedJob(spec, source, line), record
 
 
+def run_unrecorded(name: str, argv: tuple[str, ...], jobs_dir: str | None, why: str) -> NoReturn:
+    """Run the command without recording it (its own process replaces this one, so its exit
+    status, signals and output are exactly its own), after one ``warning:`` line saying why.
+    The command is ``argv``, else the job's from ``--jobs``; exit 2 when there is none."""
+    click.echo(f"warning: watchkeeper exec: {why}; running {shown(name)} unrecorded", err=True)
+    cmd, cwd, env = list(argv), None, None
+    if not cmd and jobs_dir is not None:
+        lj = load_dir(jobs_dir).jobs.get(name)
+        if lj is not None:
+            cmd, cwd, env = lj.spec.argv(), resolve_cwd(lj), {**os.environ, **lj.spec.env}
+    if not cmd:
+        fail(f"job {quoted(name)}: no command to run without the ledger; give one after --", EXIT_CONFIG)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.execvpe(cmd[0], cmd, env if env is not None else os.environ)
+    except OSError as exc:
+        click.echo(f"watchkeeper exec: {shown(cmd[0])}: {shown(exc.strerror or str(exc))}", err=True)
+        raise SystemExit(127 if isinstance(exc, FileNotFoundError) else 126) from None
+
+
 def _stored(settings: Settings, name: str) -> dict[str, Any] | None:
     if not is_url(settings.ledger) and not Path(settings.ledger).exists():
         return None
@@ -96,15 +120,35 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
     start). The wrapper renews the run's lease while it runs, so if the wrapper is killed the
     sweep declares the run orphaned. A failed run prints one line on stderr (cron mails it).
 
+    It fails open: when the ledger cannot be used (missing folder, unwritable, not a
+    Watchkeeper ledger, locked for more than 5 s) the command still runs, unrecorded, after
+    one `warning:` line on stderr, and its exit status is passed through. Ctrl-C (or SIGTERM)
+    is passed to the command and its run recorded as abandoned, reason interrupted.
+
     \b
     Example (a crontab line):
       30 2 * * * watchkeeper exec --job backup --ledger /var/lib/wk/wk.db -- /usr/local/bin/backup.sh --full
     """
     from core.runner.execwrap import ExecWrapper  # the runner's executor: imported only to run
 
-    settings = open_settings(jobs_dir, config_path, ledger=ledger_path)
+    # Fails open: whatever is wrong with the ledger, the wrapped command still runs.
+    try:
+        settings = open_settings(jobs_dir, config_path, ledger=ledger_path)
+    except SystemExit:  # bad settings: said on stderr already
+        run_unrecorded(job_name, argv, jobs_dir, "the settings cannot be loaded")
+    problem = ledger_problem(settings.ledger)
+    if problem is not None:
+        run_unrecorded(job_name, argv, jobs_dir, f"ledger {shown(ledger_name(settings.ledger))}: {shown(problem)}")
     job, record = _job(job_name, argv, jobs_dir, settings)
-    result = asyncio.run(ExecWrapper(job, settings, record=record).run())
+    wrapper = ExecWrapper(job, settings, record=record)
+    try:
+        result = asyncio.run(wrapper.run())
+    except Exception as exc:
+        if wrapper.command_started:
+            click.echo(f"warning: watchkeeper exec: recording the run of {shown(job_name)} failed"
+                       f" ({shown(type(exc).__name__)}: {shown(str(exc))}); its exit status is unknown", err=True)
+            raise SystemExit(1) from None
+        run_unrecorded(job_name, argv, jobs_dir, f"the ledger failed ({shown(type(exc).__name__)}: {shown(str(exc))})")
     if result.exit_status != 0 and not quiet:
         why = result.reason or result.state
         # The job's last stderr line, unless the reason already quotes it (a spawn failure's

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from console.cli.common import EXIT_FINDINGS, fail
+from console.cli.common import EXIT_FINDINGS, EXIT_USAGE, fail
 from core.spec import crontab
 from core.text import safe_text
 
@@ -63,6 +63,16 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
       crontab -l | watchkeeper import-crontab --rewrite --ledger /var/lib/watchkeeper/wk.db | crontab -
       sudo watchkeeper import-crontab /etc/cron.d/backup --write /etc/watchkeeper/jobs
     """
+    if rewrite and ledger_path:
+        # Every rewritten line names this ledger: one that cannot record runs is refused here,
+        # not found out at 3 a.m. (exec would still run the jobs, unrecorded).
+        from console.cli.usable import ledger_problem
+
+        place = str(Path(ledger_path).expanduser().absolute())
+        problem = ledger_problem(place)
+        if problem is not None:
+            fail(f"--ledger {safe_text(place)}: {safe_text(problem)}; the rewritten lines would run unrecorded",
+                 EXIT_USAGE)
     # Bytes in, bytes out: universal newlines would turn a Windows crontab's CRLF into LF.
     text = source.read().decode("utf-8", "surrogateescape")
     src = getattr(source, "name", "-")

@@ -92,6 +92,9 @@ class ExecWrapper:
         self._thread_ledgers: list[Ledger] = []
         self._writer: Writer | None = None
         self._signalled: int | None = None
+        #: Set once the wrapped command is being started: from then on it is not run again
+        #: unrecorded if the ledger fails (``watchkeeper exec`` fails open only before).
+        self.command_started = False
 
     def _thread_ledger(self) -> Ledger:
         led = getattr(self._local, "ledger", None)
@@ -114,7 +117,8 @@ class ExecWrapper:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exec-settle")
         ctx = Context(settings=settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=ledger,
                       thread_ledger=self._thread_ledger, watchdog=watchdog, settle_pool=pool,
-                      jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None)
+                      jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None,
+                      stopped_by=self._stopped_by)
         executor = Executor(ctx)
         loop = asyncio.get_running_loop()
         current: dict[str, Any] = {}
@@ -132,7 +136,8 @@ class ExecWrapper:
                 attempts += 1
                 current.clear()
                 current.update(run)
-                renew = asyncio.create_task(self._renew(ledger, run["id"]))
+                renew = asyncio.create_task(self._renew(writer, run["id"]))
+                self.command_started = True
                 try:
                     await executor.execute(run, self.job)
                 finally:
@@ -165,11 +170,19 @@ class ExecWrapper:
             ledger.close()
             writer.close()
 
-    async def _renew(self, ledger: Ledger, run_id: int) -> None:
+    def _stopped_by(self, run_id: int) -> str | None:
+        """Why the run was ended by whoever runs the wrapper (Ctrl-C, SIGTERM), or None."""
+        if self._signalled is None:
+            return None
+        return f"watchkeeper exec received {signal.Signals(self._signalled).name}"
+
+    async def _renew(self, writer: Writer, run_id: int) -> None:
+        """Renew the run's lease every heartbeat through the writer thread: a ledger another
+        process holds locked never stalls this loop (and the job's output)."""
         while True:
             await asyncio.sleep(self.settings.heartbeat)
             try:
-                ledger.write(lambda c: adoption.renew_lease(c, run_id, time.time() + self.settings.lease))
+                await writer.run(lambda c: adoption.renew_lease(c, run_id, time.time() + self.settings.lease))
             except Exception as exc:  # a locked or full disk: the next beat retries, the lease has slack
                 log.warning("lease renewal of run %s failed (%s); retrying next beat", run_id, exc)
 

@@ -1,0 +1,127 @@
+"""`watchkeeper exec` fails open: whatever is wrong with the ledger, the wrapped command runs,
+its exit status passes through, and one `warning:` line on stderr says why it is unrecorded.
+`import-crontab --rewrite` refuses to write such a ledger into crontab lines. Ctrl-C of an
+exec is recorded as interrupted (abandoned), never as the job's failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.ledger.connection import Ledger
+
+WK = str(Path(sys.executable).parent / "watchkeeper")
+
+
+def wk(*args: str, cwd: Path, timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([WK, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=stdin)
+
+
+def exec_marker(tmp_path: Path, ledger: Path, code: int = 5) -> subprocess.CompletedProcess:
+    marker = tmp_path / "ran"
+    return wk("exec", "--job", "nightly", "--ledger", str(ledger), "--",
+              "sh", "-c", f"echo out; touch {marker}; exit {code}", cwd=tmp_path)
+
+
+def assert_ran_unrecorded(res: subprocess.CompletedProcess, tmp_path: Path, why: str) -> None:
+    assert (tmp_path / "ran").exists(), res.stderr
+    assert res.returncode == 5
+    assert res.stdout == "out\n"  # unrecorded: the command's own output, straight through
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and why in warnings[0] and "unrecorded" in warnings[0], res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_a_ledger_in_a_missing_folder_still_runs_the_command(tmp_path):
+    res = exec_marker(tmp_path, tmp_path / "no-such-folder" / "wk.db")
+    assert_ran_unrecorded(res, tmp_path, "does not exist")
+
+
+def test_a_file_that_is_not_a_ledger_still_runs_the_command(tmp_path):
+    bogus = tmp_path / "notes.db"
+    bogus.write_text("my notes, not a database\n")
+    res = exec_marker(tmp_path, bogus)
+    assert_ran_unrecorded(res, tmp_path, "not a Watchkeeper ledger")
+    assert bogus.read_text() == "my notes, not a database\n"
+
+
+def test_a_foreign_sqlite_database_still_runs_the_command_and_is_left_alone(tmp_path):
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    res = exec_marker(tmp_path, other)
+    assert_ran_unrecorded(res, tmp_path, "not a Watchkeeper ledger")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
+def test_an_unwritable_ledger_still_runs_the_command(tmp_path):
+    db = tmp_path / "wk.db"
+    Ledger(db).close()
+    folder_mode = tmp_path.stat().st_mode
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        res = wk("exec", "--job", "nightly", "--ledger", str(db), "--", "sh", "-c", "echo out; exit 5", cwd=Path("/"))
+    finally:
+        tmp_path.chmod(folder_mode)
+    assert res.returncode == 5 and res.stdout == "out\n"
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+
+
+@pytest.mark.slow
+def test_a_ledger_locked_past_the_deadline_still_runs_the_command(tmp_path):
+    db = tmp_path / "wk.db"
+    Ledger(db).close()
+    holder = sqlite3.connect(db, timeout=0, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        res = exec_marker(tmp_path, db)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_ran_unrecorded(res, tmp_path, "locked")
+
+
+def test_a_usable_ledger_records_the_run(tmp_path):
+    db = tmp_path / "wk.db"
+    res = exec_marker(tmp_path, db)
+    assert res.returncode == 5 and (tmp_path / "ran").exists()
+    assert not [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    with Ledger(db) as led:
+        assert led.one("SELECT state, exit_code FROM runs")[:] == ("failed", 5)
+
+
+def test_import_crontab_rewrite_refuses_an_unusable_ledger(tmp_path):
+    res = wk("import-crontab", "--rewrite", "--ledger", str(tmp_path / "missing" / "wk.db"), "-",
+             cwd=tmp_path, stdin="0 3 * * * /usr/local/bin/backup.sh\n")
+    assert res.returncode != 0 and res.stdout == ""
+    assert "missing" in res.stderr and "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_exec_is_recorded_as_interrupted_not_as_a_failure(tmp_path):
+    db = tmp_path / "wk.db"
+    proc = subprocess.Popen([WK, "exec", "--job", "long", "--ledger", str(db), "--", "sleep", "300"],
+                            cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    running = False
+    while time.time() < deadline and not running:
+        if Path(f"{db}-wal").exists():
+            with Ledger(db) as led:
+                row = led.one("SELECT state FROM runs")
+                running = row is not None and row["state"] == "running"
+        time.sleep(0.1)
+    assert running
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 128 + signal.SIGINT
+    with Ledger(db) as led:
+        row = led.one("SELECT state, reason FROM runs")
+        assert (row["state"], row["reason"]) == ("abandoned", "interrupted")
+        assert not led.query("SELECT 1 FROM escalations WHERE severity = 'critical'")
