@@ -70,3 +70,18 @@ def test_an_unreadable_ledger_is_a_scrape_that_says_so(tmp_path):
     (tmp_path / "wk.db").write_text("not a ledger")
     m = _scrape(collector)
     assert _value(m["watchkeeper_ledger_read_ok"], "watchkeeper_ledger_read_ok") == 0
+
+
+def test_the_figures_read_the_same_on_either_backend(ledger_target):
+    from core.ledger import gauges
+
+    cf.build(ledger_target)
+    with Ledger(ledger_target, read_only=True) as db:
+        now = gauges.present(db, cf.NOW)
+        happened, cursor = gauges.happenings_after(db, 0)
+    assert now.open_escalations == {("critical", "failed"): 1, ("warning", "orphaned"): 1}
+    assert now.oldest_open_s == {"critical": 3900.0, "warning": 4500.0}
+    assert now.live_runs == {"running": 1}
+    ended = [h for h in happened if h.what == "ended"]
+    assert len(ended) == 31 and {h.duration_s for h in ended if h.state != "orphaned"} == {12.5}
+    assert cursor > 0
