@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast soak bench torture lint clean eval docs screenshots browser
+.PHONY: demo test test-fast soak bench torture lint clean eval docs screenshots browser postgres
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
@@ -64,9 +64,21 @@ browser:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium tesseract-ocr; } || \
 	  echo "warning: chromium/tesseract not installed: the browser test will be skipped"
 
-# make test builds the manual too, and has the browser (separate rules, so the test recipe
-# above stays as it is).
-test: docs browser
+# The PostgreSQL lane (tests/kit/postgres.py) starts a throw-away server from the local
+# server binaries (initdb, pg_ctl on PATH or under /usr/lib/postgresql/*/bin), as the
+# `postgres` system user when run as root: installed when missing (needs root; without them
+# the PostgreSQL lane is skipped). SQLite alone needs none of this.
+postgres:
+	@{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } || \
+	  echo "warning: postgresql not installed: the PostgreSQL tests will be skipped"
+	@[ "$$(id -u)" != 0 ] || id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres || true
+
+# make test builds the manual too, and has the browser and PostgreSQL (separate rules, so the
+# test recipe above stays as it is).
+test: docs browser postgres
+soak: postgres
+bench: postgres
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -399,6 +399,9 @@ def clean_value(v: Any) -> Any:
 
 # -- connections --------------------------------------------------------------------------
 
+#: Statements that never return anything the caller reads: deferred to the next statement.
+_DEFERRED = ("BEGIN", "SAVEPOINT", "RELEASE")
+
 _pools: dict[str, ConnectionPool[Any]] = {}
 _pools_lock = threading.Lock()
 #: Most connections one process holds to one ledger (runner: writer, loop, threads, listener).
@@ -465,6 +468,7 @@ class PgConn:
         self.url = url
         self.masked = mask_url(url)
         self.read_only = read_only
+        self._pending: list[str] = []  # BEGIN/SAVEPOINT/RELEASE waiting for the next statement
         self._timeout = connect_timeout_s
         self._conn: psycopg.Connection[Any] | None = None
         self._connect()
@@ -490,6 +494,7 @@ class PgConn:
         return conn
 
     def _drop(self) -> None:
+        self._pending = []
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -500,6 +505,8 @@ class PgConn:
     @property
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
+        if any(p.startswith("BEGIN") for p in self._pending):
+            return True
         conn = self._conn
         if conn is None or conn.closed or conn.broken:
             return False
@@ -513,12 +520,21 @@ class PgConn:
             raise sqlite3.ProgrammingError(str(exc)) from None
         if not pg_sql:
             return PgCursor(None, -1, None)
+        if pg_sql.startswith(_DEFERRED):
+            # Sent with the next statement, in one round trip: on a busy host each round
+            # trip waits for the server's turn on a CPU, and the writer thread's group pays
+            # BEGIN + a SAVEPOINT/RELEASE per write.
+            self._pending.append(pg_sql)
+            return PgCursor(None, -1, None)
+        prefix, self._pending = self._pending, []
         args = tuple(_param(v) for v in (params or ()))
-        retry_read = not self.in_transaction and pg_sql.lstrip().upper().startswith(("SELECT", "WITH"))
+        retry_read = not prefix and not self.in_transaction and pg_sql.lstrip().upper().startswith(("SELECT", "WITH"))
         for attempt in (1, 2):
             conn = self.raw
             try:
-                cur = conn.execute(pg_sql, args)
+                cur = conn.execute("; ".join([*prefix, pg_sql]), args)
+                for _ in prefix:
+                    cur.nextset()
                 rows = cur.fetchall() if cur.description is not None else None
                 lastrowid = None
                 if wants_id and rows:

@@ -54,13 +54,14 @@ def check(conn: Conn) -> list[Violation]:
 
     for r in conn.execute(
             f"SELECT run_id, count(*) AS n FROM events WHERE kind = 'transition' AND to_state IN {sql_set(TERMINAL)}"
-            " AND run_id IS NOT NULL GROUP BY run_id HAVING n > 1 ORDER BY run_id LIMIT 1000"):
+            " AND run_id IS NOT NULL GROUP BY run_id HAVING count(*) > 1 ORDER BY run_id LIMIT 1000"):
         out.append(Violation("terminal_twice", f"{r['n']} transitions into a terminal state", r["run_id"]))
 
     for r in conn.execute(
             "SELECT lineage, min(id) AS run_id, min(attempt) AS lo, max(attempt) AS hi, count(*) AS n,"
             " count(DISTINCT attempt) AS d FROM runs GROUP BY lineage"
-            " HAVING lo != 1 OR hi != n OR d != n ORDER BY run_id LIMIT 1000"):
+            " HAVING min(attempt) != 1 OR max(attempt) != count(*) OR count(DISTINCT attempt) != count(*)"
+            " ORDER BY run_id LIMIT 1000"):
         attempts = [a[0] for a in conn.execute("SELECT attempt FROM runs WHERE lineage = ? ORDER BY attempt LIMIT 200",
                                                (r["lineage"],))]
         out.append(Violation("attempt_gap", f"lineage {r['lineage']} has attempts {attempts}, expected 1..{r['n']}",
@@ -68,18 +69,18 @@ def check(conn: Conn) -> list[Violation]:
 
     for r in conn.execute(
             "SELECT job, slot, task, attempt, min(id) AS run_id, count(*) AS n FROM runs"
-            " GROUP BY job, slot, task, attempt HAVING n > 1 ORDER BY run_id LIMIT 1000"):
+            " GROUP BY job, slot, task, attempt HAVING count(*) > 1 ORDER BY run_id LIMIT 1000"):
         out.append(Violation("slot_duplicate", f"job {r['job']} slot {r['slot']} task {r['task']!r} attempt"
                              f" {r['attempt']} has {r['n']} runs", r["run_id"]))
     for r in conn.execute(
             "SELECT job, slot, task, min(id) AS run_id, count(DISTINCT lineage) AS n FROM runs"
-            " GROUP BY job, slot, task HAVING n > 1 ORDER BY run_id LIMIT 1000"):
+            " GROUP BY job, slot, task HAVING count(DISTINCT lineage) > 1 ORDER BY run_id LIMIT 1000"):
         out.append(Violation("slot_duplicate", f"job {r['job']} slot {r['slot']} task {r['task']!r} ran as"
                              f" {r['n']} lineages", r["run_id"]))
 
     for r in conn.execute(
             f"SELECT lineage, min(id) AS run_id, count(*) AS n FROM runs WHERE state IN {sql_set(NON_TERMINAL)}"
-            " GROUP BY lineage HAVING n > 1 ORDER BY run_id LIMIT 1000"):
+            " GROUP BY lineage HAVING count(*) > 1 ORDER BY run_id LIMIT 1000"):
         out.append(Violation("lineage_overlap", f"lineage {r['lineage']} has {r['n']} unfinished attempts",
                              r["run_id"]))
 

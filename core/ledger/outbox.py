@@ -249,7 +249,7 @@ def enqueue_repeats(conn: Conn, sinks: Sequence[Any], *, now: float | None = Non
         rows = conn.execute(
             "SELECT e.*, MAX(n.created_at) AS last_at FROM escalations e"
             " JOIN notifications n ON n.escalation_id = e.id AND n.sink = ?"
-            " WHERE e.state = 'open' AND e.severity = 'critical' GROUP BY e.id HAVING last_at <= ?"
+            " WHERE e.state = 'open' AND e.severity = 'critical' GROUP BY e.id HAVING MAX(n.created_at) <= ?"
             " ORDER BY e.id LIMIT ?", (sink.name, ts - float(every), int(limit))).fetchall()
         for r in rows:
             esc = {k: r[k] for k in r.keys() if k != "last_at"}

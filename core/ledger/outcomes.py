@@ -195,8 +195,9 @@ def set_verdict(conn: Conn, run_id: int, *, verdict: dict[str, Any], escalate: b
 def judged_counts(conn: Conn, since: float) -> dict[str, Any]:
     """Outcomes judged since ``since`` (Unix seconds, by ``created_at``): ``{runs, silent,
     escalated, notes (neither silent nor escalated), by_verdict: {verdict_kind: n}}``."""
-    row = conn.execute("SELECT COUNT(*) AS runs, SUM(silent = 1) AS silent, SUM(escalate = 1) AS escalated,"
-                       " SUM(silent = 0 AND escalate = 0) AS notes FROM job_outcomes"
+    row = conn.execute("SELECT COUNT(*) AS runs, SUM(CASE WHEN silent = 1 THEN 1 ELSE 0 END) AS silent,"
+                       " SUM(CASE WHEN escalate = 1 THEN 1 ELSE 0 END) AS escalated,"
+                       " SUM(CASE WHEN silent = 0 AND escalate = 0 THEN 1 ELSE 0 END) AS notes FROM job_outcomes"
                        " WHERE created_at >= ? AND judged_by IS NOT NULL", (since,)).fetchone()
     kinds = {r["verdict_kind"]: int(r["n"]) for r in conn.execute(
         "SELECT verdict_kind, COUNT(*) AS n FROM job_outcomes WHERE created_at >= ? AND judged_by IS NOT NULL"

@@ -198,9 +198,9 @@ def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> dict[
     kinds = _ESC_OCCURRENCE + _ESC_ACTS
     events = [row_dict(r) for r in ledger.query(
         "SELECT e.at, e.kind, e.actor, e.run_id, e.from_state, e.to_state, e.reason,"
-        " json_extract(e.detail, '$.until') AS until, r.state AS run_state, r.exit_code, r.signal, r.attempt"
+        " CAST(json_extract(e.detail, '$.until') AS REAL) AS until, r.state AS run_state, r.exit_code, r.signal, r.attempt"
         f" FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE e.kind IN ({','.join('?' * len(kinds))})"
-        " AND e.job = ? AND json_extract(e.detail, '$.escalation_id') = ? ORDER BY e.id DESC LIMIT ?",
+        " AND e.job = ? AND CAST(json_extract(e.detail, '$.escalation_id') AS INTEGER) = ? ORDER BY e.id DESC LIMIT ?",
         (*kinds, esc["job"], esc_id, limit * 2))]
     occurrences = [e for e in events if e["kind"] in _ESC_OCCURRENCE][:limit]
     acts = [e for e in events if e["kind"] in _ESC_ACTS][:limit]

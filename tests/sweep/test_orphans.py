@@ -247,7 +247,7 @@ def test_two_sweepers_racing_orphan_a_run_once(ledger, settings, tmp_path):
     reports = []
 
     def sweep():
-        with Ledger(tmp_path / "wk.db") as own:
+        with Ledger(ledger.target) as own:
             reports.append(Sweeper(settings, actor="sweep").settle(own))
 
     threads = [threading.Thread(target=sweep) for _ in range(3)]
