@@ -22,7 +22,7 @@ AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.c
          "console.cli.console", "console.cli.prune",
          "console.cli.import_crontab", "console.cli.service", "console.cli.eval",
          "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd", "console.cli.notify",
-         "console.cli.ledger_cmd")
+         "console.cli.ledger_cmd", "console.cli.logs")
 
 
 class _Group(click.Group):
