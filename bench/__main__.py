@@ -30,6 +30,11 @@ def _throughput(quick: bool) -> list[Figure]:
     return throughput.run(quick)
 
 
+def _fleet(quick: bool) -> list[Figure]:
+    from bench import fleet_bench
+    return fleet_bench.run(quick)
+
+
 def _idle(quick: bool) -> list[Figure]:
     from bench import runner_bench
     return runner_bench.idle(quick)
@@ -119,6 +124,7 @@ def _retention(quick: bool) -> list[Figure]:
 BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "throughput": _throughput,
     "idle": _idle,
+    "fleet": _fleet,
     "scale": _scale,
     "ledger": _ledger,
     "detection": _detection,

@@ -20,6 +20,7 @@ import os
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from core.ledger import dialect
 
@@ -71,35 +72,51 @@ async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.
 
 
 async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Event | None) -> None:
+    # The LISTEN connection's socket is watched by the event loop itself (add_reader), and
+    # notifications are drained with libpq's own calls: psycopg's notifies() generator would
+    # wake every 0.1 s to look, which an idle runner would pay for all day.
     import psycopg
 
+    loop = asyncio.get_running_loop()
     delay = 0.5
     down = False
     while stop is None or not stop.is_set():
+        conn = None
+        fd = -1
         try:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                              application_name="watchkeeper-listen") as conn:
-                await conn.execute(f"LISTEN {dialect.CHANNEL}")
-                if down:
-                    log.warning("ledger %s: change feed back", dialect.mask_url(url))
-                    down = False
-                    on_change()  # a commit may have come while we were away
-                delay = 0.5
-                gen = conn.notifies()
-                waiter = asyncio.ensure_future(stop.wait()) if stop is not None else None
+            live: psycopg.Connection[Any] = await asyncio.to_thread(
+                lambda: psycopg.connect(url, autocommit=True, application_name="watchkeeper-listen"))
+            conn = live
+            await asyncio.to_thread(live.execute, f"LISTEN {dialect.CHANNEL}")
+            if down:
+                log.warning("ledger %s: change feed back", dialect.mask_url(url))
+                down = False
+                on_change()  # a commit may have come while we were away
+            delay = 0.5
+            pg = live.pgconn
+            readable = asyncio.Event()
+            fd = pg.socket
+            loop.add_reader(fd, readable.set)
+            while stop is None or not stop.is_set():
+                waits = [asyncio.ensure_future(readable.wait())]
+                if stop is not None:
+                    waits.append(asyncio.ensure_future(stop.wait()))
                 try:
-                    while True:
-                        nxt = asyncio.ensure_future(anext(gen))
-                        done, _ = await asyncio.wait({nxt, *([waiter] if waiter else [])},
-                                                     return_when=asyncio.FIRST_COMPLETED)
-                        if nxt not in done:
-                            nxt.cancel()
-                            return
-                        nxt.result()
-                        on_change()
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    if waiter is not None:
-                        waiter.cancel()
+                    for w in waits:
+                        w.cancel()
+                if not readable.is_set():
+                    return  # stopped
+                readable.clear()
+                pg.consume_input()  # raises when the server went away
+                got = False
+                while pg.notifies() is not None:
+                    got = True
+                if got:
+                    on_change()
+                if live.broken or pg.status != 0:  # 0: CONNECTION_OK
+                    raise psycopg.OperationalError("the LISTEN connection broke")
         except psycopg.Error as exc:
             if not down:
                 log.warning("ledger %s: change feed lost (%s); retrying with backoff", dialect.mask_url(url),
@@ -107,3 +124,8 @@ async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Even
                 down = True
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
             delay = min(delay * 2, MAX_BACKOFF_S)
+        finally:
+            if fd >= 0:
+                loop.remove_reader(fd)
+            if conn is not None:
+                conn.close()
