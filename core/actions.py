@@ -32,6 +32,22 @@ def _actor(operator: str) -> str:
     return f"operator:{operator}"
 
 
+def removed_words(job: str) -> str:
+    """Why a removed job (``jobs.enabled = 0``: its spec file or entry is gone) cannot be acted on."""
+    return (f"job {quoted(job)} was removed (its spec is gone from the spec folder; its history is kept):"
+            " restore its spec to run it again")
+
+
+def unknown_words(job: str) -> str:
+    """Why a job the ledger does not know cannot be acted on."""
+    return f"no job {quoted(job)} in the ledger (a runner records jobs when it loads their specs)"
+
+
+def unknown_job_words(exc: UnknownJob) -> str:
+    """The sentence for a ``core.ledger.runs.UnknownJob``: removed, or never known."""
+    return removed_words(exc.job) if exc.removed else unknown_words(exc.job)
+
+
 def _who(move: Event | None) -> str:
     if move is None:
         return ""
@@ -157,8 +173,7 @@ def _set_paused(ledger: Ledger, job: str, *, paused: bool, operator: str, reason
     actor = _actor(operator)
     got = SqlStore(ledger).set_job_paused(job, paused=paused, actor=actor, reason=reason, now=now)
     if got.job is None:
-        return ActionResult(False, f"no job {quoted(job)} in the ledger (a runner records jobs when it loads"
-                                   " their specs)", missing=True)
+        return ActionResult(False, unknown_words(job), missing=True)
     if got.changed:
         if paused:
             return ActionResult(True, f"{job} paused by {operator}: scheduled runs are skipped until"
@@ -202,7 +217,7 @@ def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
     try:
         run_id = store.queue_manual_run(job, actor=_actor(operator))
     except UnknownJob as exc:
-        return ActionResult(False, str(exc), missing=True)
+        return ActionResult(False, unknown_job_words(exc), missing=True)
     known = store.job(job)
     note = " (the job is paused: this manual run goes ahead anyway)" if known and known.paused_at is not None else ""
     return ActionResult(True, f"queued run {run_id} of {job}{note}", run_id)

@@ -21,10 +21,9 @@ from console.cli.common import (
 )
 from console.cli.runs import open_ledger, open_settings
 from core import actions
+from core.actions import removed_words, unknown_words
 from core.ledger.connection import Ledger
 from core.ledger.reads import job_controls
-from core.ledger.runs import removed_words
-from core.text import quoted
 from core.vocabulary import ActionResult
 
 
@@ -38,8 +37,7 @@ def _known(ledger: Ledger, job: str) -> dict:
     if row is not None and not row["enabled"]:
         fail(shown(removed_words(job)), EXIT_NOT_FOUND)
     if row is None:
-        fail(f"no job {quoted(job)} in the ledger (a runner records jobs when it loads their specs)",
-             EXIT_NOT_FOUND)
+        fail(unknown_words(job), EXIT_NOT_FOUND)
     return row
 
 

@@ -472,7 +472,8 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """
     import time as _time
 
-    from core.ledger.reads import invalid_specs, jobs_page, next_run_word
+    from core.ledger.reads import invalid_specs, jobs_page
+    from core.supervisor.policy.words import next_run_word
 
     now = _time.time()
     rows: list[dict[str, Any]] = []

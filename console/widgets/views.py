@@ -22,6 +22,7 @@ from console.widgets.cells import (
 from console.widgets.paged_table import Column, PagedTable
 from console.widgets.sparkline import run_bars
 from core.ledger import reads
+from core.supervisor.policy.words import next_run_word
 
 
 def _short_owner(owner: str | None) -> str:
@@ -229,7 +230,7 @@ class JobsTable(PagedTable):
             where = f"{Path(row['source']).name}:{row['line']}" if row.get("line") else Path(row["source"]).name
             return [Text("! ", style="bold red") + cell(row["name"]), cell("spec invalid", "bold red"),
                     cell("-"), cell(where), cell("-"), cell("-"), cell("-")]
-        next_txt = reads.next_run_word(row["next_run"], row.get("next_held"), self.now)  # as the CLI's `jobs`
+        next_txt = next_run_word(row["next_run"], row.get("next_held"), self.now)  # as the CLI's `jobs`
         rate = row["success_rate"]
         rate_txt = "-" if rate is None else f"{rate * 100:.0f}"
         sched = row["schedule_text"] or "manual"

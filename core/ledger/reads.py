@@ -421,15 +421,6 @@ def job_next_run(ledger: Ledger, job: dict[str, Any], spec_text: str | None, now
     return at, held
 
 
-def next_run_word(at: float | None, held: str | None, now: float) -> str:
-    """``job_next_run``'s answer in one short word, the same in the CLI and the console:
-    ``paused`` (nothing queued), ``due``, ``in 35s`` / ``in 2m`` (``core.text.short_age``
-    style, largest unit), or ``-`` (nothing scheduled)."""
-    if at is None:
-        return "paused" if held == HELD_PAUSED else "-"
-    return "due" if at <= now else f"in {short_age(at - now, 1)}"
-
-
 def lineage_success_rate(runs: list[dict[str, Any]]) -> tuple[float | None, int]:
     """(rate 0..1 or None, lineages counted) over finished runs with ``lineage``, ``attempt``
     and ``state``: each lineage (a slot and its retries) counts once, by its final attempt

@@ -14,12 +14,18 @@ from typing import Any
 
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
-from core.text import quoted
 from core.vocabulary import RunCommand, RunState, Trigger, sql_set
 
 
 class UnknownJob(LookupError):
-    """``trigger`` named a job that is not in the ``jobs`` table (or is disabled)."""
+    """``trigger`` named a job that is not in the ``jobs`` table, or whose row says it was
+    removed (``removed``: ``jobs.enabled = 0``). The words for people are
+    ``core.actions.unknown_job_words``."""
+
+    def __init__(self, job: str, *, removed: bool = False) -> None:
+        super().__init__(f"{'removed' if removed else 'unknown'} job {job!r}")
+        self.job = job
+        self.removed = removed
 
 
 def create(conn: Conn, *, job: str, slot: str, trigger: Trigger | str, actor: str,
@@ -168,27 +174,21 @@ def job_known(ledger: Ledger, job: str) -> bool:
                       (job, job)) is not None
 
 
-def removed_words(job: str) -> str:
-    """Why a removed job (``jobs.enabled = 0``: its spec file or entry is gone) cannot be acted on."""
-    return (f"job {quoted(job)} was removed (its spec is gone from the spec folder; its history is kept):"
-            " restore its spec to run it again")
-
-
 def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
     """Queue attempt 1 of a manual run of ``job`` now (slot ``manual:<uuid>``); returns its id.
 
     Raises:
         UnknownJob: the job is not in the ``jobs`` table, or was removed (``enabled = 0``;
-            the message says so).
+            ``removed`` says which).
     """
     now = time.time()
 
     def tx(conn: Conn) -> int:
         row = conn.execute("SELECT spec_hash, enabled FROM jobs WHERE name = ?", (job,)).fetchone()
         if row is None:
-            raise UnknownJob(f"no job {quoted(job)} in the ledger (a runner records jobs when it loads their specs)")
+            raise UnknownJob(job)
         if not row["enabled"]:
-            raise UnknownJob(removed_words(job))
+            raise UnknownJob(job, removed=True)
         run_id = create(conn, job=job, slot=f"manual:{uuid.uuid4().hex[:12]}", trigger=Trigger.MANUAL,
                         actor=actor, not_before=now, spec_hash=row["spec_hash"], now=now)
         assert run_id is not None  # a fresh manual slot never conflicts

@@ -138,7 +138,7 @@ class Store(Protocol):
         ``run_queued``). Returns the new run id.
 
         Raises:
-            core.ledger.runs.UnknownJob: no such job, or it was removed (the message says which).
+            core.ledger.runs.UnknownJob: no such job, or it was removed (``removed`` says which).
         """
         ...
 

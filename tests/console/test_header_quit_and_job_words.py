@@ -14,6 +14,7 @@ import pytest
 from console.app import ConsoleConfig, WatchkeeperApp
 from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
+from core.supervisor.policy.words import next_run_word
 from tests.kit import console_fixtures as cf
 from tests.kit.pilot import screen_text, until
 
@@ -241,12 +242,12 @@ def test_next_run_is_one_answer_for_breaker_pause_and_once(tmp_path):
         led.write(tx)
         rows = {r["name"]: r for r in reads.jobs_page(led, now=now, limit=100).rows}
     assert rows["flaky"]["next_run"] >= now + 120 and rows["flaky"]["next_held"] == "breaker"
-    assert rows["held"]["next_run"] is None and reads.next_run_word(None, "paused", now) == "paused"
+    assert rows["held"]["next_run"] is None and next_run_word(None, "paused", now) == "paused"
     assert abs(rows["one-shot"]["next_run"] - (now + 35)) < 1
     cli = _jobs_cli(path, now)
     for name in ("flaky", "held"):
         r = rows[name]
-        assert reads.next_run_word(r["next_run"], r["next_held"], now) in cli[name]
+        assert next_run_word(r["next_run"], r["next_held"], now) in cli[name]
     assert "in 2m" in cli["flaky"] and "paused" in cli["held"] and "in 3" in cli["one-shot"]  # not "-"
 
 
