@@ -31,12 +31,13 @@ def _encode(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-def record(conn: Conn, run_id: int, **fields: Any) -> None:
+def record(conn: Conn, run_id: int, *, now: float | None = None, **fields: Any) -> None:
     """Insert or update the outcome of ``run_id`` (call inside the writing transaction).
 
     ``fields`` are ``job_outcomes`` columns; JSON columns accept dicts/lists. ``job``,
     ``lineage`` and ``attempt`` are copied from ``runs``; ``duration_s`` defaults to
-    ``ended_at - started_at`` when both are known.
+    ``ended_at - started_at`` when both are known. ``now`` (Unix seconds, UTC; default the
+    current time) is the row's ``created_at``/``updated_at``.
 
     Raises:
         ValueError: unknown column, or no such run.
@@ -46,7 +47,7 @@ def record(conn: Conn, run_id: int, **fields: Any) -> None:
                        (run_id,)).fetchone()
     if run is None:
         raise ValueError(f"no run {run_id}")
-    ts = time.time()
+    ts = time.time() if now is None else now
     exists = conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
     if exists:
         if enc:

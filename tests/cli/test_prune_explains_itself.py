@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from console.cli.main import cli
 from core.ledger.connection import Ledger
+from tests.kit.runs import add_run
 
 DAY = 86400.0
 
@@ -23,14 +24,12 @@ def _runs(db: Path, job: str, n: int, *, age_days: float, art: Path | None = Non
     def tx(c):
         for _ in range(n):
             lineage = uuid.uuid4().hex
-            cur = c.execute(
-                "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, updated_at,"
-                " ended_at) VALUES (?,?,1,'succeeded',?,'schedule',?,?,?,?)", (job, lineage, lineage, at, at, at, at))
-            ids.append(int(cur.lastrowid))
+            ids.append(add_run(c, job, "succeeded", lineage=lineage, slot=lineage, trigger="schedule", at=at,
+                               ended_at=at))
     with Ledger(db) as led:
         led.write(tx)
     if art is not None:
-        for rid in ids:
+        for rid in ids:  # the runner's default folder: <artifacts>/<run id>
             (art / str(rid)).mkdir(parents=True)
             (art / str(rid) / "stdout.log").write_bytes(b"x" * 1000)
     return ids

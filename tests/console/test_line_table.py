@@ -14,6 +14,7 @@ from console.screens.detail import DetailScreen
 from console.widgets.paged_table import MARGIN
 from core.ledger.connection import Ledger
 from tests.kit.pilot import loaded, make_app, until
+from tests.kit.runs import add_run
 
 RUNS = 3000
 
@@ -105,9 +106,8 @@ async def test_cursor_stays_on_its_row_deep_in_the_table_when_rows_arrive(big, t
 
         def add(c):
             for i in range(3):
-                c.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                          " ended_at, updated_at) VALUES ('job-000', ?, 1, 'failed', ?, 'schedule', 0, 0, ?, 0)",
-                          (f"new{i}", f"new{i}", time.time() + 3600 + i))
+                add_run(c, "job-000", "failed", lineage=f"new{i}", slot=f"new{i}", trigger="schedule",
+                        ended_at=time.time() + 3600 + i)
         with Ledger(path) as led:
             led.write(add)
         await until(pilot, lambda: table.cursor_row == row_before + 3)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.ledger import outcomes
 from core.ledger.connection import Ledger
+from tests.kit.runs import add_run as add_run_in
 
 NOW = 1_767_268_800.0  # 2026-01-01T12:00:00Z, frozen "now" for deterministic screens
 
@@ -46,28 +48,17 @@ def add_run(db: Ledger, job: str, *, state: str, ended_at: float | None, attempt
             stderr: str | None = None) -> int:
     lineage = lineage or f"{job}:{ended_at}:{attempt}"
     started = (ended_at - 12.5) if ended_at else NOW - 60
-    cur = db.conn.execute(
-        "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, started_at, ended_at,"
-        " updated_at, exit_code, reason, pid, pid_create_time, pgid, lease_until, runner_id, artifacts_dir)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (job, lineage, attempt, state, slot or lineage, "schedule", started - 1, started - 1, started, ended_at,
-         ended_at or NOW, exit_code, reason, pid, pid_create_time, pgid, lease_until, runner_id, artifacts_dir))
-    run_id = int(cur.lastrowid)
-    db.conn.execute("INSERT INTO events (at, run_id, job, attempt, actor, kind, from_state, to_state)"
-                    " VALUES (?,?,?,?,?,?,?,?)", (started - 1, run_id, job, attempt, "runner:r1", "transition",
-                                                  None, "queued"))
+    conn = db.conn
+    live = {"pid": pid, "pid_create_time": pid_create_time, "pgid": pgid, "lease_until": lease_until,
+            "runner_id": runner_id, "artifacts_dir": artifacts_dir}
+    run_id = add_run_in(conn, job, state, lineage=lineage, attempt=attempt, slot=slot or lineage, trigger="schedule",
+                        at=started - 1, started_at=started, ended_at=ended_at, reason=reason, live=live,
+                        end={"exit_code": exit_code} if ended_at is not None else None, actor="runner:r1")
     if ended_at is not None:
-        db.conn.execute(
-            "INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, reason, duration_s, exit_code,"
-            " stdout_head, silent, verdict_reason, judged_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, job, lineage, attempt, state, status or ("success" if state == "succeeded" else state), reason,
-             12.5, exit_code, "hello from " + job, silent, verdict_reason, "rules", ended_at, ended_at))
-        db.conn.execute("INSERT INTO events (at, run_id, job, attempt, actor, kind, from_state, to_state, reason)"
-                        " VALUES (?,?,?,?,?,?,?,?,?)", (ended_at, run_id, job, attempt, "runner:r1", "transition",
-                                                        "running", state, reason))
-        if stderr is not None:
-            db.conn.execute("UPDATE job_outcomes SET stderr_tail = ?, stderr_bytes = ? WHERE run_id = ?",
-                            (stderr, len(stderr), run_id))
+        outcomes.record(conn, run_id, state=state, status=status or ("success" if state == "succeeded" else state),
+                        reason=reason, duration_s=12.5, exit_code=exit_code, stdout_head="hello from " + job,
+                        silent=silent, verdict_reason=verdict_reason, judged_by="rules", now=ended_at,
+                        **({"stderr_tail": stderr, "stderr_bytes": len(stderr)} if stderr is not None else {}))
     return run_id
 
 

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from core.ledger import lifecycle, outcomes
+from core.ledger import lifecycle, outcomes, runs
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
 from core.spec.model import JobSpec, spec_json
@@ -38,12 +38,12 @@ def new_run(ledger: Ledger, job: str = "job", *, attempt: int = 1, lineage: str 
     now = time.time()
 
     def tx(c):
-        cur = c.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, updated_at,"
-            " artifacts_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (job, lineage, attempt, "queued", f"manual:{lineage}", "manual", now, now, now,
-             str(artifacts_dir) if artifacts_dir else None))
-        return int(cur.lastrowid)
+        run_id = runs.create(c, job=job, slot=f"manual:{lineage}", trigger="manual", actor="test", not_before=now,
+                             spec_hash=None, attempt=attempt, lineage=lineage, now=now)
+        if artifacts_dir:  # the runner records the folder on the move to spawned
+            assert lifecycle.apply(c, run_id, attempt, State.QUEUED, State.SPAWNED, actor="test", at=now,
+                                   fields={"spawned_at": now, "artifacts_dir": str(artifacts_dir)})
+        return run_id
     return ledger.write(tx)
 
 
@@ -52,11 +52,12 @@ def to_verifying(ledger: Ledger, run_id: int, *, exit_code: int | None = 0, sign
                  handoff: dict[str, Any] | None = None, findings: list[dict[str, str]] | None = None,
                  started_at: float | None = None) -> None:
     """queued → spawned → running → verifying, inserting the provisional outcome like the runner."""
-    row = ledger.one("SELECT attempt FROM runs WHERE id = ?", (run_id,))
+    row = ledger.one("SELECT attempt, state FROM runs WHERE id = ?", (run_id,))
     att = row["attempt"]
     start = started_at if started_at is not None else time.time() - duration_s
-    assert lifecycle.transition(ledger, run_id, att, State.QUEUED, State.SPAWNED, actor="test",
-                                fields={"spawned_at": start})
+    if row["state"] == State.QUEUED:  # new_run with an artifacts folder has spawned it already
+        assert lifecycle.transition(ledger, run_id, att, State.QUEUED, State.SPAWNED, actor="test",
+                                    fields={"spawned_at": start})
     assert lifecycle.transition(ledger, run_id, att, State.SPAWNED, State.RUNNING, actor="test",
                                 fields={"started_at": start, "pid": 1})
     if findings is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from core.ledger import lifecycle
+from core.ledger import lifecycle, runs
 from core.ledger.connection import Ledger
 from core.liveness import hostname
 from core.spec.model import JobSpec, spec_json
@@ -74,13 +74,8 @@ def add_run(ledger: Ledger, job: str = "job", *, state: str = "running", attempt
         except psutil.Error:
             create_time = None
 
-    def ins(c):
-        cur = c.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, updated_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?)", (job, lineage, attempt, "queued", slot, "manual", now, now, now))
-        return int(cur.lastrowid)
-
-    run_id = ledger.write(ins)
+    run_id = ledger.write(lambda c: runs.create(c, job=job, slot=slot, trigger="manual", actor="test", not_before=now,
+                                                spec_hash=None, attempt=attempt, lineage=lineage, now=now))
     if state == "queued":
         return run_id
     fields = {"spawned_at": now - spawned_ago, "pid": pid, "pid_create_time": create_time, "pgid": pid,

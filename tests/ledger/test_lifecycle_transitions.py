@@ -10,17 +10,13 @@ import pytest
 from core.ledger import lifecycle
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TRANSITIONS, IllegalTransition, State
+from tests.kit.runs import add_run
 
 
 def _queued_run(led: Ledger, attempt: int = 1) -> int:
     now = time.time()
 
-    def tx(conn):
-        cur = conn.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, updated_at)"
-            " VALUES ('j','L',?,'queued','s','manual',?,?,?)", (attempt, now, now, now))
-        return cur.lastrowid
-    return led.write(tx)
+    return led.write(lambda conn: add_run(conn, "j", "queued", lineage="L", attempt=attempt, slot="s", at=now))
 
 
 #: The lifecycle of DESIGN.md, written out by hand: the table under test must equal it, and
@@ -58,7 +54,7 @@ def test_every_illegal_move_is_refused(tmp_path, src, dst):
         with pytest.raises(IllegalTransition, match="illegal transition"):
             lifecycle.transition(led, run_id, 1, src, dst, actor="test")
         assert led.one("SELECT state FROM runs WHERE id = ?", (run_id,))[0] == src.value
-        assert led.one("SELECT COUNT(*) FROM events")[0] == 0
+        assert led.one("SELECT COUNT(*) FROM events WHERE kind = 'transition'")[0] == 0  # only run_queued
 
 
 def test_terminal_states_have_no_exit():
@@ -71,7 +67,7 @@ def test_move_appends_audit_event_in_same_transaction(tmp_path):
         run_id = _queued_run(led)
         assert lifecycle.transition(led, run_id, 1, State.QUEUED, State.SPAWNED, actor="runner:x",
                                     fields={"runner_id": None})
-        ev = led.one("SELECT * FROM events WHERE run_id = ?", (run_id,))
+        ev = led.one("SELECT * FROM events WHERE run_id = ? AND kind = 'transition'", (run_id,))
         assert (ev["from_state"], ev["to_state"], ev["actor"], ev["kind"]) == ("queued", "spawned", "runner:x",
                                                                                "transition")
 
@@ -93,7 +89,7 @@ def test_then_callback_rolls_back_with_the_move(tmp_path):
         with pytest.raises(RuntimeError):
             lifecycle.transition(led, run_id, 1, State.QUEUED, State.ABANDONED, actor="t", then=boom)
         assert led.one("SELECT state FROM runs WHERE id = ?", (run_id,))[0] == "queued"
-        assert led.one("SELECT COUNT(*) FROM events")[0] == 0
+        assert led.one("SELECT COUNT(*) FROM events WHERE kind = 'transition'")[0] == 0  # only run_queued
 
 
 def test_unknown_column_refused(tmp_path):
@@ -106,11 +102,8 @@ def test_unknown_column_refused(tmp_path):
 def test_two_writers_racing_exactly_one_wins(tmp_path):
     db = tmp_path / "wk.db"
     with Ledger(db) as led:
-        ids = [_queued_run(led, attempt=1) if i == 0 else None for i in range(1)]
         # many runs, many racers: each run must be claimed exactly once
-        ids = [led.write(lambda c, i=i: c.execute(
-            "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at, updated_at)"
-            " VALUES ('j', ?, 1, 'queued', ?, 'manual', 0, 0, 0)", (f"L{i}", f"s{i}")).lastrowid) for i in range(40)]
+        ids = [led.write(lambda c, i=i: add_run(c, "j", "queued", lineage=f"L{i}", slot=f"s{i}")) for i in range(40)]
     wins: list[tuple[int, int]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(4)
@@ -130,7 +123,7 @@ def test_two_writers_racing_exactly_one_wins(tmp_path):
         t.join()
     assert sorted(r for r, _ in wins) == sorted(ids)
     with Ledger(db) as led:
-        per_run = led.query("SELECT run_id, COUNT(*) n FROM events GROUP BY run_id")
+        per_run = led.query("SELECT run_id, COUNT(*) n FROM events WHERE kind = 'transition' GROUP BY run_id")
         assert all(r["n"] == 1 for r in per_run)
         assert len(per_run) == len(ids)
 
@@ -173,5 +166,5 @@ def test_both_write_paths_record_the_move(tmp_path, monkeypatch, returning):
         run_id = _queued_run(led)
         assert not lifecycle.transition(led, run_id, 9, State.QUEUED, State.SPAWNED, actor="t")
         assert lifecycle.transition(led, run_id, 1, State.QUEUED, State.SPAWNED, actor="t")
-        ev = led.query("SELECT job, to_state FROM events")
+        ev = led.query("SELECT job, to_state FROM events WHERE kind = 'transition'")
         assert [(e["job"], e["to_state"]) for e in ev] == [("j", "spawned")]

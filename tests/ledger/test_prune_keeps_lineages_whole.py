@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from console.cli.main import cli
 from core.ledger import invariants, retention
 from core.ledger.connection import Ledger, add_event
+from tests.kit.runs import add_run
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -24,19 +25,9 @@ UNENDED = ["queued", "running"]
 def _run(c, *, job: str, lineage: str, attempt: int, state: str, at: float, parent: int | None = None,
          task: str = "") -> int:
     ended = state in ENDED
-    cur = c.execute(
-        "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, not_before, created_at,"
-        " updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (job, lineage, attempt, state, f"slot-{lineage}", task, "schedule" if attempt == 1 else "retry", parent,
-         at, at, at, at if ended else None))
-    rid = int(cur.lastrowid)
-    if state != "queued":  # doctor: the last transition event names the run's state
-        add_event(c, actor="test", kind="transition", run_id=rid, job=job, attempt=attempt, from_state="queued",
-                  to_state=state, at=at)
-    if ended:
-        c.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, created_at, updated_at)"
-                  " VALUES (?,?,?,?,?,?,?,?)", (rid, job, lineage, attempt, state, state, at, at))
-    return rid
+    return add_run(c, job, state, lineage=lineage, attempt=attempt, slot=f"slot-{lineage}", task=task,
+                   trigger="schedule" if attempt == 1 else "retry", parent_run_id=parent, at=at,
+                   ended_at=at if ended else None, outcome={} if ended else None)
 
 
 # One lineage: its job, its attempts' states (only the last may be unfinished), its age in

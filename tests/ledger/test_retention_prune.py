@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 
 from core.ledger import retention
 from core.ledger.connection import Ledger
+from tests.kit.runs import add_run
 
 DAY = 86400.0
 
@@ -22,24 +22,15 @@ def add_runs(ledger: Ledger, art, job: str, n: int, *, ended_at: float, state: s
 
     def tx(c):
         for _ in range(n):
-            cur = c.execute(
-                "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, not_before,"
-                " created_at, updated_at, ended_at) VALUES (?,?,1,?,?,?,?,?,?,?,?,?)",
-                (job, uuid.uuid4().hex, state, uuid.uuid4().hex, "t" if parent else "", "manual", parent,
-                 ended_at, ended_at, ended_at, ended_at if state not in ("running", "queued") else None))
-            rid = int(cur.lastrowid)
-            c.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", (str(art / str(rid)), rid))
-            c.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, created_at, updated_at)"
-                      " VALUES (?,?,?,1,?,?,?,?)", (rid, job, "l", state, state, ended_at, ended_at))
-            for kind in ("run_queued", "transition"):
-                c.execute("INSERT INTO events (at, run_id, job, actor, kind) VALUES (?,?,?,?,?)",
-                          (ended_at, rid, job, "test", kind))
-            ids.append(rid)
+            rid = add_run(c, job, state, task="t" if parent else "", parent_run_id=parent, at=ended_at,
+                          ended_at=ended_at if state not in ("running", "queued") else None, artifacts_root=art,
+                          outcome={} if state not in ("running", "queued") else None)
+            ids.append((rid, art / str(rid)))
     ledger.write(tx)
-    for rid in ids if folder_bytes is not None else ():
-        (art / str(rid)).mkdir(parents=True)
-        (art / str(rid) / "stdout.log").write_bytes(b"x" * folder_bytes)
-    return ids
+    for _, folder in ids if folder_bytes is not None else ():
+        folder.mkdir(parents=True)
+        (folder / "stdout.log").write_bytes(b"x" * folder_bytes)
+    return [rid for rid, _ in ids]
 
 
 @pytest.fixture
@@ -68,7 +59,8 @@ def test_old_runs_go_with_their_rows_and_folders_keeping_each_jobs_newest(ledger
     left = {r[0] for r in ledger.query("SELECT id FROM runs")}
     assert left == set(old[-5:]) | set(recent) | set(other)
     assert count(ledger, "SELECT COUNT(*) FROM job_outcomes") == len(left)
-    assert count(ledger, "SELECT COUNT(*) FROM events WHERE run_id IS NOT NULL") == 2 * len(left)
+    # a succeeded run's events: run_queued and its four moves; the pruned runs' went with them
+    assert count(ledger, "SELECT COUNT(*) FROM events WHERE run_id IS NOT NULL") == 5 * len(left)
     assert sorted(int(p.name) for p in art.iterdir()) == sorted(left)
     audit = [json.loads(r["detail"]) for r in ledger.query("SELECT detail FROM events WHERE kind = 'runs_pruned'")]
     assert sum(d["runs"] for d in audit) == 45
@@ -116,9 +108,12 @@ def test_dry_run_counts_and_deletes_nothing(ledger, art):
     now = time.time()
     add_runs(ledger, art, "job", 30, ended_at=now - 40 * DAY)
     newest(ledger, art, now)
+    events = count(ledger, "SELECT COUNT(*) FROM events")
     rep = retention.prune(ledger, max_age=30 * DAY, max_size=None, keep_per_job=0, artifacts_dir=art, now=now,
                           dry_run=True)
-    assert rep.dry_run and rep.runs == 30 and rep.events == 60 and rep.artifact_dirs == 30  # counted, kept
+    # counted, kept: every event of the 30 old runs (run_queued and each move), none of the newest's
+    newest_events = count(ledger, "SELECT COUNT(*) FROM events WHERE run_id = (SELECT MAX(id) FROM runs)")
+    assert rep.dry_run and rep.runs == 30 and rep.events == events - newest_events and rep.artifact_dirs == 30
     assert count(ledger, "SELECT COUNT(*) FROM runs") == 31 and len(list(art.iterdir())) == 31
     assert retention.last_prune_at(ledger) is None
 

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import time
-import uuid
 
 import pytest
 
@@ -17,6 +16,7 @@ from core.supervisor.policy.retry import RETRY
 from core.sweep import doctor
 from core.sweep.sweep import Sweeper
 from tests.kit.runners import QUICK_RETRY, Runners
+from tests.kit.runs import add_run as add_run_in
 from tests.kit.sweep import (
     add_job,
     add_run,
@@ -120,11 +120,8 @@ def add_child(ledger, parent_id: int, task: str, *, state: str = "queued", runne
     """A sub-task of ``parent_id`` as ``create_children`` inserts it, moved (audited) to ``state``."""
     parent = run_row(ledger, parent_id)
     now = time.time()
-    run_id = ledger.write(lambda c: int(c.execute(
-        "INSERT INTO runs (job, lineage, attempt, state, slot, task, trigger, parent_run_id, not_before,"
-        " created_at, updated_at) VALUES (?,?,1,'queued',?,?,'fanout',?,?,?,?)",
-        (parent["job"], uuid.uuid4().hex, f"{parent['slot']}#{parent['attempt']}", task, parent_id,
-         now, now, now)).lastrowid))
+    run_id = ledger.write(lambda c: add_run_in(c, parent["job"], "queued", slot=f"{parent['slot']}#{parent['attempt']}",
+                                            task=task, trigger="fanout", parent_run_id=parent_id, at=now))
     if state != "queued":
         pid, ctime = dead_pid()
         assert lifecycle.transition(ledger, run_id, 1, "queued", "spawned", actor="test", fields={

@@ -13,6 +13,7 @@ from core.ledger.jobs import sync_jobs
 from core.spec.model import load_dir
 from core.supervisor.policy.breaker import BREAKER
 from tests.kit.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
+from tests.kit.runs import add_run
 
 PY = sys.executable
 
@@ -76,11 +77,8 @@ def test_retried_transient_failures_do_not_trip(tmp_path):
 
         def seed(conn):
             for attempt in (1, 2):
-                conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                             " updated_at, ended_at) VALUES ('j','L',?,'failed','s','schedule',0,0,0,?)",
-                             (attempt, 1e12))
-            conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                         " updated_at) VALUES ('j','L',3,'queued','s','retry',0,0,0)")
+                add_run(conn, "j", "failed", lineage="L", attempt=attempt, slot="s", trigger="schedule", ended_at=1e12)
+            add_run(conn, "j", "queued", lineage="L", attempt=3, slot="s", trigger="retry")
         led.write(seed)
         rid = led.one("SELECT id FROM runs WHERE attempt = 2")[0]
         assert led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", words=BREAKER, now=1e12)) is None
@@ -99,15 +97,9 @@ def test_breaker_reason_says_how_each_run_failed_and_keeps_them_after_a_failed_t
 
         def failed_run(at: float, exit_code: int, verification: str | None, stderr: str = "") -> int:
             def tx(conn):
-                rid = conn.execute(
-                    "INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                    " updated_at, ended_at, exit_code) VALUES ('j', ?, 1, 'failed', ?, 'schedule', 0, 0, 0, ?, ?)",
-                    (f"L{at}", f"s{at}", at, exit_code)).lastrowid
-                conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, exit_code,"
-                             " stderr_head, verification, created_at, updated_at)"
-                             " VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, ?, ?, 0, 0)",
-                             (rid, f"L{at}", exit_code, stderr, verification))
-                return rid
+                return add_run(conn, "j", "failed", lineage=f"L{at}", slot=f"s{at}", trigger="schedule", ended_at=at,
+                               end={"exit_code": exit_code},
+                               outcome={"exit_code": exit_code, "stderr_head": stderr, "verification": verification})
             rid = led.write(tx)
             led.write(lambda c: breaker.record(c, spec, rid, "failed", actor="t", words=BREAKER, now=at))
             return rid

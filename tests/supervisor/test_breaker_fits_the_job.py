@@ -14,6 +14,7 @@ from core.ledger.jobs import sync_jobs
 from core.spec.model import JobSpec, load_dir
 from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
+from tests.kit.runs import add_run
 
 T0 = 1_767_268_800.0
 
@@ -61,13 +62,9 @@ def _fail(led: Ledger, n: int, ended_at: float, stderr: str = "", *, short: bool
     """A failed run; its stderr stored as capture stores it: a short one whole in stderr_head
     (stderr_tail NULL), a long one's end in stderr_tail."""
     def tx(conn):
-        cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                           " updated_at, started_at, ended_at, exit_code) VALUES ('j',?,1,'failed',?,?,"
-                           "0,0,0,?,?,?)", (f"L{n}", f"s{n}", trigger, ended_at - 1, ended_at, exit_code))
-        conn.execute("INSERT INTO job_outcomes (run_id, job, lineage, attempt, state, status, stderr_head,"
-                     " stderr_tail, created_at, updated_at) VALUES (?, 'j', ?, 1, 'failed', 'failed', ?, ?, 0, 0)",
-                     (cur.lastrowid, f"L{n}", stderr if short else "", None if short else stderr))
-        return int(cur.lastrowid)
+        return add_run(conn, "j", "failed", lineage=f"L{n}", slot=f"s{n}", trigger=trigger, started_at=ended_at - 1,
+                       ended_at=ended_at, end={"exit_code": exit_code},
+                       outcome={"stderr_head": stderr if short else "", "stderr_tail": None if short else stderr})
     return led.write(tx)
 
 
@@ -139,13 +136,11 @@ def test_a_breaker_turned_off_never_cuts_off_the_fallback(tmp_path, switch, rout
 
     def seed(conn):
         for i in range(3):  # the fallback failed three times in the window
-            conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, worker, not_before,"
-                         " created_at, updated_at, ended_at) VALUES ('j',?,2,'failed',?,'retry','fallback',0,0,0,?)",
-                         (f"F{i}", f"f{i}", now - 10 + i))
-        cur = conn.execute("INSERT INTO runs (job, lineage, attempt, state, slot, trigger, not_before, created_at,"
-                           " updated_at, ended_at, exit_code) VALUES ('j','L',1,'failed','s','schedule',0,0,0,?,2)",
-                           (now,))
-        return retries.follow_up(conn, int(cur.lastrowid), "failed", actor="test", policy=RETRY, spec=spec, now=now)
+            add_run(conn, "j", "failed", lineage=f"F{i}", attempt=2, slot=f"f{i}", trigger="retry", worker="fallback",
+                    ended_at=now - 10 + i)
+        rid = add_run(conn, "j", "failed", lineage="L", slot="s", trigger="schedule", ended_at=now,
+                      end={"exit_code": 2})
+        return retries.follow_up(conn, rid, "failed", actor="test", policy=RETRY, spec=spec, now=now)
     new = led.write(seed)
     assert (new is not None) == routed
     if routed:
