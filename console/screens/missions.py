@@ -11,10 +11,11 @@ text, never markup.
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
@@ -59,18 +60,32 @@ def worker_label(w: dict[str, Any]) -> Text:
 
 
 def _wrapped(head: str, value: str, width: int) -> list[Text]:
-    """``head`` + ``value`` on as many lines of ``width`` cells as it takes (a tree line does
-    not wrap by itself)."""
-    lines, rest, first = [], value, True
-    width = max(20, width)
-    while rest or first:
-        room = width - len(head)
-        chunk, rest = rest[:room], rest[room:]
-        t = Text(head if first else " " * len(head), style="dim")
+    """``head`` + ``value`` on as many lines of ``width`` cells as it takes, broken between
+    words (a tree line does not wrap by itself); continuation lines start under the value."""
+    room = max(20, width) - len(head)
+    chunks = textwrap.wrap(value, room, break_long_words=True, break_on_hyphens=False,
+                           drop_whitespace=True) or [""]
+    lines = []
+    for i, chunk in enumerate(chunks):
+        t = Text(head if i == 0 else " " * len(head), style="dim")
         t.append(chunk)
         lines.append(t)
-        first = False
     return lines
+
+
+#: Cells left of a worker's lines in the tree: the guides of three levels ("    │   ├── ").
+TREE_INDENT = 12
+#: Cells kept free on the right for the tree's vertical scrollbar (it appears once the
+#: lines overflow; text drawn there would be lost under it).
+SCROLLBAR = 2
+#: Cells the missions table's other columns take (id 4, state 17, mission 14, turns 6, each
+#: with one cell of padding either side) plus the table's scrollbar.
+TABLE_FIXED = 4 + 17 + 14 + 6 + 5 * 2 + 2 + 2
+
+
+def worker_width(tree_width: int) -> int:
+    """Cells a worker's line may take in a tree ``tree_width`` cells wide."""
+    return max(20, tree_width - TREE_INDENT - SCROLLBAR - 1)
 
 
 def worker_lines(w: dict[str, Any], width: int) -> list[Text]:
@@ -156,9 +171,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
     def compose(self) -> ComposeResult:
         yield HeaderBar()
         yield Static(Text("Missions", style="bold"), id="title")
-        table: DataTable = DataTable(id="missions", cursor_type="row", zebra_stripes=True)
-        table.add_columns("id", "state", "mission", "turns", "goal")
-        yield table
+        yield DataTable(id="missions", cursor_type="row", zebra_stripes=True)  # columns: _show_rows
         # One above the other: side by side, neither the tree nor the body has room at 80
         # or 120 columns (the tree's lines ran into the body, the worker's figures were cut).
         with Vertical(id="lower"):
@@ -190,11 +203,17 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         self._rows_sig = sig
         table = self.query_one("#missions", DataTable)
         keep = self.selected
-        table.clear()
+        # Columns of fixed widths, the goal taking the rest of the screen: auto-sized ones
+        # followed whatever was drawn first and squeezed the table until the next refresh.
+        goal_width = max(20, (self.size.width or self.app.size.width) - TABLE_FIXED)
+        table.clear(columns=True)
+        for label, width in (("id", 4), ("state", 17), ("mission", 14), ("turns", 6), ("goal", goal_width)):
+            table.add_column(label, width=width)
         for m in rows:
             b = m.get("budget") or {}
-            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(escaped_line(m["name"], 20)),
-                          Text(f"{m['turns']}/{b.get('turns')}"), Text(escaped_line(m["goal"], 60)), key=str(m["id"]))
+            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(escaped_line(m["name"], 14)),
+                          Text(f"{m['turns']}/{b.get('turns')}"), Text(escaped_line(m["goal"], goal_width)),
+                          key=str(m["id"]))
         if keep is not None and str(keep) in {str(m["id"]) for m in rows}:
             table.move_cursor(row=table.get_row_index(str(keep)))
 
@@ -216,7 +235,9 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         tree.reset(root)
         coord = tree.root.add(Text(f"coordinator: {m['coordinator']}  turns {m['turns']}/"
                                    f"{(m.get('budget') or {}).get('turns')}"), expand=True)
-        width = max(40, tree.size.width - 12)
+        # Before the first layout the tree has no width yet: the screen's is the same (the
+        # tree spans it), so the first paint is not wrapped at a guess.
+        width = worker_width(tree.size.width or self.size.width or self.app.size.width)
         for w in m["spawned"]:
             # Every line of a worker carries it in ``data``, so x acts on whichever is selected.
             node = coord.add(worker_label(w), data=w, expand=True)
@@ -224,6 +245,12 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
                 node.add_leaf(line, data=w)
         tree.root.expand_all()
         self.query_one("#body", Static).update(render_body(m))
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Widths follow the terminal: the table's goal and the tree's wrapped lines are
+        # rebuilt for the new size now, not on the next change of the mission.
+        self._rows_sig = self._tree_sig = None
+        self.run_worker(self.poll(), exclusive=True, group="missions-poll")
 
     @on(DataTable.RowHighlighted, "#missions")
     def _pick(self, event: DataTable.RowHighlighted) -> None:
