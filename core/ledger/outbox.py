@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.ledger.connection import Conn, inserted_id
+from core.ledger.records import Notification
 from core.text import invisible, safe_text
 from core.vocabulary import SEVERITY_RANK, EscalationKind, NotificationEvent, NotificationState
 
@@ -291,23 +292,23 @@ def enqueue_owed(conn: Conn, sinks: Sequence[Any], *, now: float | None = None,
     return ids
 
 
-def due(conn: Conn, now: float, limit: int) -> list[dict[str, Any]]:
-    """``pending`` notifications with ``next_attempt_at <= now``, oldest first (dicts)."""
+def due(conn: Conn, now: float, limit: int) -> list[Notification]:
+    """``pending`` notifications with ``next_attempt_at <= now``, oldest first."""
     rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND next_attempt_at <= ?"
                         " ORDER BY next_attempt_at, id LIMIT ?", (now, int(limit))).fetchall()
-    return [{k: r[k] for k in r.keys()} for r in rows]
+    return [Notification.from_row({k: r[k] for k in r.keys()}) for r in rows]
 
 
-def fresh_for_sink(conn: Conn, sink: str, *, exclude: Sequence[int], limit: int = 50) -> list[dict[str, Any]]:
+def fresh_for_sink(conn: Conn, sink: str, *, exclude: Sequence[int], limit: int = 50) -> list[Notification]:
     """``pending`` rows of ``sink`` never tried yet (``attempts = 0``) besides ``exclude``:
     the rest of a burst still inside its group_wait, sent in the same message."""
     rows = conn.execute("SELECT * FROM notifications WHERE state = 'pending' AND sink = ? AND attempts = 0"
                         " AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?",
                         (sink, json.dumps(list(exclude)), int(limit))).fetchall()
-    return [{k: r[k] for k in r.keys()} for r in rows]
+    return [Notification.from_row({k: r[k] for k in r.keys()}) for r in rows]
 
 
-def cancel_stale_repeats(conn: Conn, rows: Sequence[dict[str, Any]]) -> list[int]:
+def cancel_stale_repeats(conn: Conn, rows: Sequence[Notification]) -> list[int]:
     """Of pending ``rows`` (as read), the ``repeated`` ones whose escalation is no longer
     ``open`` (acknowledged, snoozed or resolved since the row was queued) go to ``cancelled``
     with ``last_error`` saying why: a repeat nags about an unacknowledged escalation, so one
@@ -315,37 +316,37 @@ def cancel_stale_repeats(conn: Conn, rows: Sequence[dict[str, Any]]) -> list[int
     the rest. Returns the ids cancelled."""
     cancelled = []
     for r in rows:
-        if r["event"] != NotificationEvent.REPEATED or r["escalation_id"] is None:
+        if r.event != NotificationEvent.REPEATED or r.escalation_id is None:
             continue
-        row = conn.execute("SELECT state FROM escalations WHERE id = ?", (r["escalation_id"],)).fetchone()
+        row = conn.execute("SELECT state FROM escalations WHERE id = ?", (r.escalation_id,)).fetchone()
         state = row[0] if row is not None else "gone"
         if state == "open":
             continue
         if conn.execute("UPDATE notifications SET state = ?, last_error = ? WHERE id = ? AND state = 'pending'",
-                        (NotificationState.CANCELLED, f"not sent: escalation {r['escalation_id']} is {state}",
-                         r["id"])).rowcount == 1:
-            cancelled.append(int(r["id"]))
+                        (NotificationState.CANCELLED, f"not sent: escalation {r.escalation_id} is {state}",
+                         r.id)).rowcount == 1:
+            cancelled.append(r.id)
     return cancelled
 
 
-def cancel_stale_then_claim(conn: Conn, rows: Sequence[dict[str, Any]],
+def cancel_stale_then_claim(conn: Conn, rows: Sequence[Notification],
                             until: float) -> tuple[list[int], list[int]]:
     """``cancel_stale_repeats`` then ``claim`` of the rest, in one transaction: an ack
     committed before it cancels the repeat, one committed after finds it claimed. Returns
     (ids cancelled, ids claimed)."""
     dropped = cancel_stale_repeats(conn, rows)
-    return dropped, claim(conn, [r for r in rows if r["id"] not in dropped], until)
+    return dropped, claim(conn, [r for r in rows if r.id not in dropped], until)
 
 
-def claim(conn: Conn, rows: Sequence[dict[str, Any]], until: float) -> list[int]:
+def claim(conn: Conn, rows: Sequence[Notification], until: float) -> list[int]:
     """Claim pending ``rows`` (as read) for one delivery: ``next_attempt_at = until``, each
     conditional on the value read, so of two processes exactly one sends a row. Returns the
     ids this caller won."""
     won = []
     for r in rows:
         if conn.execute("UPDATE notifications SET next_attempt_at = ? WHERE id = ? AND state = 'pending'"
-                        " AND next_attempt_at = ?", (until, r["id"], r["next_attempt_at"])).rowcount == 1:
-            won.append(int(r["id"]))
+                        " AND next_attempt_at = ?", (until, r.id, r.next_attempt_at)).rowcount == 1:
+            won.append(r.id)
     return won
 
 

@@ -14,7 +14,18 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from core.ledger import escalations, events, fanout, jobs, lifecycle, outcomes, runners, runs, terminal
+from core.ledger import (
+    escalations,
+    events,
+    fanout,
+    jobs,
+    lifecycle,
+    outbox,
+    outcomes,
+    runners,
+    runs,
+    terminal,
+)
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.records import (
     Event,
@@ -22,6 +33,7 @@ from core.ledger.records import (
     Job,
     JudgingCase,
     LineageRetry,
+    Notification,
     Outcome,
     PauseChange,
     RaiseEscalation,
@@ -233,6 +245,31 @@ class SqlStore:
 
     def judged_counts(self, since: float) -> dict[str, Any]:
         return outcomes.judged_counts(self._conn, since)
+
+    # -- outbox ------------------------------------------------------------------------------
+    def due_notifications(self, now: float, *, limit: int) -> list[Notification]:
+        return outbox.due(self._conn, now, limit)
+
+    def fresh_notifications(self, sink: str, *, exclude: Sequence[int], limit: int) -> list[Notification]:
+        return outbox.fresh_for_sink(self._conn, sink, exclude=exclude, limit=limit)
+
+    def claim_notifications(self, rows: Sequence[Notification], *, until: float) -> tuple[list[int], list[int]]:
+        return self.ledger.write(lambda conn: outbox.cancel_stale_then_claim(conn, rows, until))
+
+    def mark_notifications_sent(self, ids: Sequence[int], *, at: float) -> None:
+        self.ledger.write(lambda conn: outbox.mark_sent(conn, ids, at))
+
+    def mark_notification_failed(self, ids: Sequence[int], *, error: str, next_at: float | None) -> None:
+        self.ledger.write(lambda conn: outbox.mark_failed_try(conn, ids, error, next_at=next_at))
+
+    def enqueue_repeats(self, sinks: Sequence[Any], *, now: float | None = None) -> int:
+        return len(self.ledger.write(lambda conn: outbox.enqueue_repeats(conn, sinks, now=now)))
+
+    def enqueue_owed(self, sinks: Sequence[Any], *, now: float | None = None) -> int:
+        return len(self.ledger.write(lambda conn: outbox.enqueue_owed(conn, sinks, now=now)))
+
+    def notification_counts(self, since: float) -> dict[str, int]:
+        return outbox.summary(self._conn, since)
 
     # -- runners ---------------------------------------------------------------------------
     def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,

@@ -33,6 +33,7 @@ from core.ledger.records import (
     Job,
     JudgingCase,
     LineageRetry,
+    Notification,
     Outcome,
     PauseChange,
     RaiseEscalation,
@@ -266,6 +267,46 @@ class Store(Protocol):
     def judged_counts(self, since: float) -> dict[str, Any]:
         """Outcomes judged since ``since`` (by ``created_at``): ``{runs, silent, escalated,
         notes, by_verdict: {verdict_kind: n}}``."""
+        ...
+
+    # -- outbox ------------------------------------------------------------------------------
+    def due_notifications(self, now: float, *, limit: int) -> list[Notification]:
+        """``pending`` notifications due by ``now`` (``next_attempt_at``), oldest first."""
+        ...
+
+    def fresh_notifications(self, sink: str, *, exclude: Sequence[int], limit: int) -> list[Notification]:
+        """``pending`` notifications of ``sink`` never tried yet, besides ``exclude``: the rest
+        of a burst still inside the sink's group_wait, sent in the same message."""
+        ...
+
+    def claim_notifications(self, rows: Sequence[Notification], *, until: float) -> tuple[list[int], list[int]]:
+        """In one transaction: cancel the ``repeated`` rows whose escalation is no longer open,
+        then claim the rest for one delivery (``next_attempt_at = until``, compare-and-set on
+        the value read, so of two processes exactly one sends a row). Returns (ids cancelled,
+        ids claimed)."""
+        ...
+
+    def mark_notifications_sent(self, ids: Sequence[int], *, at: float) -> None:
+        """``pending`` → ``sent`` for ``ids`` (one more attempt, ``sent_at = at``)."""
+        ...
+
+    def mark_notification_failed(self, ids: Sequence[int], *, error: str, next_at: float | None) -> None:
+        """One failed try: ``attempts + 1`` and ``last_error``; due again at ``next_at``, or
+        ``failed`` for good when it is None."""
+        ...
+
+    def enqueue_repeats(self, sinks: Sequence[Any], *, now: float | None = None) -> int:
+        """Queue a ``repeated`` notification of each open critical escalation nobody
+        acknowledged, per sink ``repeat`` interval. Returns how many were queued."""
+        ...
+
+    def enqueue_owed(self, sinks: Sequence[Any], *, now: float | None = None) -> int:
+        """Queue the opening notice of open escalations no sink was told about yet (opened
+        by a process without sinks). Returns how many were queued."""
+        ...
+
+    def notification_counts(self, since: float) -> dict[str, int]:
+        """Notifications created since ``since`` by state: ``{pending, sent, failed}``."""
         ...
 
     # -- runners ---------------------------------------------------------------------------

@@ -26,12 +26,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from core.ledger import outbox
 from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
+from core.ledger.records import Notification
+from core.ledger.sql_store import SqlStore
 from core.processes import forget_child, signal_group, start_child
 from core.spec.settings import AppriseSink, CommandSink, WebhookSink, apprise_log
 from core.supervisor import notify_html
@@ -195,18 +195,19 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
     ts = now if now is not None else time.time()
     by_name = {s.name: s for s in sinks}
     stats = DeliveryStats()
-    due = outbox.due(ledger.conn, ts, limit)
+    store = SqlStore(ledger)
+    due = store.due_notifications(ts, limit=limit)
     # A sink with a group_wait gets one message for all its due rows; others one per row.
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    batches: list[tuple[str, list[dict[str, Any]]]] = []
+    grouped: dict[str, list[Notification]] = {}
+    batches: list[tuple[str, list[Notification]]] = []
     for n in due:
-        if getattr(by_name.get(n["sink"]), "group_wait", 0):
-            if n["sink"] not in grouped:
-                grouped[n["sink"]] = []
-                batches.append((n["sink"], grouped[n["sink"]]))
-            grouped[n["sink"]].append(n)
+        if getattr(by_name.get(n.sink), "group_wait", 0):
+            if n.sink not in grouped:
+                grouped[n.sink] = []
+                batches.append((n.sink, grouped[n.sink]))
+            grouped[n.sink].append(n)
         else:
-            batches.append((n["sink"], [n]))
+            batches.append((n.sink, [n]))
     for sink_name, rows in batches:
         remaining = budget_s - (time.monotonic() - started)
         if remaining <= 0.05:
@@ -214,21 +215,20 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
             continue
         sink = by_name.get(sink_name)
         if sink_name in grouped:
-            rows = rows + outbox.fresh_for_sink(ledger.conn, sink_name, exclude=[r["id"] for r in rows],
-                                                limit=GROUP_MAX)
+            rows = rows + store.fresh_notifications(sink_name, exclude=[r.id for r in rows], limit=GROUP_MAX)
         rows = rows[:GROUP_MAX]
-        dropped, claimed = ledger.write(partial(outbox.cancel_stale_then_claim, rows=rows, until=ts + CLAIM_S))
+        dropped, claimed = store.claim_notifications(rows, until=ts + CLAIM_S)
         stats.cancelled += len(dropped)
         won = set(claimed)
-        rows = [r for r in rows if r["id"] in won]
+        rows = [r for r in rows if r.id in won]
         if not rows:
             continue
-        ids = [r["id"] for r in rows]
+        ids = [r.id for r in rows]
         error: str | None = None
         if sink is None:
             error = f"sink {sink_name!r} is not configured"
         else:
-            payloads = [json.loads(r["payload"]) for r in rows]
+            payloads = [r.payload for r in rows]
             body = json.dumps(group_payload(payloads), default=str)
             try:
                 send(sink, body, min(sink.timeout, max(0.1, remaining)))
@@ -237,15 +237,15 @@ def deliver_due(ledger: Ledger, sinks: Sequence[Sink], *, budget_s: float = 2.0,
             stats.messages += 1
         done = time.time()
         if error is None:
-            ledger.write(partial(outbox.mark_sent, ids=ids, at=done))
+            store.mark_notifications_sent(ids, at=done)
             stats.sent += len(ids)
             continue
         # Rows of one message may have different histories: each backs off on its own count.
         for r in rows:
-            attempts = r["attempts"] + 1
+            attempts = r.attempts + 1
             final = attempts >= MAX_ATTEMPTS or sink is None
-            ledger.write(partial(outbox.mark_failed_try, ids=[r["id"]], error=error or "",
-                                 next_at=None if final else done + backoff_s(attempts)))
+            store.mark_notification_failed([r.id], error=error or "",
+                                           next_at=None if final else done + backoff_s(attempts))
             if final:
                 stats.failed += 1
             else:
@@ -258,7 +258,7 @@ def repeat_unacknowledged(ledger: Ledger, sinks: Sequence[Sink], *, now: float |
     (``core.ledger.outbox.enqueue_repeats``). Returns how many notifications were added."""
     if not any(getattr(s, "repeat", None) for s in sinks):
         return 0
-    return len(ledger.write(lambda c: outbox.enqueue_repeats(c, sinks, now=now)))
+    return SqlStore(ledger).enqueue_repeats(sinks, now=now)
 
 
 def enqueue_owed(ledger: Ledger, sinks: Sequence[Sink], *, now: float | None = None) -> int:
@@ -266,9 +266,9 @@ def enqueue_owed(ledger: Ledger, sinks: Sequence[Sink], *, now: float | None = N
     see ``core.ledger.outbox.enqueue_owed``). Returns how many notifications were added."""
     if not sinks:
         return 0
-    return len(ledger.write(lambda c: outbox.enqueue_owed(c, sinks, now=now)))
+    return SqlStore(ledger).enqueue_owed(sinks, now=now)
 
 
 def summary(ledger: Ledger, since: float) -> dict[str, int]:
     """Counts of notifications created since ``since`` by state: ``{pending, sent, failed}``."""
-    return outbox.summary(ledger.conn, since)
+    return SqlStore(ledger).notification_counts(since)
