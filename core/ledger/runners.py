@@ -243,7 +243,7 @@ class PastGap:
     ``previous``) vanished without a clean stop. ``since``: its last heartbeat, ``until``: the
     new runner's start (Unix seconds); ``seconds`` = until − since."""
 
-    previous: dict[str, Any]
+    previous: Runner
     since: float
     until: float
 
@@ -268,7 +268,7 @@ def past_gap(ledger: Ledger, *, runner_id: str, started_at: float) -> PastGap | 
     last = rows[0]
     if last["stopped_at"] is not None:
         return None
-    return PastGap(previous=last, since=float(last["heartbeat_at"]), until=started_at)
+    return PastGap(previous=Runner.from_row(last), since=float(last["heartbeat_at"]), until=started_at)
 
 
 def record_gap_after(conn: Conn, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
@@ -287,8 +287,8 @@ def record_gap_after(conn: Conn, gap: PastGap, *, runner_id: str, slots: list[di
     ts = time.time() if now is None else now
     prev = gap.previous
     parts = [f"no runner from {utc_hms(gap.since)} to {utc_hms(gap.until)}"
-             f" ({age(gap.seconds)}): runner {prev['id']} on {prev['hostname']}"
-             f" (pid {prev['pid']}) stopped heartbeating without a clean stop"]
+             f" ({age(gap.seconds)}): runner {prev.id} on {prev.hostname}"
+             f" (pid {prev.pid}) stopped heartbeating without a clean stop"]
     if slots:
         parts.append("; ".join(f"{s['job']}: {s['count']} slot(s) {s['outcome']} (misfire={s['policy']})"
                                for s in slots[:20]) + ("; …" if len(slots) > 20 else ""))
@@ -299,7 +299,7 @@ def record_gap_after(conn: Conn, gap: PastGap, *, runner_id: str, slots: list[di
                                              reason=reason, run_id=None, owner=owner, sinks=sinks, now=ts,
                                              actor=f"runner:{runner_id}")
     add_event(conn, actor=f"runner:{runner_id}", kind="runner_gap_recorded", reason=reason[:500],
-              detail={"escalation_id": esc_id, "previous_runner": prev["id"], "from": gap.since, "to": gap.until,
+              detail={"escalation_id": esc_id, "previous_runner": prev.id, "from": gap.since, "to": gap.until,
                       "seconds": round(gap.seconds, 3), "slots": slots[:200]}, at=ts)
     return esc_id
 

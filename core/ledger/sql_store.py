@@ -22,6 +22,7 @@ from core.ledger import (
     lifecycle,
     outbox,
     outcomes,
+    queue,
     runners,
     runs,
     terminal,
@@ -41,6 +42,7 @@ from core.ledger.records import (
     Runner,
     VerdictWrite,
 )
+from core.ledger.runners import PastGap
 from core.ledger.store import JudgeInMove, RetryRule
 from core.spec.model import JobSpec
 from core.vocabulary import Trigger
@@ -272,6 +274,22 @@ class SqlStore:
         return outbox.summary(self._conn, since)
 
     # -- runners ---------------------------------------------------------------------------
+    def past_runner_gap(self, *, runner_id: str, started_at: float) -> PastGap | None:
+        return runners.past_gap(self.ledger, runner_id=runner_id, started_at=started_at)
+
+    def last_scheduled_slots(self) -> dict[str, float]:
+        with self.ledger.read() as conn:
+            return queue.last_scheduled_slots(conn)
+
+    def record_runner_gap(self, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
+                          sinks: Sequence[Any] = (), owner: str | None = None) -> int:
+        return self.ledger.write(lambda conn: runners.record_gap_after(conn, gap, runner_id=runner_id, slots=slots,
+                                                                       sinks=sinks, owner=owner))
+
+    def expire_snoozes(self, *, sinks: Sequence[Any] = (), now: float | None = None) -> list[int]:
+        return escalations.expire_snoozes(self.ledger, sinks=sinks, now=now)
+
+    # -- runner gap (live) ---------------------------------------------------------------------------
     def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
                          now: float | None = None, actor: str = "supervisor") -> str | None:
         return self.ledger.write(lambda conn: runners.check_gap(conn, sinks=sinks, owner=owner, now=now,

@@ -41,6 +41,7 @@ from core.ledger.records import (
     Runner,
     VerdictWrite,
 )
+from core.ledger.runners import PastGap
 from core.spec.model import JobSpec
 
 
@@ -310,6 +311,29 @@ class Store(Protocol):
         ...
 
     # -- runners ---------------------------------------------------------------------------
+    def past_runner_gap(self, *, runner_id: str, started_at: float) -> PastGap | None:
+        """The gap a runner starting at ``started_at`` finds behind it: the most recent other
+        runner vanished without a clean stop and none is alive. None otherwise."""
+        ...
+
+    def last_scheduled_slots(self) -> dict[str, float]:
+        """``{job: newest not_before}`` of every job's attempt-1 scheduled (or misfire) runs:
+        which slots were queued already."""
+        ...
+
+    def record_runner_gap(self, gap: PastGap, *, runner_id: str, slots: list[dict[str, Any]],
+                          sinks: Sequence[Any] = (), owner: str | None = None) -> int:
+        """Open (or update the open) ``runner_gap`` escalation for ``gap``, found after the
+        fact by runner ``runner_id``, with its outbox rows and a ``runner_gap_recorded`` event
+        (``slots``: what fell in the gap, ``core.sweep.watch.slots_in_gap``). Returns its id."""
+        ...
+
+    def expire_snoozes(self, *, sinks: Sequence[Any] = (), now: float | None = None) -> list[int]:
+        """Reopen snoozed escalations whose ``snoozed_until`` has passed, with ``reopened``
+        outbox rows. Returns the reopened ids."""
+        ...
+
+    # -- runner gap (live) ---------------------------------------------------------------------------
     def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
                          now: float | None = None, actor: str = "supervisor") -> str | None:
         """Open the ``runner_gap`` escalation (with its outbox rows; owned by the gone

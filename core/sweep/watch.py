@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.ledger import escalations, queue, runners
 from core.ledger.connection import Ledger, StorageError
+from core.ledger.sql_store import SqlStore
 from core.spec import schedule
 from core.spec.model import JobSpec
 from core.supervisor import notify, supervisor
@@ -69,7 +69,7 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
     except StorageError as exc:
         out.errors.append(f"runner gap check: {exc}")
     try:
-        out.reopened = escalations.expire_snoozes(ledger, sinks=sinks)
+        out.reopened = SqlStore(ledger).expire_snoozes(sinks=sinks)
     except StorageError as exc:
         out.errors.append(f"snooze expiry: {exc}")
     try:
@@ -142,15 +142,13 @@ def record_past_gap(ledger: Ledger, settings: Any, *, runner_id: str, started_at
     (opened, or the open one updated) with the slots of ``specs`` that fell in it. Returns
     the escalation id, or None when there was no gap. Raises ``StorageError`` when the
     write failed (the caller logs it; the gap stays visible through ``runner_gap``)."""
-    gap = runners.past_gap(ledger, runner_id=runner_id, started_at=started_at)
+    store = SqlStore(ledger)
+    gap = store.past_runner_gap(runner_id=runner_id, started_at=started_at)
     if gap is None:
         return None
-    with ledger.read() as conn:
-        last_slots = queue.last_scheduled_slots(conn)
-    slots = slots_in_gap(specs, gap.since, gap.until, last_slots=last_slots)
+    slots = slots_in_gap(specs, gap.since, gap.until, last_slots=store.last_scheduled_slots())
     sinks = list(getattr(settings, "notify", None) or [])
-    esc_id = ledger.write(lambda conn: runners.record_gap_after(
-        conn, gap, runner_id=runner_id, slots=slots, sinks=sinks, owner=settings.runner_owner))
+    esc_id = store.record_runner_gap(gap, runner_id=runner_id, slots=slots, sinks=sinks, owner=settings.runner_owner)
     log.warning("no runner ran for %.0fs before this one (runner %s vanished); recorded as escalation %s",
-                gap.seconds, gap.previous["id"], esc_id)
+                gap.seconds, gap.previous.id, esc_id)
     return int(esc_id)
