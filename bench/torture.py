@@ -1,13 +1,14 @@
 """``make torture``: hundreds of mixed runs while the runner is SIGKILLed and restarted, the
 ledger's write lock is held for 2 s at a time by another process, and the artifacts folder
-runs out of space. Midway the runner is also stopped cleanly (SIGTERM) and restarted, the way
-a deploy does it. Afterwards: ``watchkeeper doctor --json`` must be clean, every queued run
+runs out of space. Every other runner stop is clean (SIGTERM) instead, the way a deploy does
+it; the jobs go on under their monitors either way, and the runs that completed while no
+runner was alive are counted (recorded as they ended, never orphaned). Afterwards: ``watchkeeper doctor --json`` must be clean, every queued run
 must be terminal, no write may be lost, no job process may be left alive, and no run a clean
 stop left behind may have been escalated as critical (a clean stop is not a crash). Last,
 ``watchkeeper prune --max-age 0 --keep-per-job 2`` prunes everything it may, and doctor must
 be clean again (prune keeps lineages whole).
 
-    python -m bench.torture [--runs 500] [--kills 20] [--clean-stops 1] [--seconds 300] [--json]
+    python -m bench.torture [--runs 500] [--kills 20] [--seconds 300] [--json]
 
 The runner is ``watchkeeper run`` in its own process group (heartbeat 0.2 s, lease 1 s, sweep
 every 0.2 s). The artifacts folder is a 2 MB tmpfs when mounting is possible (root), else the
@@ -146,7 +147,7 @@ while True:
 
 class Torture:
     def __init__(self, root: Path, runs: int, kills: int, seconds: float, seed: int, log=print,
-                 clean_stops: int = 1) -> None:
+                 clean_stops: int = 0) -> None:
         self.root = root
         self.runs, self.kills_wanted, self.seconds = runs, kills, seconds
         self.rng = random.Random(seed)
@@ -273,24 +274,23 @@ class Torture:
         feeder = threading.Thread(target=self.feed, args=(stop,), daemon=True)
         feeder.start()
         try:
-            # Spread the kills over the expected feeding time, at random moments.
-            # The clean stops fall midway between the kills (a deploy in the middle of the storm).
-            clean_at = {max(1, self.kills_wanted * (i + 1) // (self.clean_stops_wanted + 1))
-                        for i in range(self.clean_stops_wanted)}
-            while self.kills < self.kills_wanted and time.monotonic() < self.deadline:
+            # Spread the runner stops over the expected feeding time, at random moments: every
+            # other one a clean stop (SIGTERM: a deploy, `systemctl restart`), the rest SIGKILLs.
+            # Either way the jobs go on under their monitors.
+            while self.kills + self.clean_stops < self.kills_wanted and time.monotonic() < self.deadline:
                 time.sleep(self.rng.uniform(0.3, 2.5))
-                if self.kills in clean_at and self.clean_stops < self.clean_stops_wanted:
-                    clean_at.discard(self.kills)
+                if (self.kills + self.clean_stops) % 2 == 1:
                     self.busy_for_clean_stop()
-                    self.stop_runner()  # SIGTERM: runs left behind are settled as interrupted
+                    self.stop_runner()  # SIGTERM: the runs it leaves keep running; the next runner re-attaches
                     self.clean_stops += 1
+                    time.sleep(self.rng.uniform(0.0, 0.3))
                     self.start_runner()
                     continue
                 self.kill_runner()
                 time.sleep(self.rng.uniform(0.0, 0.3))
                 self.start_runner()
                 if self.kills % 5 == 0:
-                    self.log(f"  kills {self.kills}, queued {len(self.triggered)}/{self.runs}")
+                    self.log(f"  kills {self.kills}, clean stops {self.clean_stops}, queued {len(self.triggered)}/{self.runs}")
             feeder.join(max(0.0, self.deadline - time.monotonic()))
             # Let the last runner finish everything (retries included).
             while time.monotonic() < self.deadline and self.pending():
@@ -367,7 +367,9 @@ class Torture:
                 f"SELECT r.id, r.state, r.reason, o.severity FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
                 f" WHERE r.id IN ({','.join(str(int(i)) for i in left) or 'NULL'})")}
             for run_id, (state, reason, severity) in interrupted.items():
-                if severity == "critical":
+                # A run a clean stop left ends as it really ends: its own failure (a timeout)
+                # pages as such; the stop itself (orphaned, interrupted) never pages critical.
+                if severity == "critical" and (state == "orphaned" or reason == "interrupted"):
                     violations.append({"check": "clean_stop_paged", "run_id": run_id,
                                        "message": f"left behind by a clean stop, ended {state} ({reason}),"
                                                   " escalated as critical"})
@@ -380,13 +382,27 @@ class Torture:
                 " LIKE '%capture_degraded%' AND r.state IN ('succeeded','failed','timed_out','orphaned','blocked')"
                 " AND (r.exit_code IS NOT NULL OR r.signal IS NOT NULL OR r.state = 'orphaned')")
             orphaned = by_state.get("orphaned", 0)
+            # Runs whose job ended while no runner was alive: the next runner recorded how each
+            # really ended (from its monitor's files), never as orphaned or interrupted.
+            away = [r[0] for r in led.query("SELECT run_id FROM events WHERE kind = 'reattached'"
+                                            " AND reason LIKE 'ended while no runner%'")]
+            reattached = q("SELECT COUNT(*) FROM events WHERE kind = 'reattached' AND reason LIKE 'still running%'")
+            marks = ",".join(str(int(i)) for i in away) or "NULL"
+            away_states = dict(led.query(f"SELECT state, COUNT(*) FROM runs WHERE id IN ({marks}) GROUP BY state"))
+            for bad in ("orphaned",):
+                if away_states.get(bad):
+                    violations.append({"check": "ended_away_orphaned", "message": (
+                        f"{away_states[bad]} run(s) that ended while no runner was alive were recorded {bad}")})
         after_prune = self.prune_then_doctor()
         violations.extend(after_prune["violations"])
         return {
             "kills_survived": self.kills, "clean_stops": self.clean_stops,
             "left_by_clean_stops": len(left),
             "interrupted_runs": sum(1 for _, r, _ in interrupted.values() if r == "interrupted"),
-            "critical_from_clean_stops": sum(1 for _, _, sev in interrupted.values() if sev == "critical"),
+            "completed_while_no_runner": len(away), "completed_while_no_runner_by_state": away_states,
+            "reattached_running": reattached,
+            "critical_from_clean_stops": sum(1 for st, r, sev in interrupted.values()
+                                             if sev == "critical" and (st == "orphaned" or r == "interrupted")),
             "restarts": self.restarts, "runs": runs, "queued_by_torture": len(self.triggered),
             "by_state": by_state, "by_job_state_reason": by_job, "violations": len(violations), "violation_list": violations[:50],
             "doctor_ok": bool(doctor.get("ok")), "pruned_runs": after_prune["pruned_runs"],
@@ -419,7 +435,7 @@ class Torture:
             subprocess.run(["umount", "-l", str(self.artifacts)], capture_output=True)
 
 
-def torture(runs: int, kills: int, seconds: float, seed: int, log=print, clean_stops: int = 1) -> dict[str, Any]:
+def torture(runs: int, kills: int, seconds: float, seed: int, log=print, clean_stops: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-torture-") as d:
         t = Torture(Path(d), runs, kills, seconds, seed, log, clean_stops=clean_stops)
         started = time.monotonic()
@@ -441,22 +457,24 @@ def torture(runs: int, kills: int, seconds: float, seed: int, log=print, clean_s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.torture", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=500, help="manual runs to queue (retries and ticks add more)")
-    ap.add_argument("--kills", type=int, default=20, help="runner SIGKILLs (each followed by a restart)")
-    ap.add_argument("--clean-stops", type=int, default=1,
-                    help="clean runner stops (SIGTERM) midway, each followed by a restart")
+    ap.add_argument("--kills", type=int, default=20,
+                    help="runner stops, each followed by a restart: every other one SIGKILL, the rest clean (SIGTERM)")
     ap.add_argument("--seconds", type=float, default=300, help="time budget for the whole workload")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     log = (lambda *x: print(*x, file=sys.stderr, flush=True)) if a.json else (lambda *x: print(*x, flush=True))
-    r = torture(a.runs, a.kills, a.seconds, seed, log, clean_stops=a.clean_stops)
+    r = torture(a.runs, a.kills, a.seconds, seed, log)
     if a.json:
         print(json.dumps(r, indent=2))
     else:
         print(f"\nkills survived      {r['kills_survived']}  (runner restarts {r['restarts']})")
         print(f"clean stops         {r['clean_stops']}: {r['left_by_clean_stops']} runs left behind,"
               f" {r['interrupted_runs']} settled as interrupted, {r['critical_from_clean_stops']} escalated critical")
+        print(f"runs that completed while no runner was alive  {r['completed_while_no_runner']}  (recorded as "
+              + (", ".join(f"{k} {v}" for k, v in sorted(r["completed_while_no_runner_by_state"].items())) or "-")
+              + f"); runs re-attached still running {r['reattached_running']}")
         print(f"runs                {r['runs']}  ({r['queued_by_torture']} queued by the workload; "
               + ", ".join(f"{k} {v}" for k, v in sorted(r["by_state"].items())) + ")")
         print("  " + ", ".join(f"{k} {v}" for k, v in r["by_job_state_reason"].items()))

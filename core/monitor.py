@@ -17,7 +17,8 @@ session of its own; the monitor
   printing 2 GB leaves at most ``output_cap`` bytes per stream on disk, and the pipe is
   always drained, so the job never blocks on it;
 * waits for the job and writes its status to ``exit`` (``$?`` as the shell reports it, a
-  newline-terminated integer), then waits for the drains and exits.
+  newline-terminated integer), then waits for the drains and exits with that status too (so
+  the runner that started it still learns the status when a full disk kept ``exit`` empty).
 
 Nothing in it depends on the runner: the runner can be killed with -9 and the job still
 completes, its output and status on disk. A runner that starts re-attaches a run whose
@@ -63,9 +64,11 @@ for s in stdout stderr; do
 done
 WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; unset WKM_RUN WKM_RUNNER
 exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@"
-echo $? >"$d/exit"
+st=$?
+echo $st >"$d/exit"
 exec >/dev/null
 wait
+exit $st
 """
 STREAMS = ("stdout", "stderr")
 SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick display

@@ -309,6 +309,8 @@ class Executor:
                 escaped_how = "still running, holding the output pipe: "
             mon.end_monitor()
             await mon.drained(0.5)
+        if status is None:  # no ``exit`` file (a full disk): what the monitor exited with
+            status = mon.passed_status()
         try:
             out, err = await asyncio.to_thread(lambda: (monitor.finish_output(art, "stdout"),
                                                         monitor.finish_output(art, "stderr")))

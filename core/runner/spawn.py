@@ -137,9 +137,10 @@ def _check_program(argv: Sequence[str], cwd: str | None, env: Mapping[str, str])
         raise FileNotFoundError(2, "No such file or directory", prog)
 
 
-async def wait_gone(pid: int, *, reap: bool = False) -> None:
+async def wait_gone(pid: int, *, reap: bool = False) -> int | None:
     """Wait until process ``pid`` exits (a pidfd on Linux, any process; else polling). With
-    ``reap`` (our own child), collect its status so it leaves no zombie."""
+    ``reap`` (our own child), collect its status so it leaves no zombie, and return it (a
+    ``Popen`` return code; None when someone else reaped it)."""
     loop = asyncio.get_running_loop()
     try:
         fd = os.pidfd_open(pid)
@@ -148,7 +149,7 @@ async def wait_gone(pid: int, *, reap: bool = False) -> None:
     except (AttributeError, OSError):
         while _running(pid, reap):
             await asyncio.sleep(POLL_S)
-        return
+        return _reaped.pop(pid, None)
     if fd is not None:
         fut: asyncio.Future[None] = loop.create_future()
 
@@ -162,15 +163,22 @@ async def wait_gone(pid: int, *, reap: bool = False) -> None:
             loop.remove_reader(fd)
             os.close(fd)
     if reap:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
+        _running(pid, True)
         forget_child(pid)
+        return _reaped.pop(pid, None)
+    return None
+
+
+#: Statuses of monitors reaped by ``_running`` and not yet asked for (pid → return code).
+_reaped: dict[int, int] = {}
 
 
 def _running(pid: int, reap: bool) -> bool:
     if reap:
         with contextlib.suppress(ChildProcessError, OSError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == pid:
+                _reaped[pid] = os.waitstatus_to_exitcode(status)
                 return False
     try:
         os.kill(pid, 0)
@@ -192,6 +200,7 @@ class Monitored:
         self.monitor = monitor_pid
         self._child = child  # the monitor is this process's child: reap it
         self.ended_at: float | None = None
+        self._monitor_rc: int | None = None  # the monitor's own exit status, once reaped
 
     async def job_exit(self) -> None:
         """Wait until the job's own process exits."""
@@ -210,14 +219,26 @@ class Monitored:
                 st = monitor.exit_status(self.art)  # written just before it exited
                 if st is not None:
                     self.ended_at = monitor.exit_time(self.art)
-                return st
+                    return st
+                # No file (a full disk): the monitor that exited passed the status on itself.
+                rc = self._monitor_rc
+                return rc if rc is not None and rc >= 0 else None
             await asyncio.sleep(0.005)
+
+    def passed_status(self) -> int | None:
+        """The job's status as the exited monitor passed it on (its own exit status), when
+        this process reaped it; None otherwise."""
+        rc = self._monitor_rc
+        return rc if rc is not None and rc >= 0 else None
 
     def monitor_running(self) -> bool:
         if self.monitor is None:
             return False
         if self._child:
-            return _running(self.monitor, True)
+            running = _running(self.monitor, True)
+            if not running and self.monitor in _reaped:
+                self._monitor_rc = _reaped.pop(self.monitor)
+            return running
         return monitor.monitor_alive(self.art)
 
     async def drained(self, timeout: float) -> bool:
@@ -226,7 +247,9 @@ class Monitored:
         if self.monitor is None:
             return True
         try:
-            await asyncio.wait_for(wait_gone(self.monitor, reap=self._child), timeout)
+            rc = await asyncio.wait_for(wait_gone(self.monitor, reap=self._child), timeout)
+            if rc is not None:
+                self._monitor_rc = rc
             return True
         except TimeoutError:
             return False

@@ -1,5 +1,5 @@
 """The short torture run (the long one is `make torture`): mixed runs while the runner is
-SIGKILLed and restarted, the write lock is held by another process and the artifacts folder
+SIGKILLed or stopped cleanly and restarted, the write lock is held by another process and the artifacts folder
 is tiny. Afterwards doctor is clean, nothing is lost and no job process survives."""
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ def test_short_torture_leaves_a_clean_ledger_and_no_processes():
                            "--seed", "7", "--json"], capture_output=True, text=True, timeout=110, cwd=ROOT)
     assert proc.stdout.strip(), proc.stderr[-3000:]
     r = json.loads(proc.stdout)
-    assert r["kills_survived"] >= 4
-    # A deploy midway (SIGTERM, restart) leaves runs behind that are settled as interrupted and never page.
-    assert r["clean_stops"] == 1 and r["critical_from_clean_stops"] == 0
-    assert r["left_by_clean_stops"] >= 1 and r["interrupted_runs"] == r["left_by_clean_stops"]
+    assert r["kills_survived"] + r["clean_stops"] >= 4 and r["clean_stops"] >= 2
+    # Clean stops (SIGTERM, restart) leave runs going under their monitors; the next runner
+    # re-attaches them; nothing is settled as interrupted and nothing pages critical for it.
+    assert r["critical_from_clean_stops"] == 0 and r["interrupted_runs"] == 0
+    # Runs that ended while no runner was alive are recorded as they ended, never orphaned.
+    assert "orphaned" not in r["completed_while_no_runner_by_state"]
     assert r["queued_by_torture"] >= 60 and r["runs"] >= 60
     assert r["violations"] == 0, r["violation_list"]
     assert r["doctor_ok"]
