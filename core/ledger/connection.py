@@ -385,6 +385,15 @@ def describe_error(exc: BaseException, *, read_only: bool = False) -> str:
     return f"cannot use the ledger ({msg})"
 
 
+def worth_saying(exc: BaseException, attempt: int) -> bool:
+    """Whether retry ``attempt`` (1-based) after ``exc`` gets a log line: SQLite's lock at
+    the 1st, 10th, 100th and every 1000th; a PostgreSQL serialization conflict is routine
+    between runners (the loser simply runs again), so only from the 10th."""
+    if isinstance(exc, dialect.Conflict) and attempt < 10:
+        return False
+    return attempt in (1, 10, 100) or attempt % 1000 == 0
+
+
 def is_locked_error(exc: BaseException) -> bool:
     """True for a transient error after which the whole transaction is simply run again:
     SQLite's 'database is locked' / 'busy', PostgreSQL's serialization conflicts and a lost
@@ -616,7 +625,7 @@ class Ledger:
                     raise
                 if isinstance(exc, dialect.Disconnected):
                     self._note_down(exc)
-                elif attempt in (1, 10, 100) or attempt % 1000 == 0:
+                elif worth_saying(exc, attempt):
                     log.warning("ledger %s locked (attempt %d), retrying: %s", self.name, attempt, exc)
                 time.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 1.0)

@@ -174,6 +174,26 @@ def _greatest_least(sql: str) -> str:
     return out
 
 
+_CLAUSE = {"WHERE", "ORDER", "GROUP", "LIMIT", "OFFSET", "JOIN", "LEFT", "INNER", "CROSS", "ON", "UNION",
+           "HAVING", "WINDOW", "FOR", ""}
+
+
+def _alias_subqueries(sql: str) -> str:
+    """PostgreSQL (before 16) wants every subquery in FROM named; SQLite does not."""
+    out, pos, n = sql, 0, 0
+    pat = re.compile(r"\bFROM\s*\(\s*SELECT\b", re.I)
+    while (m := pat.search(out, pos)) is not None:
+        open_at = out.index("(", m.start())
+        end = _close_paren(out, open_at)
+        nxt = re.match(r"\s*(\w*)", out[end + 1:])
+        word = nxt.group(1).upper() if nxt else ""
+        if word in _CLAUSE and not out[end + 1:].lstrip().startswith(","):
+            n += 1
+            out = f"{out[:end + 1]} AS _q{n}{out[end + 1:]}"
+        pos = open_at + 1
+    return out
+
+
 _ORDER_END = re.compile(r"\b(LIMIT|OFFSET|FOR|FETCH)\b|\)|;", re.I)
 
 
@@ -291,6 +311,7 @@ def translate(sql: str) -> tuple[str, bool]:
     s = re.sub(r"\bLIKE\b", "ILIKE", s)  # SQLite's LIKE ignores ASCII case
     s = re.sub(r"(\bAND|\bWHERE|\bON|\bOR|\()\s+\+(?=[A-Za-z_])", r"\1 ", s, flags=re.I)  # SQLite's no-index '+col'
     s = _greatest_least(s)
+    s = _alias_subqueries(s)
     if not head.startswith(("CREATE", "ALTER")):
         s = _null_order(s)
     returning = re.search(r"\bRETURNING\b", s, re.I) is not None

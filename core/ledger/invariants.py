@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
-from core.ledger.connection import MIGRATIONS, Conn, split_sql
+from core.ledger.connection import MIGRATIONS, Conn, Ledger, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
 from core.vocabulary import sql_set
 
@@ -126,16 +126,31 @@ def expected_schema() -> dict[str, frozenset[str]]:
     return {t: frozenset(db[t].columns_dict) for t in db.table_names()}
 
 
+def ledger_schema(ledger: Ledger) -> list[Violation]:
+    """``schema`` for either backend: sqlite-utils' view of a SQLite file, PostgreSQL's
+    ``information_schema`` (the ledger's schema, ``current_schema()``) for a URL."""
+    if ledger.backend == "sqlite":
+        return schema(ledger.db)
+    have: dict[str, set[str]] = {}
+    for r in ledger.query("SELECT table_name, column_name FROM information_schema.columns"
+                          " WHERE table_schema = current_schema()"):
+        have.setdefault(r[0], set()).add(r[1])
+    return _missing(have)
+
+
 def schema(db: sqlite_utils.Database) -> list[Violation]:
     """Tables or columns the code expects (``expected_schema``) that the ledger lacks: a
     hand-edited or half-restored file, found before a write fails on it."""
+    return _missing({t: set(db[t].columns_dict) for t in db.table_names()})
+
+
+def _missing(have: dict[str, set[str]]) -> list[Violation]:
     out = []
-    have = set(db.table_names())
     for table, columns in sorted(expected_schema().items()):
         if table not in have:
             out.append(Violation("schema", f"table {table} is missing"))
             continue
-        missing = sorted(columns - set(db[table].columns_dict))
+        missing = sorted(columns - have[table])
         if missing:
             out.append(Violation("schema", f"table {table} lacks column(s) {', '.join(missing)}"))
     return out

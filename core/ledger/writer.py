@@ -31,7 +31,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from core.ledger.connection import Ledger, is_locked_error
+from core.ledger.connection import Ledger, is_locked_error, worth_saying
+from core.ledger.dialect import Disconnected
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,7 +155,9 @@ class Writer:
                     raise
             except sqlite3.OperationalError as exc:
                 if is_locked_error(exc):
-                    if attempt in (1, 10, 100) or attempt % 1000 == 0:
+                    if isinstance(exc, Disconnected):
+                        self.ledger._note_down(exc)  # one line however long it lasts
+                    elif worth_saying(exc, attempt):
                         log.warning("ledger %s locked (attempt %d), retrying %d write(s): %s",
                                     self.ledger.name, attempt, len(batch), exc)
                     time.sleep(delay * (0.5 + random.random() / 2))
@@ -167,6 +170,7 @@ class Writer:
                 for _fn, fut in batch:
                     fut.set_exception(exc)
                 return
+            self.ledger._note_up()
             self.transactions += 1
             self.writes += len(batch)
             for (ok, value), (_fn, fut) in zip(outcome, batch, strict=True):

@@ -68,7 +68,7 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
     supplies ``lease`` and ``start_timeout``. Returns violations, run-less ones first."""
     now = time.time() if now is None else now
     out: list[Violation] = []
-    out.extend(invariants.schema(ledger.db))
+    out.extend(invariants.ledger_schema(ledger))
     out.extend(invariants.check(ledger.conn))
     out.extend(_live_runs(ledger, settings, now))
     return out

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from console.cli.main import cli
-from core.ledger import lifecycle, runs
+from core.ledger import invariants, lifecycle, runs
 from core.ledger.connection import SCHEMA_VERSION, Ledger
 from core.ledger.dialect import close_pools, mask_url, translate
 from tests.kit import console_fixtures as cf
@@ -41,6 +41,11 @@ def test_sqlite_only_functions_are_rewritten():
 def test_null_order_follows_sqlite_only_where_a_column_can_be_null():
     sql, _ = translate("SELECT id FROM runs ORDER BY ended_at DESC, id DESC LIMIT 5")
     assert "ORDER BY ended_at DESC NULLS LAST, id DESC LIMIT" in sql
+
+
+def test_a_subquery_in_from_gets_the_name_postgresql_wants():
+    sql, _ = translate("SELECT COUNT(*) FROM (SELECT 1 FROM runs LIMIT ?)")
+    assert sql == "SELECT COUNT(*) FROM (SELECT 1 FROM runs LIMIT %s) AS _q1"
 
 
 def test_begin_immediate_is_a_serializable_transaction():
@@ -186,3 +191,20 @@ def test_unknown_pragma_is_refused():
     with pytest.raises(ValueError, match="no PostgreSQL translation"):
         translate("PRAGMA table_info(runs)")
 
+
+
+@pg
+def test_doctor_finds_a_postgresql_ledger_whole_and_a_missing_column(pg_server):
+    from core.spec.settings import Settings
+    from core.sweep import doctor
+
+    url = pg_server.fresh_database()
+    try:
+        with Ledger(url) as led:
+            assert doctor.check(led, Settings(ledger=url)) == []
+            led.conn.execute("ALTER TABLE jobs DROP COLUMN pause_reason")
+            found = invariants.ledger_schema(led)
+        assert [v.check for v in found] == ["schema"] and "pause_reason" in found[0].message
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
