@@ -15,6 +15,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -145,6 +147,20 @@ def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: in
             out.append(escaped(f"{f.get('code')}: {f.get('message', '')}", keep_newlines=False) + "\n")
 
 
+def hanging(head: str, body: Text, width: int) -> Text:
+    """``head`` then ``body`` wrapped to ``width`` cells, each further line indented under the
+    body's first character (a long timeline reason does not run back under the clock)."""
+    room = max(20, width - cell_len(head))
+    lines = body.wrap(Console(width=room, color_system=None), room) or [Text("")]
+    out = Text(end="")
+    for i, piece in enumerate(lines):
+        piece.rstrip()
+        out.append(head if i == 0 else " " * cell_len(head))
+        out.append_text(piece)
+        out.append("\n")
+    return out
+
+
 def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: bool = False) -> Text:
     """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed).
 
@@ -220,9 +236,9 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     _section(out, f"Timeline ({len(d['events'])} events)")
     for ev in d["events"]:
         move = f"{ev['from_state'] or ''} → {ev['to_state']}" if ev["to_state"] else ""
-        out.append(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ")
-        out.append(escaped(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
-        out.append(escaped(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False) + "\n")
+        line = Text(escaped(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
+        line.append(escaped(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False).rstrip())
+        out.append_text(hanging(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ", line, width))
 
     for name in ("stdout", "stderr"):
         s = d[name]
