@@ -13,6 +13,11 @@ A runner is judged from its ``runners`` row:
 * ``gone``    – it recorded a clean stop, or its process is dead on this host, or its
   heartbeat is stale and it lives on another host (where we cannot look).
 
+"This host" is one host life: the same hostname AND boot id (``same_life``). A runner of
+another host, or of this host before a reboot, is judged by its heartbeat and lease alone:
+a process there with the same pid (pid namespaces, containers, a reused pid after a reboot)
+never makes it look alive.
+
 The process check is authoritative on this host: a dead pid cannot renew a heartbeat, so a
 runner killed with SIGKILL is ``gone`` at once, which is what lets startup reconciliation
 settle its runs without waiting for the lease.
@@ -38,9 +43,40 @@ CREATE_TIME_TOLERANCE_S = 0.5
 
 
 
+#: Where Linux keeps the id of the current boot: a new one after every reboot.
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
 def hostname() -> str:
     """This machine's host name, as runners record it in ``runners.hostname``."""
     return socket.gethostname()
+
+
+def boot_id() -> str | None:
+    """This host life's boot id (``runners.boot_id``, ``runs.boot_id``): the environment's
+    ``WATCHKEEPER_BOOT_ID`` when set (containers sharing one kernel, each its own host), else
+    the kernel's ``/proc/sys/kernel/random/boot_id``; None where neither exists (not Linux).
+
+    Hostname plus boot id name one *host life*: after a reboot the same hostname is a new
+    life, whose process ids say nothing about the old life's processes."""
+    got = os.environ.get("WATCHKEEPER_BOOT_ID", "").strip()
+    if got:
+        return got
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def same_life(host: str | None, boot: str | None, *, this_host: str | None = None) -> bool:
+    """True when a runner or run recorded on ``host`` with boot id ``boot`` lives in this
+    host life (``this_host`` defaults to ``hostname()``), so its process ids can be probed
+    here. A ``boot`` of None (a row written before boot ids were recorded) is judged by the
+    hostname alone; a ``host`` of None (no host recorded) counts as this host."""
+    if host is not None and host != (this_host or hostname()):
+        return False
+    return boot is None or boot == boot_id()
 
 
 def process_alive(pid: int | None, pid_create_time: float | None) -> bool:
@@ -75,6 +111,8 @@ class RunnerLife(Protocol):
     @property
     def hostname(self) -> str: ...
     @property
+    def boot_id(self) -> str | None: ...
+    @property
     def pid(self) -> int: ...
     @property
     def pid_create_time(self) -> float | None: ...
@@ -95,7 +133,7 @@ def runner_liveness(row: RunnerLife, *, now: float | None = None,
     See the module docstring for the three outcomes. Never raises.
     """
     now = time.time() if now is None else now
-    same_host = row.hostname == (this_host or hostname())
+    same_host = same_life(row.hostname, row.boot_id, this_host=this_host)
     if row.stopped_at is not None:
         return RunnerLiveness.GONE
     fresh = float(row.heartbeat_at) + float(row.lease_s) >= now

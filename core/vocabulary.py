@@ -131,6 +131,9 @@ class EscalationKind(StrEnum):
     MISSION_REPORT = "mission_report"
     MISSION_BUDGET_EXHAUSTED = "mission_budget_exhausted"
     MISSION_COORDINATOR_FAILED = "mission_coordinator_failed"
+    # raised by any surviving runner's periodic pass (``core.ledger.hosts``): every runner of
+    # a host stopped heartbeating (job ``(host <name>)``), or a pinned job has no live host
+    HOST_DOWN = "host_down"
 
 
 class BreakerState(StrEnum):

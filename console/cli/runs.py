@@ -212,10 +212,12 @@ def print_stopped(reason: str, left: list[dict[str, Any]]) -> None:
 @click.option("--job", default=None, help="Only this job.")
 @click.option("--state", default=None, type=click.Choice([s.value for s in State]),
               help="Only runs in this state (e.g. failed, orphaned).")
+@click.option("--host", default=None, help="Only runs spawned on this host (its hostname).")
 @click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10000))
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, one run each.")
 @ledger_errors
-def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit: int, as_json: bool) -> None:
+def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: str | None, limit: int,
+             as_json: bool) -> None:
     """List recent runs, newest first by the time shown (when each ended; a run still in
     flight by when it started or was queued). Exit 2 when --job names a job the ledger has
     never seen.
@@ -225,7 +227,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
       watchkeeper runs --state failed --limit 10
     """
     with open_ledger(ledger_path, read_only=True) as ledger:
-        rows = list_runs(ledger, job=job, state=state, limit=limit)
+        rows = list_runs(ledger, job=job, state=state, limit=limit, host=host)
         if job and not rows and not job_known(ledger, job):
             fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     if as_json:
@@ -235,11 +237,13 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, limit:
     if not rows:
         click.echo("no runs")
         return
-    click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7} REASON")
+    click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'HOST':<12} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7}"
+               " REASON")
     for r in rows:
         t = run_time(r)
         name = _one_line(f"{r['job']}/{r['task']}" if r.get("task") else r["job"], 22)
-        click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {r['attempt']:<3} {styled_state(r['state'])} "
+        where = _one_line(r.get("host") or "-", 12)
+        click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {where:<12.12} {r['attempt']:<3} {styled_state(r['state'])} "
                    f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
                    f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
 
@@ -309,7 +313,7 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     r, o = d["run"], d["outcome"] or {}
     click.echo(f"run {r['id']}  job {shown(r['job'])}  attempt {r['attempt']}  state {r['state']}")
     click.echo(f"  slot {shown(r['slot'])}  trigger {r['trigger']}  worker {r['worker']}"
-               f"  runner {shown(r['runner_id'] or '-')}")
+               f"  runner {shown(r['runner_id'] or '-')}  host {shown(r.get('host') or '-')}")
     click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
                f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
                f"pid {r['pid'] or '-'}")

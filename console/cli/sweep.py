@@ -123,10 +123,14 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
 @_config_option
 @click.option("--all", "all_runners", is_flag=True,
               help="Also list runners gone for more than a day (by default only counted).")
+@click.option("--host", default=None, help="Only this host's runners (its hostname).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @ledger_errors
-def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bool, as_json: bool) -> None:
-    """Show each runner's last heartbeat, and say plainly when no runner is alive.
+def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bool, host: str | None,
+               as_json: bool) -> None:
+    """Show each runner's last heartbeat, and say plainly when no runner is alive; with
+    runners on more than one host (or a host down), each host with its runners alive, last
+    heartbeat and live runs.
 
     Each runner is listed once, newest heartbeat first; runners gone for more than a day
     are counted, not listed, unless --all. Exit code 2 when there is a runner gap (no
@@ -140,7 +144,7 @@ def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bo
     settings = _settings(ledger_path, config_path)
     led = _open(settings, read_only=True)
     try:
-        st = core_status.status(led, all_runners=all_runners)
+        st = core_status.status(led, all_runners=all_runners, host=host)
     finally:
         led.close()
     if as_json:

@@ -292,6 +292,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runners ADD COLUMN owner TEXT;        -- settings.runner_owner of that runner
     """,
+    # 6 → 7: the fleet. A host life is hostname + boot id: pids are probed only within one.
+    # A run records the host life that spawned it; an operator on another host asks the
+    # owning runner to abandon a run through ``runs.abandon_requested_*``.
+    """
+    ALTER TABLE runners ADD COLUMN boot_id TEXT;      -- core.liveness.boot_id of its host life
+    ALTER TABLE runners ADD COLUMN labels TEXT;       -- JSON list: settings.labels of its host
+    ALTER TABLE runs ADD COLUMN host TEXT;            -- hostname of the runner that spawned it
+    ALTER TABLE runs ADD COLUMN boot_id TEXT;
+    ALTER TABLE runs ADD COLUMN abandon_requested_at REAL;
+    ALTER TABLE runs ADD COLUMN abandon_requested_by TEXT;
+    CREATE INDEX runs_host ON runs(host, state);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -54,7 +54,7 @@ FAILED_STATES: frozenset[State] = frozenset({State.FAILED, State.TIMED_OUT, Stat
 #: Columns a transition may set alongside ``state`` (anything else is a programming error).
 SETTABLE = frozenset({
     "spawned_at", "started_at", "ended_at", "pid", "pid_create_time", "pgid", "runner_id",
-    "lease_until", "exit_code", "signal", "reason", "artifacts_dir", "not_before",
+    "lease_until", "exit_code", "signal", "reason", "artifacts_dir", "not_before", "host", "boot_id",
 })
 
 

@@ -79,6 +79,7 @@ KIND_PHRASES: dict[str, str] = {
     EscalationKind.RETRIES_EXHAUSTED: "failed, retries exhausted",
     EscalationKind.LATE_RESULT: "reported after it was declared dead",
     EscalationKind.RUNNER_GAP: "stopped",
+    EscalationKind.HOST_DOWN: "is down",
     EscalationKind.JOB_REMOVED: "was removed with runs left",
     EscalationKind.FALSE_CLAIM: "claimed work it did not do",
     EscalationKind.SLOW: "ran slow",

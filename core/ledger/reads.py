@@ -331,7 +331,8 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
     """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
     first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
     rows = ledger.rows(
-        f"SELECT {_ORPHAN_COLS}, r.created_at, w.id AS w_id, w.hostname AS w_hostname, w.pid AS w_pid,"
+        f"SELECT {_ORPHAN_COLS}, r.created_at, w.id AS w_id, w.hostname AS w_hostname, w.boot_id AS w_boot_id,"
+        " w.pid AS w_pid,"
         " w.pid_create_time AS w_pid_create_time, w.lease_s AS w_lease_s"
         f" FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
         f" WHERE r.state IN ({','.join('?' * len(_LIVE))}){extra} ORDER BY r.id DESC LIMIT ?",
@@ -346,7 +347,8 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
         elif w["id"] is not None:
             if w["id"] not in judged:
                 judged[w["id"]] = liveness.runner_liveness(
-                    Runner(id=w["id"], hostname=w["hostname"], pid=w["pid"], pid_create_time=w["pid_create_time"],
+                    Runner(id=w["id"], hostname=w["hostname"], boot_id=w["boot_id"], pid=w["pid"],
+                           pid_create_time=w["pid_create_time"],
                            heartbeat_at=r["heartbeat_at"], lease_s=w["lease_s"], stopped_at=r["stopped_at"]),
                     now=now, this_host=host)
             if r["stopped_at"] is not None:
@@ -367,7 +369,7 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
 
 #: Most live runs listed (a handful in practice: at most the runners' concurrency).
 LIVE_MAX = 1000
-_ORPHAN_COLS = ("r.id, r.job, r.task, r.attempt, r.state, r.pid, r.runner_id, r.lease_until, r.started_at,"
+_ORPHAN_COLS = ("r.id, r.job, r.task, r.attempt, r.state, r.pid, r.host, r.runner_id, r.lease_until, r.started_at,"
                 " r.ended_at, r.reason, w.heartbeat_at, w.heartbeat_s, w.stopped_at")
 
 

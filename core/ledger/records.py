@@ -94,6 +94,14 @@ class Run:
     reason: str | None = None
     #: Folder holding the run's captured output and handoff.
     artifacts_dir: str | None = None
+    #: Hostname and boot id of the host life that spawned it (None while queued, and on
+    #: runs written before hosts were recorded).
+    host: str | None = None
+    boot_id: str | None = None
+    #: An operator on another host asked the owning runner to kill it (epoch s), and who;
+    #: the owner kills it and settles it as abandoned.
+    abandon_requested_at: float | None = None
+    abandon_requested_by: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Run:
@@ -279,6 +287,10 @@ class Runner:
     id: str
     hostname: str
     pid: int
+    #: The boot id of its host life (``core.liveness.boot_id``); None on rows written before.
+    boot_id: str | None = None
+    #: Its host's labels (``settings.labels``): what pinned jobs (``host = …``) may name.
+    labels: list[str] | None = None
     pid_create_time: float | None = None
     started_at: float = 0.0
     #: Its last heartbeat (epoch s).
@@ -295,7 +307,7 @@ class Runner:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Runner:
-        return _build(cls, row)
+        return _build(cls, row, frozenset({"labels"}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from core import liveness
-from core.ledger import escalations
+from core.ledger import escalations, hosts
 from core.ledger.connection import Conn, Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
@@ -135,7 +135,8 @@ LONG_DEAD_S = 86400.0
 ALL_RUNNERS_LIMIT = 1000
 
 
-def status(ledger: Ledger, *, now: float | None = None, all_runners: bool = False) -> dict[str, Any]:
+def status(ledger: Ledger, *, now: float | None = None, all_runners: bool = False,
+           host: str | None = None) -> dict[str, Any]:
     """Everything ``watchkeeper status`` shows, as JSON-ready data:
     ``{"at", "runners": [RunnerStatus dict], "hidden": int, "gap": RunnerGap dict | None,
     "runs": {state: count} for non-terminal states, "stalled": [runner id],
@@ -143,9 +144,13 @@ def status(ledger: Ledger, *, now: float | None = None, all_runners: bool = Fals
 
     ``runners`` lists each runner once, newest heartbeat first: every runner alive, stalled,
     holding live runs or heard from within ``LONG_DEAD_S``, and always the newest one; the
-    others are counted in ``hidden`` unless ``all_runners`` (then up to ``ALL_RUNNERS_LIMIT``)."""
+    others are counted in ``hidden`` unless ``all_runners`` (then up to ``ALL_RUNNERS_LIMIT``).
+    ``hosts``: the fleet's hosts (``core.ledger.hosts.Host`` dicts: up, runners, live runs).
+    ``host``: only that host's runners and host entry."""
     now = time.time() if now is None else now
-    rs = runners(ledger, now=now, limit=ALL_RUNNERS_LIMIT)
+    rs = [r for r in runners(ledger, now=now, limit=ALL_RUNNERS_LIMIT) if host is None or r.hostname == host]
+    with ledger.read() as conn:
+        fleet = [h.to_dict() for h in hosts.fleet(conn, now=now) if host is None or h.name == host]
     if all_runners:
         shown, hidden = rs, 0
     else:
@@ -157,7 +162,8 @@ def status(ledger: Ledger, *, now: float | None = None, all_runners: bool = Fals
         f"SELECT state, count(*) AS n FROM runs WHERE state IN ({_NON_TERMINAL_SQL}) GROUP BY state")}
     return {"at": now, "runners": [r.to_dict() for r in shown], "hidden": hidden,
             "gap": gap.to_dict() if gap else None, "runs": counts,
-            "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED], "paused": paused_jobs(ledger)}
+            "stalled": [r.id for r in rs if r.liveness == RunnerLiveness.STALLED], "paused": paused_jobs(ledger),
+            "hosts": fleet}
 
 
 def format_status(st: dict[str, Any]) -> list[str]:
@@ -179,6 +185,13 @@ def format_status(st: dict[str, Any]) -> list[str]:
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
     if st.get("hidden"):
         lines.append(f"  … {st['hidden']} runner(s) gone for more than {short_age(LONG_DEAD_S)} not shown (--all)")
+    if len(st.get("hosts") or []) > 1 or any(not h["up"] for h in st.get("hosts") or []):
+        lines.append("hosts:")
+        for h in st["hosts"]:
+            alive = sum(1 for _, live in h["runners"] if live != RunnerLiveness.GONE)
+            lines.append(safe_text(f"  {h['name']:<16} {'up' if h['up'] else 'down':<4}  {alive}/{len(h['runners'])}"
+                                   f" runner(s) alive, last heartbeat {short_age(now - h['since'])} ago,"
+                                   f" {len(h['live_runs'])} live run(s)"))
     runs = st["runs"]
     lines.append("runs: " + (", ".join(f"{n} {s}" for s, n in sorted(runs.items())) if runs else "none in flight"))
     for p in st.get("paused") or []:
@@ -314,15 +327,18 @@ def owners_of_live_runs(conn: Conn) -> dict[str, dict[str, Any]]:
 # -- the runner's own row (written by core.runner) ------------------------------------------
 def register_runner(conn: Conn, *, runner_id: str, hostname: str, pid: int,
                     pid_create_time: float | None, heartbeat_s: float, lease_s: float, version: str,
-                    spec_dir: str, actor: str, now: float | None = None, owner: str | None = None) -> None:
+                    spec_dir: str, actor: str, now: float | None = None, owner: str | None = None,
+                    boot_id: str | None = None, labels: Sequence[str] = ()) -> None:
     """Insert this runner's ``runners`` row (heartbeat = start time) and its
-    ``runner_started`` event; call inside a write transaction. ``owner`` (its settings'
+    ``runner_started`` event; call inside a write transaction. ``hostname`` and ``boot_id``
+    (``core.liveness.boot_id``) name its host life. ``owner`` (its settings'
     ``runner_owner``) owns the ``runner_gap`` escalation whoever opens it."""
     now = time.time() if now is None else now
     conn.execute(
         "INSERT INTO runners (id, hostname, pid, pid_create_time, started_at, heartbeat_at, heartbeat_s,"
-        " lease_s, version, owner) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version, owner))
+        " lease_s, version, owner, boot_id, labels) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version, owner, boot_id,
+         json.dumps(list(labels)) if labels else None))
     add_event(conn, actor=actor, kind="runner_started", detail={"pid": pid, "spec_dir": spec_dir})
 
 

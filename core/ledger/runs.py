@@ -131,10 +131,11 @@ def queued_of_removed_jobs(conn: Conn, *, removed_before: float,
 
 
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,
-              limit: int = 50) -> list[dict[str, Any]]:
+              limit: int = 50, host: str | None = None) -> list[dict[str, Any]]:
     """The newest runs by ``run_time`` (newest first; ties by id), each a dict of ``runs``
     columns plus the outcome's ``duration_s``, ``status``, ``verdict_reason`` and
-    ``severity``. ``limit`` is clamped to 1..10,000.
+    ``severity``. ``limit`` is clamped to 1..10,000. ``host``: only runs spawned on that
+    host (``runs.host``).
 
     Ordered by time, not by id: a retry queued before another slot's run may end after it,
     and a long run ends after runs queued later. Two bounded reads keep it cheap on a large
@@ -151,6 +152,9 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
     if state:
         where.append("r.state = ?")
         params.append(state)
+    if host:
+        where.append("r.host = ?")
+        params.append(host)
     rows: list[dict[str, Any]] = []
     if not state or state in TERMINAL:
         conds = " AND ".join(["r.ended_at IS NOT NULL", *where])

@@ -18,6 +18,7 @@ from core.ledger import (
     escalations,
     events,
     fanout,
+    hosts,
     jobs,
     lifecycle,
     outbox,
@@ -293,6 +294,11 @@ class SqlStore:
     def check_runner_gap(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
                          now: float | None = None, actor: str = "supervisor") -> str | None:
         return self.ledger.write(lambda conn: runners.check_gap(conn, sinks=sinks, owner=owner, now=now,
+                                                                actor=actor))
+
+    def check_hosts(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
+                    now: float | None = None, actor: str = "supervisor") -> dict[str, list[str]]:
+        return self.ledger.write(lambda conn: hosts.check_hosts(conn, sinks=sinks, owner=owner, now=now,
                                                                 actor=actor))
 
 

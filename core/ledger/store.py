@@ -340,3 +340,11 @@ class Store(Protocol):
         runner's owner, else ``owner``) when no runner is alive while one is expected, or
         resolve it once one heartbeats again. Returns ``"opened"``, ``"resolved"`` or None."""
         ...
+
+    def check_hosts(self, *, sinks: Sequence[Any] = (), owner: str | None = None,
+                    now: float | None = None, actor: str = "supervisor") -> dict[str, list[str]]:
+        """Open ``host_down`` (with its outbox rows) for each host whose runners all stopped
+        heartbeating while another host's runner is alive, and for each job pinned only to
+        down hosts; resolve them once a runner there heartbeats again
+        (``core.ledger.hosts``). Returns ``{"opened": [job], "resolved": [job]}``."""
+        ...

@@ -11,7 +11,7 @@ it with a fake clock; the runner starts an executor task for every run it return
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -42,15 +42,23 @@ class Dispatcher:
         runner_id: written to ``runs.runner_id`` of a claimed run.
         actor: who the events name (``runner:<id>``).
         lease_s: the first lease of a claimed run, seconds.
+        host: this runner's hostname and ``boot_id`` its host life's boot id, written to
+            ``runs.host`` / ``runs.boot_id`` of a claimed run.
+        labels: this host's labels; with ``host`` they say which pinned jobs (``JobSpec.host``)
+            this runner claims.
     """
 
     def __init__(self, *, write: Callable[[Callable[[Any], Any]], Any], read: Callable[[Callable[[Any], Any]], Any],
-                 runner_id: str, actor: str, lease_s: float) -> None:
+                 runner_id: str, actor: str, lease_s: float, host: str | None = None,
+                 boot_id: str | None = None, labels: Sequence[str] = ()) -> None:
         self._write = write
         self._read = read
         self.runner_id = runner_id
         self.actor = actor
         self.lease_s = lease_s
+        self.host = host
+        self.boot_id = boot_id
+        self.names = {n for n in (host, *labels) if n}
         self.jobs: Mapping[str, LoadedJob] = {}
 
     def tick(self, now: float, room: int) -> list[Claimed]:
@@ -69,6 +77,8 @@ class Dispatcher:
             if lj is None:
                 continue
             spec = lj.spec
+            if spec.hosts and not self.names.intersection(spec.hosts):
+                continue  # pinned to other hosts: theirs to claim (a host_down says when they are all gone)
             if run["task"] and spec.kind == "fanout" and run["parent_run_id"] is not None:
                 key = f"{run['job']}#{run['parent_run_id']}"  # sub-tasks: bounded per parent
                 if run["parent_state"] is None or run["parent_state"] in TERMINAL:
@@ -97,4 +107,5 @@ class Dispatcher:
     def _claim(self, run: dict[str, Any], now: float) -> bool:
         return bool(self._write(lambda conn: lifecycle.apply(
             conn, run["id"], run["attempt"], State.QUEUED, State.SPAWNED, actor=self.actor,
-            fields={"runner_id": self.runner_id, "spawned_at": now, "lease_until": now + self.lease_s})))
+            fields={"runner_id": self.runner_id, "spawned_at": now, "lease_until": now + self.lease_s,
+                    "host": self.host, "boot_id": self.boot_id})))

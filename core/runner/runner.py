@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from core import __version__
+from core import __version__, liveness
 from core.ledger import runners as runner_rows
 from core.ledger import runs as run_rows
 from core.ledger import wake
@@ -43,6 +43,7 @@ from core.mission.engine import MissionEngine
 from core.processes import create_time, signal_group
 from core.runner import reattach, spawn
 from core.runner.daily_prune import DailyPrune
+from core.runner.deadman import Deadman
 from core.runner.dispatcher import Claimed, Dispatcher
 from core.runner.executor import Context, Executor, Finished
 from core.runner.failures import FailureLog
@@ -149,6 +150,8 @@ class Runner:
         self.left_behind: list[dict[str, Any]] = []
         self.started = threading.Event()
         self.service = ServiceNotifier()  # systemd's READY/WATCHDOG; silent outside systemd
+        self.deadman = Deadman(self.settings.deadman.url, timeout=self.settings.deadman.timeout)
+        self._pinging = False
         self.stop_mode = stop_mode
         self.on_notice = on_notice
         self._killing: dict[int, str] = {}  # runs ended by a --kill stop: why
@@ -254,7 +257,8 @@ class Runner:
         self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
                                    on_queued=lambda _id: self._nudge_threadsafe())
         self.dispatcher = Dispatcher(write=writer.write, read=read, runner_id=self.id, actor=self.actor,
-                                     lease_s=self.settings.lease)
+                                     lease_s=self.settings.lease, host=socket.gethostname(),
+                                     boot_id=liveness.boot_id(), labels=self.settings.labels)
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
@@ -283,7 +287,8 @@ class Runner:
     def _register(self) -> None:
         me = os.getpid()
         self.ledger.write(lambda conn: runner_rows.register_runner(
-            conn, runner_id=self.id, hostname=socket.gethostname(), pid=me, pid_create_time=create_time(me),
+            conn, runner_id=self.id, hostname=socket.gethostname(), boot_id=liveness.boot_id(), pid=me,
+            pid_create_time=create_time(me), labels=self.settings.labels,
             heartbeat_s=self.settings.heartbeat, lease_s=self.settings.lease, version=__version__,
             spec_dir=str(self.spec_dir), actor=self.actor, owner=self.settings.runner_owner))
 
@@ -486,9 +491,11 @@ class Runner:
         busy = False
         while True:
             status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
+            beat_ok = False
             try:
                 await self.heartbeat()
                 self.failures.ok("heartbeat")
+                beat_ok = True
             except StorageError as exc:  # disk full, locked: one line a minute, not a traceback
                 self.failures.failed("heartbeat", exc)
                 status = f"heartbeat write failing: {exc}"
@@ -498,6 +505,15 @@ class Runner:
             # The loop turned, so systemd's watchdog is fed even while the ledger is unwritable:
             # a restart would not fix a full disk, and the sweep reports the stale heartbeat.
             self.service.alive(status)
+            if self.deadman.url and not self._pinging:  # never blocks the beat; one ping at a time
+                self._pinging = True
+                ping = asyncio.create_task(asyncio.to_thread(self.deadman.ping, ok=beat_ok))
+                self._bg.add(ping)
+
+                def _pinged(t: asyncio.Task[Any]) -> None:
+                    self._pinging = False
+                    self._bg.discard(t)
+                ping.add_done_callback(_pinged)
             if not busy:  # one periodic pass at a time; a slow delivery never piles up
                 busy = True
                 task = asyncio.create_task(asyncio.to_thread(self._periodic))

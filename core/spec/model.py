@@ -325,6 +325,9 @@ class JobSpec(_Strict):
     #: The account the job runs as (a name or uid, as a system crontab's user column); see
     #: ``core.runas``: honoured when the runner may switch to it, else an error, never ignored.
     user: str | None = None
+    #: Pins the job to hosts: a hostname or runner label, or a list of them (any matches).
+    #: Only runners whose hostname or ``labels`` setting matches claim its runs; None: any.
+    host: NonEmptyStr | list[NonEmptyStr] | None = None
     schedule: str | None = None
     timezone: str | None = None
     every: PositiveDuration | None = None
@@ -476,7 +479,16 @@ class JobSpec(_Strict):
 
     def spec_hash(self) -> str:
         """16 hex digits identifying the validated spec (stored on runs as ``spec_hash``)."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        # An unpinned job hashes as before ``host`` existed: its runs keep their spec hash.
+        dumped = self.model_dump_json(exclude={"host"} if self.host is None else None)
+        return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hostnames or labels the job is pinned to (``host``); [] when any host may run it."""
+        if self.host is None:
+            return []
+        return [self.host] if isinstance(self.host, str) else list(self.host)
 
 
 def typical_period(spec: JobSpec) -> float | None:

@@ -245,6 +245,26 @@ def is_ledger_url(value: object) -> bool:
     return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
 
 
+class DeadmanSettings(BaseModel):
+    """``[deadman]``: a URL the runner pings every heartbeat (the Healthchecks / Cronitor ping
+    protocol: an HTTP GET of the URL; ``<url>/fail`` while the runner cannot write the ledger),
+    so a host that dies, or whose runner dies, is reported from outside."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: str | None = Field(None, description="Ping URL, e.g. https://hc-ping.com/<uuid>; unset: no pings.")
+    timeout: Duration = Field(5.0, gt=0, description="Seconds one ping may take before it is given up.")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urlsplit(v.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {v!r}")
+        return v.strip()
+
+
 class Settings(BaseSettings):
     """Validated runner-wide settings. See docs/settings.md and the generated settings reference."""
 
@@ -271,6 +291,10 @@ class Settings(BaseSettings):
         "Owner → names of the sinks that hear that owner's escalations (added to each sink's ``owners``)."))
     metrics: MetricsSettings = Field(default_factory=MetricsSettings, description="Prometheus metrics.")
     retention: RetentionSettings = Field(default_factory=RetentionSettings, description="Run history retention.")
+    labels: list[str] = Field(default_factory=list, description=(
+        "Labels of this runner's host: a job whose ``host`` names one of them (or the hostname) runs here."))
+    deadman: DeadmanSettings = Field(default_factory=lambda: DeadmanSettings(), description=(
+        "A dead man's switch pinged every heartbeat (Healthchecks / Cronitor), for a host without a fleet."))
     theme: str = Field("watchkeeper-dark", description="Console theme.")
     refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
     themes_dir: Path | None = Field(None, description="Folder of user console themes (*.toml, as in themes/).")

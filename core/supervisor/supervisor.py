@@ -423,13 +423,14 @@ def check_runner_gap(ledger: Ledger, *, sinks: Any = (), owner: str | None = Non
 
 
 def periodic(ledger: Ledger, settings: Any) -> None:
-    """Every heartbeat: runner-gap check, snooze expiry, owed notifications (open escalations
+    """Every heartbeat: runner-gap check, down hosts (``host_down``), snooze expiry, owed notifications (open escalations
     a process without sinks opened), repeats of unacknowledged criticals, then outbox delivery for at most
     ``DELIVERY_BUDGET_S`` seconds (sink timeouts are cut to fit). Each step's error is logged
     and the next step still runs."""
     sinks = _sinks(settings)
     owner = getattr(settings, "runner_owner", None)
     steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks, owner=owner)),
+             ("host_down", lambda: SqlStore(ledger).check_hosts(sinks=sinks, owner=owner, actor=ACTOR)),
              ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
                                                               grace_s=getattr(settings, "lease", 30.0))),
              ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),

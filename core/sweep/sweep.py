@@ -75,7 +75,7 @@ def reattachable(run: Run, owner: Runner | None, *, now: float, this_host: str) 
     ``"verifying"`` (its outcome is recorded, its verdict is not), else None. Only runs of a
     runner of this host that is gone (stopped, or its process dead); never runs started by
     ``exec`` (no runner). Reads files and the process table; never writes."""
-    if owner is None or owner.hostname != this_host:
+    if owner is None or not liveness.same_life(owner.hostname, owner.boot_id, this_host=this_host):
         return None
     if liveness.runner_liveness(owner, now=now, this_host=this_host) is not RunnerLiveness.GONE:
         return None
@@ -173,7 +173,12 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
         lease_expired = base + limit < now
     if not (settle_gone_now or lease_expired or start_missed):
         return Assessment(SweepAction.PENDING)
-    same_host = owner is None or owner.hostname == this_host
+    # Pids are probed only within one host life: a run of another host (or of this host
+    # before a reboot) is judged by its lease alone, whatever process holds its pid here.
+    if owner is not None:
+        same_host = liveness.same_life(owner.hostname, owner.boot_id, this_host=this_host)
+    else:
+        same_host = liveness.same_life(run.host, run.boot_id, this_host=this_host)
     # A runner that stopped cleanly listed this run as left behind: not a crash, never critical.
     interrupted = owner is not None and owner.stopped_at is not None
     if same_host and liveness.process_alive(run.pid, run.pid_create_time):

@@ -69,6 +69,10 @@ def watch_once(ledger: Ledger, settings: Any, *, budget_s: float = DELIVERY_BUDG
     except StorageError as exc:
         out.errors.append(f"runner gap check: {exc}")
     try:
+        SqlStore(ledger).check_hosts(sinks=sinks, owner=settings.runner_owner, actor="sweep")
+    except StorageError as exc:
+        out.errors.append(f"host check: {exc}")
+    try:
         out.reopened = SqlStore(ledger).expire_snoozes(sinks=sinks)
     except StorageError as exc:
         out.errors.append(f"snooze expiry: {exc}")

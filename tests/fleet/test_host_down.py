@@ -1,0 +1,82 @@
+"""A host whose runners all stopped heartbeating is escalated once (``host_down``) by any
+surviving runner's periodic pass, with since when, its live runs and its pinned jobs, and
+resolved when a runner of that host heartbeats again. A job pinned only to down hosts is
+escalated too: nothing in the fleet runs its slots."""
+
+from __future__ import annotations
+
+import os
+
+from core.ledger import hosts
+from core.ledger.runners import renew
+from core.ledger.sql_store import SqlStore
+from core.spec.model import JobSpec
+from tests.kit.sweep import add_job, add_run, add_runner
+
+
+def _open(ledger, kind="host_down"):
+    return ledger.rows("SELECT job, state, count, reason FROM escalations WHERE kind = ? ORDER BY job", (kind,))
+
+
+def test_a_silent_host_is_escalated_once_with_its_runs_and_pinned_jobs(ledger):
+    add_job(ledger, "backup", host="db1")
+    add_job(ledger, "report")
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")  # the survivor
+    dead = add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    run_id = add_run(ledger, "backup", pid=os.getpid(), runner_id=dead)
+    store = SqlStore(ledger)
+
+    first = store.check_hosts(now=None)
+    again = store.check_hosts()  # a second survivor's pass, or the next beat
+
+    assert first["opened"] == ["(host db1)", "backup"] and again == {"opened": [], "resolved": []}
+    down = {r["job"]: r for r in _open(ledger)}
+    assert set(down) == {"(host db1)", "backup"}
+    assert down["(host db1)"]["count"] == 1 and down["(host db1)"]["state"] == "open"
+    reason = down["(host db1)"]["reason"]
+    assert "host db1 down" in reason and f"live runs {run_id}" in reason and "pinned jobs backup" in reason
+    assert "pinned to db1" in down["backup"]["reason"]
+
+
+def test_a_host_heartbeating_again_resolves_its_host_down(ledger):
+    add_job(ledger, "backup", host=["db1", "db2"])
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
+    dead = add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    store = SqlStore(ledger)
+    store.check_hosts()
+    ledger.write(lambda c: renew(c, dead, [], lease_s=30.0))
+
+    got = store.check_hosts()
+
+    assert sorted(got["resolved"]) == ["(host db1)", "backup"]
+    assert {r["state"] for r in _open(ledger)} == {"resolved"}
+
+
+def test_a_lone_host_that_stops_is_the_runner_gap_not_a_host_down(ledger):
+    add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    assert SqlStore(ledger).check_hosts() == {"opened": [], "resolved": []}
+
+
+def test_a_host_stopped_cleanly_is_not_down(ledger):
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
+    add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d", stopped=True)
+    assert SqlStore(ledger).check_hosts()["opened"] == []
+
+
+def test_a_job_pinned_to_a_label_is_served_by_a_host_with_that_label(ledger):
+    add_job(ledger, "vacuum", host="postgres")
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
+    ledger.write(lambda c: c.execute("UPDATE runners SET labels = ? WHERE hostname = 'web1'", ('["postgres"]',)))
+    assert SqlStore(ledger).check_hosts()["opened"] == []
+    with ledger.read() as conn:
+        (web1,) = hosts.fleet(conn)
+    assert web1.up and web1.labels == ["postgres"]
+
+
+def test_host_pin_is_a_name_or_a_list_and_leaves_unpinned_hashes_alone():
+    assert JobSpec(name="a", command=["true"], host="db1").hosts == ["db1"]
+    assert JobSpec(name="a", command=["true"], host=["db1", "db2"]).hosts == ["db1", "db2"]
+    plain = JobSpec(name="a", command=["true"])
+    # the hash this spec had before jobs could be pinned: its runs keep matching their spec
+    assert plain.hosts == [] and plain.spec_hash() == "c06ee5077ba069aa"
+    assert JobSpec(name="a", command=["true"], host="db1").spec_hash() != plain.spec_hash()
