@@ -2,25 +2,28 @@
 
 All are attributed ``operator:<name>``, audited in ``events`` and conditional on what the
 ledger holds at the moment of the write, so two consoles acting at once get one winner and
-one clear "already …" message. Escalation actions (acknowledge, snooze, resolve) live in
-``core.ledger.escalations``.
+one clear "already …" message. Escalation actions (acknowledge, snooze, resolve) are
+here too; the store moves the escalation, these say what happened.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import NON_TERMINAL, State
-from core.ledger.records import Event
+from core.ledger.records import Escalation, Event
 from core.ledger.runs import UnknownJob
 from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive
 from core.processes import signal_name, stop_group, stop_processes
-from core.text import iso, quoted
+from core.text import iso, quoted, utc_hms
 from core.vocabulary import ActionResult
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
@@ -221,3 +224,74 @@ def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
     known = store.job(job)
     note = " (the job is paused: this manual run goes ahead anyway)" if known and known.paused_at is not None else ""
     return ActionResult(True, f"queued run {run_id} of {job}{note}", run_id)
+
+
+# -- escalations -----------------------------------------------------------------------------
+
+#: Escalation states an operator can still act on.
+ACTIVE_ESCALATION = ("open", "acknowledged", "snoozed")
+
+
+def _already(esc: Escalation) -> str:
+    if esc.state == "acknowledged":
+        return f"already acknowledged by {esc.acked_by} at {utc_hms(esc.acked_at or 0)}"
+    if esc.state == "resolved":
+        return f"already resolved by {esc.resolved_by} at {utc_hms(esc.resolved_at or 0)}"
+    if esc.state == "snoozed":
+        return f"already snoozed by {esc.snoozed_by} until {utc_hms(esc.snoozed_until or 0)}"
+    return f"escalation is {esc.state}"
+
+
+def _move_escalation(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
+                     fields: dict[str, Any], event: str, verb: str, same_done: Callable[[Escalation], bool],
+                     detail: dict[str, Any] | None = None, now: float) -> ActionResult:
+    got = SqlStore(ledger).move_escalation(esc_id, allowed_from=allowed_from, to_state=to_state, fields=fields,
+                                           event=event, actor=_actor(operator), detail=detail, now=now)
+    esc = got.before
+    if esc is None:
+        return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)
+    if got.moved:
+        return ActionResult(True, f"{verb} escalation {esc_id} ({esc.job} {esc.kind})", esc_id)
+    if esc.state not in allowed_from:
+        if same_done(esc):
+            return ActionResult(True, f"escalation {esc_id} {_already(esc)} (you); nothing to do", esc_id)
+        return ActionResult(False, f"escalation {esc_id} {_already(esc)}", esc_id)
+    return ActionResult(False, f"escalation {esc_id} changed concurrently; try again", esc_id)
+
+
+def acknowledge(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
+    """Acknowledge an open or snoozed escalation (someone is on it).
+
+    Returns ``ActionResult(ok=False, "escalation 7 already acknowledged by ana at 04:12:03 UTC")``
+    when someone else was first or it is resolved; ``ok=True`` without change when the same
+    operator had already acknowledged it. ``now`` is Unix seconds.
+    """
+    ts = now if now is not None else time.time()
+    return _move_escalation(ledger, esc_id, operator, allowed_from=("open", "snoozed"), to_state="acknowledged",
+                            fields={"acked_by": operator, "acked_at": ts}, event="escalation_acknowledged",
+                            verb="acknowledged", now=ts,
+                            same_done=lambda e: e.state == "acknowledged" and e.acked_by == operator)
+
+
+def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: float | None = None) -> ActionResult:
+    """Snooze an active escalation until ``until`` (Unix seconds, must be in the future).
+
+    At ``until`` it reopens (``Store.expire_snoozes``) unless the job recovered meanwhile.
+    Snoozing a snoozed item extends or shortens it. Resolved items cannot be snoozed.
+    """
+    ts = now if now is not None else time.time()
+    if until <= ts:
+        return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
+    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="snoozed",
+                            fields={"snoozed_by": operator, "snoozed_until": until}, event="escalation_snoozed",
+                            verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
+                            detail={"until": until}, now=ts)
+
+
+def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
+    """Resolve an active escalation by hand. A later occurrence opens a new one."""
+    ts = now if now is not None else time.time()
+    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="resolved",
+                            fields={"resolved_by": operator, "resolved_at": ts}, event="escalation_resolved",
+                            verb="resolved", now=ts,
+                            same_done=lambda e: e.state == "resolved" and e.resolved_by == operator)

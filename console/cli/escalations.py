@@ -30,6 +30,7 @@ from console.cli.common import (
     open_ledger_prefer_write,
     shown,
 )
+from core import actions
 from core.ledger import escalations as esc_api
 from core.ledger.connection import Ledger
 from core.ledger.runs import job_known
@@ -162,7 +163,7 @@ def register(group: click.Group) -> None:
         """
         ledger, settings = _open(ledger_path)
         with ledger:
-            _finish(esc_api.acknowledge(ledger, esc_id, operator or settings.operator))
+            _finish(actions.acknowledge(ledger, esc_id, operator or settings.operator))
 
     @group.command("snooze")
     @click.argument("esc_id", type=ID)
@@ -181,7 +182,7 @@ def register(group: click.Group) -> None:
         seconds = for_
         ledger, settings = _open(ledger_path)
         with ledger:
-            _finish(esc_api.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
+            _finish(actions.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
 
     @group.command("resolve")
     @click.argument("esc_id", type=ID)
@@ -197,7 +198,7 @@ def register(group: click.Group) -> None:
         """
         ledger, settings = _open(ledger_path)
         with ledger:
-            _finish(esc_api.resolve(ledger, esc_id, operator or settings.operator))
+            _finish(actions.resolve(ledger, esc_id, operator or settings.operator))
 
     @group.command("tail")
     @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")

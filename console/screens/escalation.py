@@ -27,7 +27,8 @@ from console.screens.operator_actions import refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
-from core.ledger import escalations, reads
+from core import actions
+from core.ledger import reads
 
 
 def _utc(ts: float | None) -> str:
@@ -230,10 +231,10 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         await self.load(force=True)
 
     async def action_acknowledge(self) -> None:
-        await self._act("acknowledge", lambda led, i, op, now: escalations.acknowledge(led, i, op, now=now))
+        await self._act("acknowledge", lambda led, i, op, now: actions.acknowledge(led, i, op, now=now))
 
     async def action_resolve(self) -> None:
-        await self._act("resolve", lambda led, i, op, now: escalations.resolve(led, i, op, now=now))
+        await self._act("resolve", lambda led, i, op, now: actions.resolve(led, i, op, now=now))
 
     def action_snooze(self) -> None:
         if refuse_read_only(self) or self.detail is None:
@@ -244,6 +245,6 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         async def chosen(seconds: float | None) -> None:
             if seconds is not None:
                 until = self.wk.now() + seconds
-                await self._act("snooze", lambda led, i, op, now: escalations.snooze(led, i, op, until, now=now))
+                await self._act("snooze", lambda led, i, op, now: actions.snooze(led, i, op, until, now=now))
 
         self.app.push_screen(SnoozeScreen(what), chosen)

@@ -28,7 +28,7 @@ from typing import Any
 from core.ledger import outbox
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
-from core.vocabulary import ActionResult, NotificationEvent, max_severity
+from core.vocabulary import NotificationEvent, max_severity
 
 ACTIVE = ("open", "acknowledged", "snoozed")
 
@@ -163,76 +163,22 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
 
 # -- operator actions ----------------------------------------------------------------------
 
-def _already(esc: dict[str, Any]) -> str:
-    state = esc["state"]
-    if state == "acknowledged":
-        return f"already acknowledged by {esc['acked_by']} at {utc_hms(esc['acked_at'])}"
-    if state == "resolved":
-        return f"already resolved by {esc['resolved_by']} at {utc_hms(esc['resolved_at'])}"
-    if state == "snoozed":
-        return f"already snoozed by {esc['snoozed_by']} until {utc_hms(esc['snoozed_until'])}"
-    return f"escalation is {state}"
-
-
-def _act(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
-         sets: dict[str, Any], event: str, verb: str, same_done: Any, extra: dict[str, Any] | None = None,
-         now: float) -> ActionResult:
-    def tx(conn: Conn) -> ActionResult:
-        esc = _get(conn, esc_id)
-        if esc is None:
-            return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)
-        if esc["state"] not in allowed_from:
-            if same_done(esc):
-                return ActionResult(True, f"escalation {esc_id} {_already(esc)} (you); nothing to do", esc_id)
-            return ActionResult(False, f"escalation {esc_id} {_already(esc)}", esc_id)
-        cols = ", ".join(f"{k} = ?" for k in sets)
-        cur = conn.execute(f"UPDATE escalations SET state = ?, {cols}, updated_at = ? WHERE id = ? AND state = ?",
-                           (to_state, *sets.values(), now, esc_id, esc["state"]))
-        if cur.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; kept as the CAS contract
-            return ActionResult(False, f"escalation {esc_id} changed concurrently; try again", esc_id)
-        _event(conn, esc, event, f"operator:{operator}", from_state=esc["state"], to_state=to_state,
-               run_id=None, extra=extra, at=now)
-        return ActionResult(True, f"{verb} escalation {esc_id} ({esc['job']} {esc['kind']})", esc_id)
-
-    return ledger.write(tx)
-
-
-def acknowledge(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
-    """Acknowledge an open or snoozed escalation (someone is on it).
-
-    Returns ``ActionResult(ok=False, "escalation 7 already acknowledged by ana at 04:12:03 UTC")``
-    when someone else was first or it is resolved; ``ok=True`` without change when the same
-    operator had already acknowledged it.
-    """
-    ts = now if now is not None else time.time()
-    return _act(ledger, esc_id, operator, allowed_from=("open", "snoozed"), to_state="acknowledged",
-                sets={"acked_by": operator, "acked_at": ts}, event="escalation_acknowledged",
-                verb="acknowledged", same_done=lambda e: e["state"] == "acknowledged" and e["acked_by"] == operator,
-                now=ts)
-
-
-def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: float | None = None) -> ActionResult:
-    """Snooze an active escalation until ``until`` (Unix seconds, must be in the future).
-
-    At ``until`` it reopens (``expire_snoozes``) unless the job recovered meanwhile. Snoozing
-    a snoozed item extends or shortens it. Resolved items cannot be snoozed.
-    """
-    ts = now if now is not None else time.time()
-    if until <= ts:
-        return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
-    return _act(ledger, esc_id, operator, allowed_from=ACTIVE, to_state="snoozed",
-                sets={"snoozed_by": operator, "snoozed_until": until}, event="escalation_snoozed",
-                verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
-                extra={"until": until}, now=ts)
-
-
-def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
-    """Resolve an active escalation by hand. A later occurrence opens a new one."""
-    ts = now if now is not None else time.time()
-    return _act(ledger, esc_id, operator, allowed_from=ACTIVE, to_state="resolved",
-                sets={"resolved_by": operator, "resolved_at": ts}, event="escalation_resolved",
-                verb="resolved", same_done=lambda e: e["state"] == "resolved" and e["resolved_by"] == operator,
-                now=ts)
+def move(conn: Conn, esc_id: int, *, allowed_from: Sequence[str], to_state: str, sets: dict[str, Any],
+         event: str, actor: str, extra: dict[str, Any] | None = None, now: float) -> tuple[dict[str, Any] | None, bool]:
+    """Inside a write transaction: an operator's move of escalation ``esc_id`` into ``to_state``
+    (setting ``sets`` columns), compare-and-set on the state read, only from ``allowed_from``,
+    with an ``event`` audit row by ``actor``. Returns ``(the row before, moved)``; the row is
+    None when there is no such escalation (nothing written)."""
+    esc = _get(conn, esc_id)
+    if esc is None or esc["state"] not in allowed_from:
+        return esc, False
+    cols = ", ".join(f"{k} = ?" for k in sets)
+    cur = conn.execute(f"UPDATE escalations SET state = ?, {cols}, updated_at = ? WHERE id = ? AND state = ?",
+                       (to_state, *sets.values(), now, esc_id, esc["state"]))
+    if cur.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; kept as the CAS contract
+        return esc, False
+    _event(conn, esc, event, actor, from_state=esc["state"], to_state=to_state, run_id=None, extra=extra, at=now)
+    return esc, True
 
 
 # -- reading --------------------------------------------------------------------------------

@@ -573,3 +573,13 @@ class BreakerFailure:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BreakerFailure:
         return _build(cls, row, frozenset({"verification"}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscalationMove:
+    """What ``Store.move_escalation`` found and did."""
+
+    #: The escalation as the transaction read it, before the move; None: no such escalation.
+    before: Escalation | None
+    #: True when it was moved (False: it was not in a state the move starts from).
+    moved: bool = False

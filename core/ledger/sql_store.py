@@ -30,6 +30,8 @@ from core.ledger import (
 )
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.records import (
+    Escalation,
+    EscalationMove,
     Event,
     HistoryOutcome,
     Job,
@@ -195,6 +197,16 @@ class SqlStore:
             last = None if changed or paused else jobs.last_resume(conn, job)
             return PauseChange(job=Job.from_row(row), changed=changed,
                                last_resume=None if last is None else Event.from_row(last))
+        return self.ledger.write(tx)
+
+    # -- escalations -------------------------------------------------------------------------
+    def move_escalation(self, esc_id: int, *, allowed_from: Sequence[str], to_state: str,
+                        fields: Mapping[str, Any], event: str, actor: str, detail: dict[str, Any] | None = None,
+                        now: float) -> EscalationMove:
+        def tx(conn: Conn) -> EscalationMove:
+            row, moved = escalations.move(conn, esc_id, allowed_from=allowed_from, to_state=to_state,
+                                          sets=dict(fields), event=event, actor=actor, extra=detail, now=now)
+            return EscalationMove(before=None if row is None else Escalation.from_row(row), moved=moved)
         return self.ledger.write(tx)
 
     # -- judging ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from core.ledger.records import (
     BreakerFailure,
+    EscalationMove,
     Event,
     HistoryOutcome,
     Job,
@@ -211,6 +212,17 @@ class Store(Protocol):
         compare-and-set on its pause state, with a ``job_paused`` / ``job_resumed`` event.
         Nothing is written when no enabled job has that name or it is in the asked state
         already; ``PauseChange`` says which."""
+        ...
+
+    # -- escalations -------------------------------------------------------------------------
+    def move_escalation(self, esc_id: int, *, allowed_from: Sequence[str], to_state: str,
+                        fields: Mapping[str, Any], event: str, actor: str, detail: dict[str, Any] | None = None,
+                        now: float) -> EscalationMove:
+        """An operator's move of escalation ``esc_id`` (acknowledge, snooze, resolve): into
+        ``to_state`` with ``fields`` set (``acked_by``/``acked_at``, ...), compare-and-set on
+        the state read and only from ``allowed_from``, with its ``event`` audit row by
+        ``actor`` (``detail`` added to it). ``EscalationMove`` says what it found and whether
+        it moved; of two operators acting at once exactly one moves it."""
         ...
 
     # -- judging ---------------------------------------------------------------------------

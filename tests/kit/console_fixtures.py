@@ -139,6 +139,7 @@ def add_escalation_story(path: Path) -> dict[str, int]:
     ``core.ledger.escalations``): three failed runs of ``nightly-etl`` counted into one open
     item, acknowledged by ana then snoozed by bob, with an email sent and a webhook that
     failed. Returns the escalation and run ids."""
+    from core import actions
     from core.ledger import escalations
 
     ids: dict[str, int] = {}
@@ -163,8 +164,8 @@ def add_escalation_story(path: Path) -> dict[str, int]:
             return esc
 
         esc_id = db.write(raise_all)
-        escalations.acknowledge(db, esc_id, "ana", now=NOW - 3000)
-        escalations.snooze(db, esc_id, "bob", NOW + 3600, now=NOW - 300)
+        actions.acknowledge(db, esc_id, "ana", now=NOW - 3000)
+        actions.snooze(db, esc_id, "bob", NOW + 3600, now=NOW - 300)
         db.write(lambda c: c.execute(
             "UPDATE notifications SET state = CASE sink WHEN 'email' THEN 'sent' ELSE 'failed' END,"
             " attempts = CASE sink WHEN 'email' THEN 1 ELSE 5 END, sent_at = CASE sink WHEN 'email' THEN ? END,"

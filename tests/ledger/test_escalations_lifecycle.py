@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+from core import actions
 from core.ledger import escalations
 from core.ledger.connection import Ledger
 from core.spec.settings import Settings
@@ -58,7 +59,7 @@ def test_acknowledge_race_exactly_one_wins(ledger, tmp_path):
     def act(name):
         with Ledger(ledger.target) as own:
             barrier.wait()
-            results[name] = escalations.acknowledge(own, esc_id, name)
+            results[name] = actions.acknowledge(own, esc_id, name)
 
     threads = [threading.Thread(target=act, args=(n,)) for n in ("ana", "bob")]
     for t in threads:
@@ -78,19 +79,19 @@ def test_acknowledge_is_idempotent_for_the_same_operator(ledger, tmp_path):
     add_job(ledger, tmp_path)
     _fail(ledger)
     esc_id = escalations_of(ledger)[0]["id"]
-    assert escalations.acknowledge(ledger, esc_id, "ana").ok
-    again = escalations.acknowledge(ledger, esc_id, "ana")
+    assert actions.acknowledge(ledger, esc_id, "ana").ok
+    again = actions.acknowledge(ledger, esc_id, "ana")
     assert again.ok and "nothing to do" in again.message
     assert len(ledger.query("SELECT 1 FROM events WHERE kind = 'escalation_acknowledged'")) == 1
-    assert not escalations.acknowledge(ledger, 999, "ana").ok
+    assert not actions.acknowledge(ledger, 999, "ana").ok
 
 
 def test_resolve_then_resolve_again_names_the_first(ledger, tmp_path):
     add_job(ledger, tmp_path)
     _fail(ledger)
     esc_id = escalations_of(ledger)[0]["id"]
-    assert escalations.resolve(ledger, esc_id, "ana").ok
-    res = escalations.resolve(ledger, esc_id, "bob")
+    assert actions.resolve(ledger, esc_id, "ana").ok
+    res = actions.resolve(ledger, esc_id, "bob")
     assert not res.ok and "already resolved by ana" in res.message
 
 
@@ -99,8 +100,8 @@ def test_snooze_reopens_when_still_unresolved(ledger, tmp_path):
     _fail(ledger)
     esc_id = escalations_of(ledger)[0]["id"]
     now = time.time()
-    assert not escalations.snooze(ledger, esc_id, "ana", now - 1).ok
-    assert escalations.snooze(ledger, esc_id, "ana", now + 60, now=now).ok
+    assert not actions.snooze(ledger, esc_id, "ana", now - 1).ok
+    assert actions.snooze(ledger, esc_id, "ana", now + 60, now=now).ok
     assert escalations.expire_snoozes(ledger, now=now + 30) == []
     assert escalations.expire_snoozes(ledger, now=now + 61) == [esc_id]
     esc = escalations.get(ledger, esc_id)
@@ -112,7 +113,7 @@ def test_snoozed_escalation_resolves_on_recovery_instead_of_reopening(ledger, tm
     add_job(ledger, tmp_path)
     _fail(ledger)
     esc_id = escalations_of(ledger)[0]["id"]
-    escalations.snooze(ledger, esc_id, "ana", time.time() + 60)
+    actions.snooze(ledger, esc_id, "ana", time.time() + 60)
     _fail(ledger)
     assert escalations.get(ledger, esc_id)["state"] == "snoozed"  # counted, still snoozed
     assert escalations.get(ledger, esc_id)["count"] == 2
@@ -162,7 +163,7 @@ def test_periodic_runs_all_steps(ledger, tmp_path):
     add_job(ledger, tmp_path)
     _fail(ledger)
     esc_id = escalations_of(ledger)[0]["id"]
-    escalations.snooze(ledger, esc_id, "ana", time.time() + 0.05)
+    actions.snooze(ledger, esc_id, "ana", time.time() + 0.05)
     time.sleep(0.1)
     supervisor.periodic(ledger, Settings(ledger=tmp_path / "wk.db"))
     assert escalations.get(ledger, esc_id)["state"] == "open"
@@ -177,7 +178,7 @@ def test_list_escalations_filters(ledger, tmp_path):
     supervisor.judge_run(ledger, rid)
     assert len(escalations.list_escalations(ledger)) == 2
     assert [e["job"] for e in escalations.list_escalations(ledger, job="other")] == ["other"]
-    escalations.resolve(ledger, escalations_of(ledger)[0]["id"], "ana")
+    actions.resolve(ledger, escalations_of(ledger)[0]["id"], "ana")
     assert [e["job"] for e in escalations.list_escalations(ledger, state="active")] == ["other"]
 
 

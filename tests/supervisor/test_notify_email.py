@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.ledger.escalations import acknowledge
+from core.actions import acknowledge
 from core.spec.settings import Settings
 from core.supervisor import notify, supervisor
 from tests.kit.smtp import SmtpServer
