@@ -33,6 +33,8 @@ from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads
 
+#: States in which a run's output may still grow (its files are re-read every poll).
+LIVE_STATES = ("spawned", "running", "verifying")
 
 def _section(out: Text, title: str) -> None:
     out.append("\n")
@@ -273,6 +275,7 @@ class DetailScreen(PollingScreen, Screen):
         self.raw_json = False  # J: handoff and verification as the stored JSON
         self._matches: list[int] = []
         self._match_i = -1
+        self.following = False  # l: keep the view at the end of a running job's output
 
 
     def compose(self) -> ComposeResult:
@@ -292,7 +295,8 @@ class DetailScreen(PollingScreen, Screen):
 
     def _render_header(self) -> None:
         cfg = self.wk.config
-        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False, follow=False,
+        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False,
+                                       follow=self.following,
                                        read_only=cfg.read_only, operator=cfg.operator)
 
     async def poll(self) -> None:
@@ -304,6 +308,9 @@ class DetailScreen(PollingScreen, Screen):
         now = self.wk.now()
         seen = None if force or self.detail is None else self._data_version
         idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
+        # A running job's output grows in its files, not in the ledger: re-read it every poll.
+        live = self.detail is not None and self.detail["run"]["state"] in LIVE_STATES
+        idle = idle or live
 
         def fetch(ledger) -> tuple[int, dict[str, Any] | None, reads.Summary | None, bool, tuple[bool, str]]:
             dv = ledger.data_version()
@@ -355,7 +362,9 @@ class DetailScreen(PollingScreen, Screen):
             self._matches = [plain.count("\n", 0, m.start()) for m in pattern.finditer(plain)]
         y = body_box.scroll_y
         self.query_one("#content", Static).update(body)
-        if y:  # keep the reader where they were while the page re-renders
+        if self.following:  # the end of the output, as it grows
+            body_box.call_after_refresh(lambda: body_box.scroll_end(animate=False))
+        elif y:  # keep the reader where they were while the page re-renders
             body_box.call_after_refresh(lambda: body_box.scroll_to(y=y, animate=False))
 
     def action_back(self) -> None:
@@ -409,6 +418,9 @@ class DetailScreen(PollingScreen, Screen):
         self._show_detail()
 
     def action_scroll(self, lines: int) -> None:
+        if lines < 0 and self.following:  # reading back: stop following
+            self.following = False
+            self._render_header()
         body = self.query_one("#body", VerticalScroll)
         body.scroll_to(y=body.scroll_y + lines, animate=False, immediate=True)
 
@@ -417,6 +429,13 @@ class DetailScreen(PollingScreen, Screen):
 
     def action_bottom(self) -> None:
         self.query_one("#body", VerticalScroll).scroll_end(animate=False)
+
+    def action_follow_output(self) -> None:
+        """l: follow the output (the view stays at its end as it grows), or stop following."""
+        self.following = not self.following
+        if self.following:
+            self.action_bottom()
+        self._render_header()
 
     def _refuse(self) -> bool:
         return refuse_read_only(self)
