@@ -63,7 +63,7 @@ def test_window_longer_than_the_limit_slides(ledger, tmp_path, monkeypatch):
 def test_each_connection_keeps_its_own(ledger, tmp_path):
     add_job(ledger, tmp_path)
     rid = judged_run(ledger)
-    with Ledger(tmp_path / "wk.db") as other:
+    with Ledger(ledger.target) as other:
         assert supervisor._history(other, "job", rid + 1) == fresh(ledger, rid + 1)
     same(ledger, rid + 1)
 

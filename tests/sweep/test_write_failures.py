@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from core.ledger.connection import Ledger
 from core.sweep.sweep import Sweeper
 from tests.kit.sweep import add_job, add_run, add_runner, dead_pid, fast_settings, run_row
@@ -19,6 +21,8 @@ def candidate(ledger):
 
 
 def test_locked_ledger_is_reported_then_retried(ledger, tmp_path):
+    if ledger.backend != "sqlite":
+        pytest.skip("holds SQLite's file write lock (PostgreSQL's conflicts: tests/ledger/test_postgres_ledger.py)")
     run_id = candidate(ledger)
     settings = fast_settings(tmp_path / "wk.db")
     sweeper = Sweeper(settings, actor="sweep", write_wait_s=0.2)
@@ -37,6 +41,8 @@ def test_locked_ledger_is_reported_then_retried(ledger, tmp_path):
 
 
 def test_read_only_ledger_is_reported_then_retried(ledger, tmp_path):
+    if ledger.backend != "sqlite":
+        pytest.skip("a read-only SQLite file")
     run_id = candidate(ledger)
     settings = fast_settings(tmp_path / "wk.db")
     sweeper = Sweeper(settings, actor="sweep")
