@@ -77,3 +77,48 @@ def test_a_stopped_runner_leaves_no_thread_behind(tmp_path):
     # cache: it ends by itself after 10 s without work.
     left = [t.name for t in set(threading.enumerate()) - before if t.is_alive() and t.name != "AnyIO worker thread"]
     assert left == []
+
+
+@pytest.mark.slow
+def test_the_exec_wrappers_loop_answers_while_the_ledger_is_locked(tmp_path):
+    """`watchkeeper exec` renews its run's lease through its writer thread: while another
+    process holds the write lock, its loop still answers (several renewals fall due meanwhile)."""
+    import asyncio
+    import os
+    import signal
+
+    from core.runner.execwrap import ExecWrapper
+    from core.spec.model import JobSpec, LoadedJob
+    from core.spec.settings import Settings
+
+    db = tmp_path / "wk.db"
+    s = Settings(ledger=db, heartbeat=0.2, lease=1.0)
+    spec = JobSpec(name="long", command=["sleep", "30"])
+    wrapper = ExecWrapper(LoadedJob(spec, str(tmp_path / "(exec)"), None), s, record=(spec, None))
+    loop = asyncio.new_event_loop()
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            loop.run_until_complete(wrapper.run(install_signal_handlers=False))
+        finally:
+            done.set()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    wait_for(lambda: db.exists() and query(db, "SELECT 1 FROM runs WHERE state = 'running'"))
+    pid = query(db, "SELECT pid FROM runs")[0]["pid"]
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # every write of the wrapper now waits
+    try:
+        time.sleep(1.0)  # five heartbeats: lease renewals fall due while the lock is held
+        answered = threading.Event()
+        loop.call_soon_threadsafe(answered.set)
+        assert answered.wait(5), "the exec wrapper's loop stalled behind the locked ledger"
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+        os.killpg(pid, signal.SIGKILL)
+    assert done.wait(60)
+    t.join(5)
+    loop.close()
+    assert query(db, "SELECT state FROM runs")[0]["state"] == "failed"
