@@ -21,7 +21,7 @@ from core.ledger.lifecycle import NON_TERMINAL, State
 from core.ledger.records import Escalation, Event
 from core.ledger.runs import UnknownJob
 from core.ledger.sql_store import SqlStore
-from core.liveness import process_alive
+from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso, quoted, utc_hms
 from core.vocabulary import ActionResult
@@ -147,9 +147,16 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
         return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)
 
     note = "no live process"
-    if state == State.VERIFYING:  # the job exited; its runner kills a verify command still running
+    elsewhere = state != State.QUEUED and bool(run.runner_id) and not same_life(run.host, run.boot_id)
+    if elsewhere:
+        # Its processes are on another host, where a pid here means some other process: the
+        # runner there kills them on its next heartbeat and confirms (``abandon_kill`` event).
+        store.request_kill(run_id, actor=actor)
+        note = (f"its processes are on {run.host}: asked runner {run.runner_id} there to kill them,"
+                f" not confirmed yet (see watchkeeper show {run_id})")
+    elif state == State.VERIFYING:  # the job exited; its runner kills a verify command still running
         note += "; a verify command still running is stopped by the runner"
-    proc = _process_alive(run.pid, run.pid_create_time) if state != State.QUEUED and run.pid else None
+    proc = _process_alive(run.pid, run.pid_create_time) if not elsewhere and state != State.QUEUED and run.pid else None
     if proc is not None:
         note = _kill_group(proc, run.pgid, grace_s)
         store.record_event(actor=actor, kind="abandon_kill", run_id=run_id, job=run.job, attempt=attempt, reason=note,

@@ -314,6 +314,9 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     click.echo(f"run {r['id']}  job {shown(r['job'])}  attempt {r['attempt']}  state {r['state']}")
     click.echo(f"  slot {shown(r['slot'])}  trigger {r['trigger']}  worker {r['worker']}"
                f"  runner {shown(r['runner_id'] or '-')}  host {shown(r.get('host') or '-')}")
+    if r.get("abandon_requested_at"):
+        click.echo(shown(f"  kill requested by {r['abandon_requested_by']} at {iso(r['abandon_requested_at'])}:"
+                         f" waiting for runner {r['runner_id']} on {r.get('host') or '?'} to confirm"))
     click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
                f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
                f"pid {r['pid'] or '-'}")

@@ -8,6 +8,7 @@ seconds (UTC).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -203,3 +204,48 @@ def trigger(ledger: Ledger, job: str, *, actor: str) -> int:
 def job_names(ledger: Ledger) -> list[str]:
     """Names of enabled jobs in the ``jobs`` table, sorted."""
     return [r[0] for r in ledger.query("SELECT name FROM jobs WHERE enabled = 1 ORDER BY name LIMIT 10000")]
+
+
+# -- abandoning a run of another host -------------------------------------------------------
+def request_kill(conn: Conn, run_id: int, *, actor: str, now: float | None = None) -> bool:
+    """Inside a write transaction: ask the runner that owns ``run_id`` (on another host) to
+    kill its processes: ``runs.abandon_requested_at`` / ``_by`` and a ``kill_requested``
+    event. The owner confirms with ``confirm_kill``. Returns whether the run exists."""
+    ts = time.time() if now is None else now
+    row = conn.execute("SELECT job, attempt, runner_id, host FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        return False
+    conn.execute("UPDATE runs SET abandon_requested_at = ?, abandon_requested_by = ? WHERE id = ?",
+                 (ts, actor, run_id))
+    add_event(conn, actor=actor, kind="kill_requested", run_id=run_id, job=row["job"], attempt=row["attempt"],
+              reason=f"asked runner {row['runner_id']} on {row['host']} to kill the run's processes",
+              detail={"runner_id": row["runner_id"], "host": row["host"]}, at=ts)
+    return True
+
+
+def kill_requests(conn: Conn, run_ids: list[int]) -> list[dict[str, Any]]:
+    """Of ``run_ids`` (a runner's own runs), those an operator elsewhere asked it to kill and
+    that it has not confirmed yet: ``runs`` rows as dicts, by id (primary-key lookups only)."""
+    if not run_ids:
+        return []
+    rows = conn.execute("SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+                        " AND abandon_requested_at IS NOT NULL ORDER BY id", (json.dumps(sorted(run_ids)),))
+    return [{k: r[k] for k in r.keys()} for r in rows.fetchall()]
+
+
+def confirm_kill(conn: Conn, run_id: int, *, actor: str, note: str, now: float | None = None) -> bool:
+    """Inside a write transaction: the owning runner killed (or found gone) the processes of
+    ``run_id`` that were asked for: clears ``runs.abandon_requested_at`` (conditional, so it
+    is confirmed once) and appends an ``abandon_kill`` event with ``note``. Returns whether
+    this call confirmed it."""
+    ts = time.time() if now is None else now
+    row = conn.execute("SELECT job, attempt, abandon_requested_by FROM runs WHERE id = ?"
+                       " AND abandon_requested_at IS NOT NULL", (run_id,)).fetchone()
+    if row is None:
+        return False
+    if conn.execute("UPDATE runs SET abandon_requested_at = NULL WHERE id = ? AND abandon_requested_at IS NOT NULL",
+                    (run_id,)).rowcount != 1:
+        return False
+    add_event(conn, actor=actor, kind="abandon_kill", run_id=run_id, job=row["job"], attempt=row["attempt"],
+              reason=note, detail={"requested_by": row["abandon_requested_by"]}, at=ts)
+    return True

@@ -142,6 +142,15 @@ class SqlStore:
             return LineageRetry(run=run, latest=latest, new_run_id=new_id)
         return self.ledger.write(tx)
 
+    def request_kill(self, run_id: int, *, actor: str) -> bool:
+        return bool(self.ledger.write(lambda conn: runs.request_kill(conn, run_id, actor=actor)))
+
+    def kill_requests(self, run_ids: list[int]) -> list[Run]:
+        return [Run.from_row(r) for r in runs.kill_requests(self._conn, run_ids)]
+
+    def confirm_kill(self, run_id: int, *, actor: str, note: str) -> bool:
+        return bool(self.ledger.write(lambda conn: runs.confirm_kill(conn, run_id, actor=actor, note=note)))
+
     def live_subtasks(self, parent_id: int) -> list[int]:
         return runs.children_in_states(self._conn, parent_id, lifecycle.LIVE)
 

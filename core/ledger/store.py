@@ -152,6 +152,21 @@ class Store(Protocol):
         in one transaction). ``LineageRetry`` says what was found and whether it was queued."""
         ...
 
+    def request_kill(self, run_id: int, *, actor: str) -> bool:
+        """Ask the runner owning ``run_id`` on another host to kill its processes (an operator
+        abandoned it there): ``runs.abandon_requested_at``/``_by`` and a ``kill_requested``
+        event. False when there is no such run."""
+        ...
+
+    def kill_requests(self, run_ids: list[int]) -> list[Run]:
+        """Of ``run_ids`` (a runner's own), the runs asked to be killed and not yet confirmed."""
+        ...
+
+    def confirm_kill(self, run_id: int, *, actor: str, note: str) -> bool:
+        """The owner killed (or found gone) what was asked: clears the request once and
+        appends an ``abandon_kill`` event saying ``note``. True when this call confirmed it."""
+        ...
+
     def live_subtasks(self, parent_id: int) -> list[int]:
         """Ids of the spawned, running or verifying sub-task runs of fan-out parent ``parent_id``."""
         ...

@@ -38,9 +38,10 @@ from core.ledger import runs as run_rows
 from core.ledger import wake
 from core.ledger.connection import Conn, Ledger, StorageError, add_event
 from core.ledger.jobs import job_sources, sync_jobs
+from core.ledger.sql_store import SqlStore
 from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
-from core.processes import create_time, signal_group
+from core.processes import create_time, signal_group, signal_name, stop_group
 from core.runner import reattach, spawn
 from core.runner.daily_prune import DailyPrune
 from core.runner.deadman import Deadman
@@ -68,6 +69,8 @@ log = logging.getLogger(__name__)
 STOP_MODES = ("leave", "drain", "kill")
 #: Seconds a ``--kill`` stop waits, after the SIGKILL, for the runs to be recorded.
 KILL_RECORD_S = 5.0
+#: Seconds between SIGTERM and SIGKILL when a run abandoned from another host is killed here.
+KILL_REQUEST_GRACE_S = 5.0
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
 #: Longest the dispatcher sleeps with nothing due, seconds (a bound; wake-ups come earlier).
 IDLE_WAKE_S = 30.0
@@ -528,10 +531,30 @@ class Runner:
 
     def _periodic(self) -> None:
         try:
+            self._answer_kill_requests()
+            self.failures.ok("kill requests")
+        except Exception as exc:
+            self.failures.failed("kill requests", exc)
+        try:
             supervisor.periodic(self._thread_ledger(), self.settings)
             self.failures.ok("supervisor periodic pass")
         except Exception as exc:
             self.failures.failed("supervisor periodic pass", exc)
+
+    def _answer_kill_requests(self) -> None:
+        """Kill the processes of this runner's runs that an operator on another host abandoned
+        (``runs.abandon_requested_at``), then confirm each in the ledger (``abandon_kill``).
+        Only this runner's own runs, on this host: their pid and create time are its own."""
+        store = SqlStore(self._thread_ledger())
+        for run in store.kill_requests(list(self.live)):
+            sig = None
+            if run.pid and liveness.process_alive(run.pid, run.pid_create_time):
+                with contextlib.suppress(ProcessLookupError):
+                    sig = stop_group(run.pgid or os.getpgid(run.pid), grace=KILL_REQUEST_GRACE_S)
+            note = (f"killed by runner {self.id} on {socket.gethostname()} ({signal_name(sig)})" if sig
+                    else f"process already gone (runner {self.id} on {socket.gethostname()})")
+            store.confirm_kill(run.id, actor=self.actor, note=note)
+            log.warning("run %s: abandoned by %s from another host: %s", run.id, run.abandon_requested_by, note)
 
     async def heartbeat(self) -> None:
         """Renew this runner's heartbeat (``runners.heartbeat_at``) and the lease
