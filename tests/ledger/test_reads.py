@@ -9,6 +9,7 @@ import pytest
 from core.ledger import reads
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
+from tests.kit.runs import PATHS
 
 
 @pytest.fixture
@@ -102,7 +103,8 @@ def test_run_detail_reads_output_files_head_and_tail(tmp_path: Path):
     assert len(d["stdout"]["tail"]) == reads.OUTPUT_TAIL
     assert d["stderr"]["exists"] is False
     assert [a["attempt"] for a in d["attempts"]] == [1]
-    assert [e["to_state"] for e in d["events"]] == ["queued", d["run"]["state"]]
+    # the audit trail, in order: queued, then each move of its path to the state it ended in
+    assert [e["to_state"] for e in d["events"]] == ["queued", *PATHS[d["run"]["state"]]]
 
 
 def test_run_detail_unknown_run_is_none(ledger):
