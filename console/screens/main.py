@@ -111,6 +111,8 @@ class MainScreen(PollingScreen, Screen):
         super().__init__()
         self.view = "escalations"
         self.filter_text = ""
+        #: view → (column key, descending) it is sorted by (``S`` cycles; absent: its own order)
+        self.sorts: dict[str, tuple[str, bool]] = {}
         self.paused = False
         self.follow = False
         self.stale_since: float | None = None
@@ -167,6 +169,9 @@ class MainScreen(PollingScreen, Screen):
         now = self.wk.now()
         table = self.table
         flt = reads.parse_filter(canonical_filter(self.filter_text))
+        if table.VIEW in self.sorts:
+            column, desc = self.sorts[table.VIEW]
+            flt = replace(flt, sort=column, desc=desc)
         if flt == table.flt:
             flt = table.flt  # same filter, same object: reads begun under it still apply
         table.flt = flt
@@ -381,6 +386,26 @@ class MainScreen(PollingScreen, Screen):
         if not self.paused:
             self._data_version = None
 
+    def action_sort(self) -> None:
+        """``S``: order the table by its next sortable column (``core.ledger.reads.SORTS``),
+        left to right in the view's column order, then back to the view's own order."""
+        table = self.table
+        sortable = reads.SORTS.get(table.VIEW, {})
+        order = [c.key for c in table.COLUMNS if c.key in sortable]
+        if not order:
+            return
+        current = self.sorts.get(table.VIEW, ("", False))[0]
+        nxt = order[order.index(current) + 1] if current in order and order.index(current) + 1 < len(order) \
+            else ("" if current else order[0])
+        if nxt:
+            self.sorts[table.VIEW] = (nxt, sortable[nxt][1])
+            self.notify(f"sorted by {nxt} {'▼' if sortable[nxt][1] else '▲'} (S: next column)", markup=False,
+                        timeout=2)
+        else:
+            self.sorts.pop(table.VIEW, None)
+            self.notify("the view's own order (S sorts again)", markup=False, timeout=2)
+        self.run_worker(self.refresh_data(force=True), exit_on_error=False)
+
     def action_follow(self) -> None:
         self.follow = not self.follow
         self._render_bars()
@@ -504,6 +529,8 @@ class MainScreen(PollingScreen, Screen):
             return False
         if action in {"pause_job", "trigger"}:
             return self.view == "jobs" and job_controls_available()
+        if action == "sort":
+            return self.view in reads.SORTS
         if action == "history":
             return self.view == "jobs" or (self.view == "outcomes" and self.filter_text.startswith("job:"))
         return True

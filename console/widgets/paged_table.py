@@ -555,10 +555,13 @@ class PagedTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         widths = self._column_widths(width)
         if y == 0:
-            key = ("header", widths, self._gen)
+            sort = (self.flt.sort, self.flt.desc) if self.flt is not None else ("", False)
+            key = ("header", widths, self._gen, sort)
             if key not in self._lines:
                 style = self._style("table--header")
-                labels = [Text(" ")] + [Text(c.label) for c in self._columns(width)]
+                # The sorted column's heading says so: ▲ ascending, ▼ descending.
+                labels = [Text(" ")] + [Text(c.label + ("▼" if sort[1] else "▲") if c.key == sort[0] else c.label)
+                                        for c in self._columns(width)]
                 self._lines[key] = Strip(self._segments(labels, widths, style)).adjust_cell_length(width, style)
             return self._lines[key]
         index = int(self.scroll_y) + y - 1

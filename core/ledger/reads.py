@@ -61,6 +61,10 @@ class Filter:
     kind: str = ""
     text: str = ""
     raw: str = ""
+    #: A column key of ``SORTS[view]`` to order by instead of the view's own order ("" none);
+    #: ``desc``: that column descending. Not part of ``empty``: sorting narrows nothing.
+    sort: str = ""
+    desc: bool = False
 
     @property
     def empty(self) -> bool:
@@ -128,6 +132,28 @@ def _where(flt: Filter | None, cols: dict[str, str], text_cols: list[str]) -> tu
 
 # -- escalations ---------------------------------------------------------------------------
 
+#: The columns each view can be sorted by (``Filter.sort``): column key → (SQL expression,
+#: whether the column reads best descending first). Tie-break: the view's own order.
+SORTS: dict[str, dict[str, tuple[str, bool]]] = {
+    "escalations": {"severity": ("CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END", False),
+                    "job": ("job", False), "kind": ("kind", False), "count": ("count", True),
+                    "age": ("first_seen", False), "last": ("last_seen", True), "owner": ("owner", False),
+                    "state": ("state", False)},
+    "outcomes": {"job": ("r.job", False), "attempt": ("r.attempt", True), "state": ("r.state", False),
+                 "duration": ("COALESCE(o.duration_s, r.ended_at - r.started_at)", True),
+                 "exit": ("r.exit_code", True)},
+    "jobs": {"name": ("name", False)},
+}
+
+
+def _sorted_by(view: str, flt: Filter | None) -> str | None:
+    """``expr ASC|DESC`` for the filter's sort column of ``view``, None for the view's own order."""
+    if flt is None or not flt.sort or flt.sort not in SORTS.get(view, {}):
+        return None
+    expr, _natural = SORTS[view][flt.sort]
+    return f"{expr} {'DESC' if flt.desc else 'ASC'}"
+
+
 _ESC_ORDER = (
     "CASE state WHEN 'open' THEN 0 WHEN 'acknowledged' THEN 1 WHEN 'snoozed' THEN 2 ELSE 3 END",
     "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END",
@@ -153,16 +179,17 @@ def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int =
     if not include_resolved:
         conds.append("state != 'resolved'")
     key = ", ".join(_ESC_ORDER)
-    if after is not None:
+    sort = _sorted_by("escalations", flt)
+    if after is not None and sort is None:
         conds.append(f"({key}) > ({', '.join('?' * len(after))})")
         params.extend(after)
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
     rows = ledger.query(
         f"SELECT *, {_ESC_ORDER[0]} AS _k0, {_ESC_ORDER[1]} AS _k1 FROM escalations {where}"
-        f" ORDER BY {key} LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
+        f" ORDER BY {sort + ', ' if sort else ''}{key} LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
     out = [row_dict(r) for r in rows]
     cursor = None
-    if len(out) == limit:
+    if len(out) == limit and sort is None:  # a sorted page is read by offset only
         last = out[-1]
         cursor = (last["_k0"], last["_k1"], -last["last_seen"], -last["id"])
     for r in out:
@@ -243,10 +270,11 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
     conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind"},
                            ["r.job", "r.state", "r.reason", "o.verdict_reason", "o.status"])
     conds.insert(0, "r.ended_at IS NOT NULL")
-    if after is not None:
+    sort = _sorted_by("outcomes", flt)
+    if after is not None and sort is None:
         conds.append("(r.ended_at, r.id) < (?, ?)")  # row values: an index range, not a scan
         params.extend([after[0], after[1]])
-    if offset > _ANCHOR_FROM and len(conds) == 1:
+    if offset > _ANCHOR_FROM and len(conds) == 1 and sort is None:
         # Skip on the covering index alone, then read the page from that row (a deep jump on
         # 1,000,000 runs: ~90 ms instead of ~340 ms with the join for every skipped row).
         anchor = ledger.one("SELECT ended_at, id FROM runs WHERE ended_at IS NOT NULL"
@@ -258,14 +286,14 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
         offset = 0
     rows = ledger.query(
         f"SELECT {_OUTCOME_COLS} FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
-        f" WHERE {' AND '.join(conds)} ORDER BY r.ended_at DESC, r.id DESC LIMIT ? OFFSET ?",
-        (*params, limit, max(0, offset)))
+        f" WHERE {' AND '.join(conds)} ORDER BY {sort + ', ' if sort else ''}r.ended_at DESC, r.id DESC"
+        " LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
     out = [row_dict(r) for r in rows]
     for r in out:
         r["reason"] = r["verdict_reason"] or r["run_reason"] or ""
         if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
             r["duration_s"] = r["ended_at"] - r["started_at"]
-    cursor = (out[-1]["ended_at"], out[-1]["id"]) if len(out) == limit else None
+    cursor = (out[-1]["ended_at"], out[-1]["id"]) if len(out) == limit and sort is None else None
     return Page(out, cursor)
 
 
@@ -457,13 +485,15 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
     """
     conds, params = _where(flt, {"job": "name", "state": "breaker_state"},
                            ["name", "schedule_text", "owner", "intent"])
+    desc = _sorted_by("jobs", flt) == "name DESC"
     if after is not None:
-        conds.append("name > ?")
+        conds.append("name < ?" if desc else "name > ?")
         params.append(after[0])
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
     rows = ledger.rows(
         "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
-        f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
+        f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name {'DESC' if desc else ''}"
+        " LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
     for r in rows:
         r["next_run"], r["next_held"] = job_next_run(ledger, r, r.pop("spec"), now)
         last = ledger.one("SELECT r.state, r.ended_at, o.status FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
