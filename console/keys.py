@@ -191,7 +191,7 @@ KEYS: tuple[Key, ...] = (
     Key("S", "sort", "Sort", "Find", "escalations, outcomes, jobs",
         "sort (like k9s): each press orders the table by its next column, in the direction that "
         "column reads best (its heading shows ▲ or ▼), then back to the view's own order",
-        palette="Sort by the next column"),
+        show=False, palette="Sort by the next column"),
     Key("slash", "search", "Search", "Find", "run detail", "search the detail and output (n: next match)",
         scopes=("detail",), priority=True),
     Key("n", "next_match", "Next", "Find", scopes=("detail",), doc=False),
