@@ -48,8 +48,10 @@ BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 
 def hostname() -> str:
-    """This machine's host name, as runners record it in ``runners.hostname``."""
-    return socket.gethostname()
+    """This host's name, as runners record it in ``runners.hostname`` and ``runs.host``: the
+    environment's ``WATCHKEEPER_HOST`` when set (containers, or two "hosts" on one machine
+    to try the fleet), else the machine's host name."""
+    return os.environ.get("WATCHKEEPER_HOST", "").strip() or socket.gethostname()
 
 
 def boot_id() -> str | None:

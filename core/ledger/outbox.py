@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core import liveness
 from core.ledger.connection import Conn, inserted_id
 from core.ledger.records import Notification
 from core.text import invisible, safe_text
@@ -144,7 +144,7 @@ def payload_for(esc: dict[str, Any], event: str, *, host: str | None = None, led
     """
     sev = (esc.get("severity") or "info").upper()
     owner = esc.get("owner") or "unowned"
-    host = host or socket.gethostname()
+    host = host or liveness.hostname()
     run_id = esc.get("latest_run_id")
     count = esc.get("count", 1)
     show = open_command(run_id, ledger_path)

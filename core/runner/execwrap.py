@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from core import liveness
 from core.ledger import adoption
 from core.ledger.connection import Ledger
 from core.ledger.writer import Writer, WriterLedger
@@ -86,7 +86,7 @@ class ExecWrapper:
         self.job = job
         self.settings = settings
         self.record = record
-        self.id = f"exec:{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.id = f"exec:{liveness.hostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"exec:{os.getpid()}"
         self._local = threading.local()
         self._thread_ledgers: list[Ledger] = []

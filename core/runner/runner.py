@@ -23,7 +23,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 import uuid
@@ -131,7 +130,7 @@ class Runner:
             raise ValueError(f"stop_mode must be one of {', '.join(STOP_MODES)}, not {stop_mode!r}")
         self.spec_dir = Path(spec_dir).resolve()  # jobs.source stays stable across restarts
         self.settings = settings
-        self.id = runner_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.id = runner_id or f"{liveness.hostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"runner:{self.id}"
         self.install_signal_handlers = install_signal_handlers
         self.on_finished = on_finished
@@ -260,7 +259,7 @@ class Runner:
         self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
                                    on_queued=lambda _id: self._nudge_threadsafe())
         self.dispatcher = Dispatcher(write=writer.write, read=read, runner_id=self.id, actor=self.actor,
-                                     lease_s=self.settings.lease, host=socket.gethostname(),
+                                     lease_s=self.settings.lease, host=liveness.hostname(),
                                      boot_id=liveness.boot_id(), labels=self.settings.labels)
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
@@ -290,7 +289,7 @@ class Runner:
     def _register(self) -> None:
         me = os.getpid()
         self.ledger.write(lambda conn: runner_rows.register_runner(
-            conn, runner_id=self.id, hostname=socket.gethostname(), boot_id=liveness.boot_id(), pid=me,
+            conn, runner_id=self.id, hostname=liveness.hostname(), boot_id=liveness.boot_id(), pid=me,
             pid_create_time=create_time(me), labels=self.settings.labels,
             heartbeat_s=self.settings.heartbeat, lease_s=self.settings.lease, version=__version__,
             spec_dir=str(self.spec_dir), actor=self.actor, owner=self.settings.runner_owner))
@@ -551,8 +550,8 @@ class Runner:
             if run.pid and liveness.process_alive(run.pid, run.pid_create_time):
                 with contextlib.suppress(ProcessLookupError):
                     sig = stop_group(run.pgid or os.getpgid(run.pid), grace=KILL_REQUEST_GRACE_S)
-            note = (f"killed by runner {self.id} on {socket.gethostname()} ({signal_name(sig)})" if sig
-                    else f"process already gone (runner {self.id} on {socket.gethostname()})")
+            note = (f"killed by runner {self.id} on {liveness.hostname()} ({signal_name(sig)})" if sig
+                    else f"process already gone (runner {self.id} on {liveness.hostname()})")
             store.confirm_kill(run.id, actor=self.actor, note=note)
             log.warning("run %s: abandoned by %s from another host: %s", run.id, run.abandon_requested_by, note)
 

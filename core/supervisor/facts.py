@@ -82,7 +82,8 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
         ended_at=run.get("ended_at"), output_excerpt=excerpt,
         notes=str(handoff["notes"])[:300] if isinstance(handoff.get("notes"), str) else None,
         stdout=stdout, stderr=stderr, handoff=handoff or None, files=files, false_claims=false_claims,
-        verdict_kind=out.get("verdict_kind"), escalated=bool(out.get("escalate")), trigger=run.get("trigger"))
+        verdict_kind=out.get("verdict_kind"), escalated=bool(out.get("escalate")), trigger=run.get("trigger"),
+        host=run.get("host"))
 
 
 def case_facts(case: JudgingCase) -> OutcomeFacts:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core import liveness
 from core.ledger.connection import Ledger
 from core.ledger.outbox import enqueue, payload_for  # noqa: F401 (the outbox's face for callers)
 from core.ledger.records import Notification
@@ -153,7 +153,7 @@ def test_payload(sink_name: str, *, host: str | None = None, operator: str | Non
     real one (``core.ledger.outbox.payload_for``: ``title``, ``text``, ``body``, ``stdout``,
     ``stderr`` …) with ``event = "test"``, severity ``info`` and no escalation or run, so a
     sink's script and an e-mail's layout are checked as they will be used."""
-    host = host or socket.gethostname()
+    host = host or liveness.hostname()
     title = safe_text(f"[TEST] Watchkeeper notification test: sink {sink_name!r} on {host}", also=invisible)
     who = f" by {operator}" if operator else ""
     reason = (f"A test sent{who} with `watchkeeper notify test`: if you read this, sink {sink_name!r} delivers."

@@ -157,6 +157,7 @@ class OutcomeFacts:
     verdict_kind: str | None = None
     escalated: bool = False
     trigger: str | None = None        # runs.trigger (a ``Trigger``): why the run row exists
+    host: str | None = None           # runs.host: the host whose runner spawned it
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutcomeFacts:
@@ -278,6 +279,11 @@ def _orphan_text(f: OutcomeFacts) -> str:
         elif code is not None:
             what = (f"exited with code {code}, but {holder} died before recording the outcome (the lease"
                     " expired)")
+        elif f.host:
+            # Settled by whichever host saw the lease expire: on another host its process
+            # could not be looked at, so whether it still runs there is not known here.
+            what = (f"was declared orphaned: {holder} on {f.host} died and the lease expired; no exit status"
+                    " was recorded (the process had ended, or its host is out of reach)")
         else:
             what = (f"was declared orphaned: {holder} died and the lease expired; the process had already"
                     " ended, its exit status never recorded")
