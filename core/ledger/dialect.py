@@ -96,7 +96,8 @@ def _wrap_error(exc: Exception, conn: psycopg.Connection[Any] | None) -> sqlite3
         return Conflict(f"database is locked (PostgreSQL conflict, retried: {msg})")
     if conn is not None and conn.broken or isinstance(exc, pe.AdminShutdown | pe.CannotConnectNow) or (
             isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed)):
-        return Disconnected(f"connection to PostgreSQL lost ({msg})")
+        what = "cannot connect to PostgreSQL" if conn is None else "connection to PostgreSQL lost"
+        return Disconnected(f"{what} ({msg})")
     if isinstance(exc, pe.UndefinedTable):
         return sqlite3.OperationalError(f"no such table ({msg})")
     if isinstance(exc, psycopg.IntegrityError):
@@ -451,11 +452,18 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 def pool_for(url: str) -> ConnectionPool[Any]:
     """The process's connection pool for ``url`` (opened on first use; psycopg-pool checks a
     connection before handing it out, so one broken by a server restart is replaced)."""
+    import psycopg
     from psycopg_pool import ConnectionPool
 
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
+            # One direct connection first: a wrong host, database or password is its own
+            # clear error at once, not a pool timeout after seconds of retries.
+            try:
+                psycopg.connect(url, connect_timeout=10).close()
+            except psycopg.Error as exc:
+                raise _wrap_error(exc, None) from exc
             pool = ConnectionPool(url, min_size=1, max_size=POOL_MAX, configure=_configure,
                                   check=ConnectionPool.check_connection,
                                   kwargs={"application_name": "watchkeeper"},
