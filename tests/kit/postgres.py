@@ -12,6 +12,7 @@ Binaries are found on PATH, else under ``/usr/lib/postgresql/*/bin`` (Debian's p
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import itertools
@@ -50,6 +51,32 @@ def available() -> str | None:
     return None
 
 
+def reap_orphans() -> None:
+    """Stop the throw-away servers of test sessions that died without stopping them (killed
+    by a timeout): each server's folder records its session's pid in ``owner.pid``."""
+    for root in glob.glob(os.path.join(tempfile.gettempdir(), "wk-pg-*")):
+        try:
+            owner = int(Path(root, "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        server = Server.__new__(Server)
+        server.root, server.data, server.log = Path(root), Path(root) / "data", Path(root) / "server.log"
+        server.as_root = os.geteuid() == 0
+        server.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,6 +111,9 @@ class Server:
             raise RuntimeError(f"{' '.join(argv[:2])} failed ({got.returncode}): {got.stderr.strip()}\n{tail}")
 
     def start(self) -> Server:
+        reap_orphans()
+        (self.root / "owner.pid").write_text(str(os.getpid()))
+        atexit.register(self.stop)  # a session that ends without its fixture teardown
         if self.as_root:
             shutil.chown(self.root, "postgres", "postgres")
         self.root.chmod(0o700)
