@@ -49,13 +49,15 @@ def bench_transitions(n_runs: int, tmp: Path) -> tuple[float, float]:
     """(lifecycle transitions/s, raw UPDATE transitions/s)."""
     from core.ledger import lifecycle
     from core.ledger.connection import Ledger
+    from core.vocabulary import EndReason
 
     with Ledger(tmp / "lc.db") as led:
         ids = _seed(led, n_runs)
         t0 = time.perf_counter()
         for a, b in MOVES:
             for rid in ids:
-                if not lifecycle.transition(led, rid, 1, a, b, actor="bench"):
+                code = EndReason.COMPLETED if b == "succeeded" else None
+                if not lifecycle.transition(led, rid, 1, a, b, actor="bench", reason_code=code):
                     raise RuntimeError(f"transition {a}->{b} of run {rid} lost")
         lc = len(ids) * len(MOVES) / (time.perf_counter() - t0)
     with Ledger(tmp / "raw.db") as led:

@@ -24,7 +24,7 @@ from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso, quoted, utc_hms
-from core.vocabulary import ActionResult
+from core.vocabulary import ActionResult, EndReason
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -141,7 +141,8 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
         state, attempt = run.state, run.attempt
 
         # A fan-out parent's queued sub-tasks go with it (the terminal recipe settles them).
-        if store.finish_run(run_id, attempt, state, State.ABANDONED, actor=actor, reason=f"abandoned by {operator}"):
+        if store.finish_run(run_id, attempt, state, State.ABANDONED, actor=actor,
+                            reason_code=EndReason.OPERATOR, reason=f"abandoned by {operator}"):
             break
     else:
         return ActionResult(False, f"run {run_id} kept changing state; try again", run_id)

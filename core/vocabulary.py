@@ -214,9 +214,46 @@ class JudgeEvent(StrEnum):
     REJECTED = "judge_rejected"
 
 
-class OrphanReason(StrEnum):
-    """Why the sweep (or a starting runner) settled a live run as ``orphaned`` (``runs.reason``)."""
+class EndReason(StrEnum):
+    """Why a run ended: the closed code in ``runs.reason_code``, written with every move into
+    a terminal state (``core.ledger.terminal.finish``). ``runs.reason`` keeps a sentence for
+    people beside it ("timed out after 3s; SIGTERM ignored, killed 2s later"); code decides on
+    this code only and never reads the sentence back.
+    """
 
+    # succeeded
+    COMPLETED = "completed"
+    """Exited 0 and passed verification."""
+    PARTIAL = "partial"
+    """Succeeded, but its handoff said ``partial``."""
+    # failed / blocked
+    EXIT_CODE = "exit_code"
+    """Exited non-zero."""
+    SIGNAL = "signal"
+    """Killed by a signal it did not ask for."""
+    VERIFICATION_FAILED = "verification_failed"
+    """Exited 0, but a check (files, artifacts, ``verify`` commands) failed."""
+    BLOCKED = "blocked"
+    """Its handoff named blockers."""
+    SPAWN_FAILED = "spawn_failed"
+    """Its process could not be started (no such command, no such user, ...)."""
+    SUPERVISOR_ERROR = "supervisor_error"
+    """The supervisor broke while settling it: decided by its exit code alone."""
+    # timed out
+    TIMEOUT = "timeout"
+    """Ran past its ``timeout`` and was stopped."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """Ran past its ``budget.wall`` and was stopped."""
+    FANOUT_UNSETTLED = "fanout_unsettled"
+    """A fan-out parent whose sub-tasks did not all end within its timeout."""
+    # abandoned
+    OPERATOR = "operator"
+    """A person abandoned it (``watchkeeper abandon``, the console, a mission abort)."""
+    JOB_REMOVED = "job_removed"
+    """Still queued when its job left every spec."""
+    PARENT_ENDED = "parent_ended"
+    """A fan-out sub-task still queued when its parent ended."""
+    # orphaned (the sweep, or a starting runner)
     LEASE_EXPIRED = "lease_expired"
     """Its runner is gone and the lease ran out; the process was already dead."""
     START_TIMEOUT = "start_timeout"

@@ -86,9 +86,9 @@ def queued_retry(conn: Conn, lineage: str, after_attempt: int) -> dict[str, Any]
 
 
 def run_end(conn: Conn, run_id: int) -> dict[str, Any] | None:
-    """``state``, ``exit_code``, ``signal``, ``reason`` and ``lineage`` of run ``run_id``, with
+    """``state``, ``exit_code``, ``signal``, ``reason``, ``reason_code`` and ``lineage`` of run ``run_id``, with
     the outcome's ``verdict_reason`` and ``stderr_tail``; None when there is no such run."""
-    row = conn.execute("SELECT r.state, r.exit_code, r.signal, r.reason, r.lineage, r.attempt, r.pid,"
+    row = conn.execute("SELECT r.state, r.exit_code, r.signal, r.reason, r.reason_code, r.lineage, r.attempt, r.pid,"
                        " o.verdict_reason, COALESCE(NULLIF(o.stderr_tail, ''), o.stderr_head) AS stderr_tail FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
                        " WHERE r.id = ?", (run_id,)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}

@@ -304,6 +304,30 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN abandon_requested_by TEXT;
     CREATE INDEX runs_host ON runs(host, state);
     """,
+    # 7 → 8: why a run ended as a closed code (``core.vocabulary.EndReason``) beside the
+    # sentence for people in ``runs.reason``; code reads the code, never the sentence. Rows
+    # written before have only ``reason``: this backfill is the one place that reads it.
+    """
+    ALTER TABLE runs ADD COLUMN reason_code TEXT;     -- EndReason, set with the terminal move
+    UPDATE runs SET reason_code = CASE
+        WHEN state = 'succeeded' AND reason = 'partial' THEN 'partial'
+        WHEN state = 'succeeded' THEN 'completed'
+        WHEN state = 'blocked' THEN 'blocked'
+        WHEN state = 'timed_out' AND reason LIKE 'budget%' THEN 'budget_exceeded'
+        WHEN state = 'timed_out' AND reason LIKE 'fan-out not settled%' THEN 'fanout_unsettled'
+        WHEN state = 'timed_out' THEN 'timeout'
+        WHEN state = 'failed' AND reason IN ('verification_failed', 'supervisor_error', 'signal', 'exit_code')
+            THEN reason
+        WHEN state = 'failed' AND reason LIKE 'spawn_failed%' THEN 'spawn_failed'
+        WHEN state = 'failed' AND signal IS NOT NULL THEN 'signal'
+        WHEN state = 'failed' THEN 'exit_code'
+        WHEN state = 'abandoned' AND reason IN ('job_removed', 'parent_ended') THEN reason
+        WHEN state = 'abandoned' THEN 'operator'
+        WHEN state = 'orphaned' AND reason IN ('lease_expired', 'start_timeout', 'runner_gone', 'runner_error',
+                                               'interrupted') THEN reason
+        ELSE NULL END
+    WHERE state IN ('succeeded', 'failed', 'blocked', 'timed_out', 'orphaned', 'abandoned');
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,12 +29,9 @@ from core.ledger import lifecycle, outcomes, runs
 from core.ledger.connection import Conn, Row
 from core.ledger.lifecycle import TERMINAL, State
 from core.spec.model import JobSpec
-from core.vocabulary import Trigger, sql_set
+from core.vocabulary import EndReason, Trigger, sql_set
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
-
-#: Reason recorded on a sub-task settled because its parent run ended.
-PARENT_ENDED = "parent_ended"
 
 
 def create_children(conn: Conn, parent: dict[str, Any], spec: JobSpec, *, actor: str,
@@ -69,9 +66,11 @@ def settle_children(conn: Conn, parent_id: int, *, actor: str,
     done = []
     for kid in conn.execute("SELECT id, attempt, task FROM runs WHERE parent_run_id = ? AND state = ?"
                             " ORDER BY id", (parent_id, State.QUEUED.value)).fetchall():
-        if lifecycle.apply(conn, kid[0], kid[1], State.QUEUED, State.ABANDONED, actor=actor, reason=PARENT_ENDED,
+        if lifecycle.apply(conn, kid[0], kid[1], State.QUEUED, State.ABANDONED, actor=actor,
+                           reason_code=EndReason.PARENT_ENDED, reason=EndReason.PARENT_ENDED.value,
                            detail={"parent_run_id": parent_id, "parent_state": parent[0], "task": kid[2]}, at=ts):
-            outcomes.record(conn, kid[0], state=State.ABANDONED.value, status="abandoned", reason=PARENT_ENDED)
+            outcomes.record(conn, kid[0], state=State.ABANDONED.value, status="abandoned",
+                            reason=EndReason.PARENT_ENDED.value)
             done.append(int(kid[0]))
     return done
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.ledger.connection import HAS_RETURNING, Conn, Ledger, add_event
-from core.vocabulary import RunState
+from core.vocabulary import EndReason, RunState
 
 #: The run states live in ``core.vocabulary``; ``State`` stays importable from here.
 State = RunState
@@ -79,17 +79,22 @@ def check(from_state: str, to_state: str) -> None:
 
 
 def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str, *,
-          actor: str, reason: str | None = None, fields: Mapping[str, Any] | None = None,
-          detail: dict[str, Any] | None = None, at: float | None = None) -> bool:
+          actor: str, reason: str | None = None, reason_code: EndReason | None = None,
+          fields: Mapping[str, Any] | None = None, detail: dict[str, Any] | None = None,
+          at: float | None = None) -> bool:
     """Move one run inside the caller's open write transaction (compare-and-set).
 
     Sets ``state``, ``updated_at`` and ``fields`` (subset of ``SETTABLE``); on a move into a
-    terminal state ``ended_at`` defaults to now. Appends a ``transition`` event when the
-    update wins. Returns False when the run was not in ``from_state`` at ``attempt``.
+    terminal state ``ended_at`` defaults to now and ``reason_code`` (why it ended, a closed
+    code) is required and stored in ``runs.reason_code``; ``reason`` is the sentence for
+    people (``runs.reason`` and the event), never read back by code. Appends a
+    ``transition`` event when the update wins. Returns False when the run was not in
+    ``from_state`` at ``attempt``.
 
     Raises:
         IllegalTransition: the move is not in ``TRANSITIONS``.
-        ValueError: ``fields`` names a column outside ``SETTABLE``.
+        ValueError: ``fields`` names a column outside ``SETTABLE``; a terminal move without
+            ``reason_code``, or a live move with one.
     """
     check(from_state, to_state)
     fields = dict(fields or {})
@@ -98,7 +103,12 @@ def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str,
         raise ValueError(f"transition may not set {sorted(bad)}")
     ts = at if at is not None else time.time()
     if State(to_state) in TERMINAL:
+        if reason_code is None:
+            raise ValueError(f"a move into {to_state} needs its reason_code (core.vocabulary.EndReason)")
         fields.setdefault("ended_at", ts)
+        fields["reason_code"] = EndReason(reason_code).value
+    elif reason_code is not None:
+        raise ValueError(f"reason_code is for terminal moves, not {to_state}")
     if reason is not None:
         fields.setdefault("reason", reason)
     cols = ["state = ?", "updated_at = ?"] + [f"{k} = ?" for k in fields]
@@ -119,7 +129,8 @@ def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str,
 
 
 def transition(ledger: Ledger, run_id: int, attempt: int, from_state: str, to_state: str, *,
-               actor: str, reason: str | None = None, fields: Mapping[str, Any] | None = None,
+               actor: str, reason: str | None = None, reason_code: EndReason | None = None,
+               fields: Mapping[str, Any] | None = None,
                detail: dict[str, Any] | None = None,
                then: Callable[[Conn], Any] | None = None) -> bool:
     """Move one run in its own ``BEGIN IMMEDIATE`` transaction; see ``apply``.
@@ -132,7 +143,7 @@ def transition(ledger: Ledger, run_id: int, attempt: int, from_state: str, to_st
 
     def tx(conn: Conn) -> bool:
         won = apply(conn, run_id, attempt, from_state, to_state, actor=actor, reason=reason,
-                    fields=fields, detail=detail)
+                    reason_code=reason_code, fields=fields, detail=detail)
         if won and then is not None:
             then(conn)
         return won

@@ -90,8 +90,11 @@ class Run:
     exit_code: int | None = None
     #: The signal number that ended the process, None when it exited.
     signal: int | None = None
-    #: Closed reason code (``core.vocabulary``): exit_code, signal, timeout, runner_lost, ...
+    #: Why the run ended, for people ("timed out after 3s; SIGTERM ignored, killed 2s later");
+    #: never read back by code.
     reason: str | None = None
+    #: Why the run ended, the closed code (``core.vocabulary.EndReason``); None while live.
+    reason_code: str | None = None
     #: Folder holding the run's captured output and handoff.
     artifacts_dir: str | None = None
     #: Hostname and boot id of the host life that spawned it (None while queued, and on

@@ -21,7 +21,7 @@ from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.ledger.records import Run
 from core.ledger.store import RetryRule
 from core.spec.model import JobSpec, spec_from_json
-from core.vocabulary import RunCommand, Trigger
+from core.vocabulary import EndReason, RunCommand, Trigger
 
 
 def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryRule,
@@ -47,8 +47,8 @@ def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryR
         parent = conn.execute("SELECT state FROM runs WHERE id = ?", (run["parent_run_id"],)).fetchone()
         if parent is not None and parent[0] in TERMINAL:
             add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
-                      attempt=run["attempt"], reason=fanout.PARENT_ENDED,
-                      detail={"retry": False, "rule": fanout.PARENT_ENDED, "parent_run_id": run["parent_run_id"],
+                      attempt=run["attempt"], reason=EndReason.PARENT_ENDED,
+                      detail={"retry": False, "rule": EndReason.PARENT_ENDED, "parent_run_id": run["parent_run_id"],
                               "parent_state": parent[0]})
             return None
     if spec is None:

@@ -48,7 +48,7 @@ from core.ledger.records import (
 from core.ledger.runners import PastGap
 from core.ledger.store import JudgeInMove, RetryRule
 from core.spec.model import JobSpec
-from core.vocabulary import Trigger
+from core.vocabulary import EndReason, Trigger
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,22 +161,24 @@ class SqlStore:
                                     reason=reason, fields=fields, detail=detail)
 
     def finish_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                   reason_code: EndReason, reason: str | None = None, fields: Mapping[str, Any] | None = None,
                    detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
                    spec: JobSpec | None = None, handoff_error: str | None = None,
                    max_wait_s: float | None = None) -> bool:
         return terminal.finish_run(self.ledger, run_id, attempt, from_state, to_state, actor=actor,
-                                   reason=reason, fields=fields, detail=detail, outcome=outcome, spec=spec,
-                                   handoff_error=handoff_error, max_wait_s=max_wait_s, retry=self.retry)
+                                   reason_code=reason_code, reason=reason, fields=fields, detail=detail,
+                                   outcome=outcome, spec=spec, handoff_error=handoff_error, max_wait_s=max_wait_s,
+                                   retry=self.retry)
 
     def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   judge: JudgeInMove, reason: str | None = None, detail: dict[str, Any] | None = None,
+                   judge: JudgeInMove, reason_code: EndReason, reason: str | None = None, detail: dict[str, Any] | None = None,
                    outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
                    handoff_error: str | None = None) -> bool | None:
         lifecycle.check(from_state, to_state)
 
         def tx(conn: Conn) -> bool | None:
-            if not terminal.finish(conn, run_id, attempt, from_state, to_state, actor=actor, reason=reason,
+            if not terminal.finish(conn, run_id, attempt, from_state, to_state, actor=actor,
+                                   reason_code=reason_code, reason=reason,
                                    detail=detail, outcome=outcome, spec=spec, handoff_error=handoff_error,
                                    retry=self.retry):
                 return None

@@ -44,6 +44,7 @@ from core.ledger.records import (
 )
 from core.ledger.runners import PastGap
 from core.spec.model import JobSpec
+from core.vocabulary import EndReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,14 +188,15 @@ class Store(Protocol):
         ...
 
     def finish_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   reason: str | None = None, fields: Mapping[str, Any] | None = None,
+                   reason_code: EndReason, reason: str | None = None, fields: Mapping[str, Any] | None = None,
                    detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
                    spec: JobSpec | None = None, handoff_error: str | None = None,
                    max_wait_s: float | None = None) -> bool:
         """End a run: the move into terminal ``to_state`` (compare-and-set, with its event),
         its outcome record (``outcome``: ``job_outcomes`` columns), the abandonment of a
         fan-out parent's queued sub-tasks, and for a failed attempt the retry decision and
-        maybe the next attempt — one transaction (``core.ledger.terminal``).
+        maybe the next attempt — one transaction (``core.ledger.terminal``). ``reason_code``:
+        why it ended (``runs.reason_code``); ``reason``: the sentence for people.
 
         Returns whether the move won. With ``max_wait_s`` (seconds) a ledger locked that
         long raises ``StorageError`` instead of waiting on.
@@ -206,7 +208,7 @@ class Store(Protocol):
         ...
 
     def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   judge: JudgeInMove, reason: str | None = None, detail: dict[str, Any] | None = None,
+                   judge: JudgeInMove, reason_code: EndReason, reason: str | None = None, detail: dict[str, Any] | None = None,
                    outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
                    handoff_error: str | None = None) -> bool | None:
         """``finish_run`` and, in the same transaction, the verdict ``judge`` returns for the

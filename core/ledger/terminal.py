@@ -32,7 +32,7 @@ from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.ledger.store import RetryRule
 from core.spec.model import JobSpec
-from core.vocabulary import OutcomeStatus, RunState
+from core.vocabulary import EndReason, OutcomeStatus, RunState
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def default_status(state: RunState | str) -> OutcomeStatus:
 
 
 def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
-           to_state: RunState | str, *, actor: str, reason: str | None = None,
+           to_state: RunState | str, *, actor: str, reason_code: EndReason, reason: str | None = None,
            fields: Mapping[str, Any] | None = None, detail: dict[str, Any] | None = None,
            outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
            handoff_error: str | None = None, at: float | None = None, retry: RetryRule | None = None) -> bool:
@@ -56,8 +56,9 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
 
     Args:
         from_state, to_state: the move; ``to_state`` must be terminal.
-        reason: the move's reason (``runs.reason`` and the event); also the outcome's reason
-            unless ``outcome`` names its own.
+        reason_code: why the run ended, the closed code (``runs.reason_code``).
+        reason: the sentence for people (``runs.reason`` and the event), never read back by
+            code; also the outcome's reason unless ``outcome`` names its own.
         fields: ``runs`` columns set with the move (``lifecycle.SETTABLE``).
         detail: JSON detail of the ``transition`` event.
         outcome: ``job_outcomes`` columns (``outcomes.COLUMNS``); ``state`` is always
@@ -82,8 +83,8 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
         raise ValueError(f"finish moves into a terminal state, not {to}")
     if to in FAILED_STATES and retry is None:
         raise ValueError(f"a move into {to} needs the retry policy (core.supervisor.policy.retry.RETRY)")
-    if not lifecycle.apply(conn, run_id, attempt, from_state, to, actor=actor, reason=reason, fields=fields,
-                           detail=detail, at=at):
+    if not lifecycle.apply(conn, run_id, attempt, from_state, to, actor=actor, reason=reason,
+                           reason_code=reason_code, fields=fields, detail=detail, at=at):
         return False
     rec = dict(outcome or {})
     rec["state"] = to.value

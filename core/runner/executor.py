@@ -58,7 +58,7 @@ from core.spec.settings import Settings
 from core.supervisor import supervisor
 from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
-from core.vocabulary import RunCommand
+from core.vocabulary import EndReason, RunCommand
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -355,7 +355,8 @@ class Executor:
             # such, never judged as the job's own failure.
             outcome = {**cols, "status": "abandoned", "reason": "interrupted"}
             won = await self.write(lambda conn: terminal.finish(
-                conn, run_id, attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor, reason="interrupted",
+                conn, run_id, attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor,
+                reason_code=EndReason.OPERATOR, reason="interrupted",
                 fields=ends, outcome=outcome, spec=spec, detail={"by": stopped_by}))
             if won:
                 await self.after_end(run_id)
@@ -363,13 +364,14 @@ class Executor:
                 await self.late_result(run, rc, "abandoned", cols)
             return
         if timed_out:
-            reason = f"budget.wall exceeded ({timeout:g}s)" if wall_budget else f"timeout after {timeout:g}s"
+            code = EndReason.BUDGET_EXCEEDED if wall_budget else EndReason.TIMEOUT
+            reason = (f"stopped at budget.wall ({timeout:g}s)" if wall_budget else f"timed out after {timeout:g}s")
             if sig == signal.SIGKILL:  # the watchdog's SIGKILL came after the grace
                 reason += f"; SIGTERM ignored, killed {spec.grace:g}s later"
-            outcome = {**cols, "status": "timed_out", "reason": "budget_exceeded" if wall_budget else "timeout"}
+            outcome = {**cols, "status": "timed_out"}
             won = await self.write(lambda conn: terminal.finish(
-                conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason=reason,
-                fields=ends, outcome=outcome, spec=spec, retry=RETRY))
+                conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason_code=code,
+                reason=reason, fields=ends, outcome=outcome, spec=spec, retry=RETRY))
             if won:
                 await self.after_end(run_id)
             else:
@@ -472,7 +474,8 @@ class Executor:
         run_id = run["id"]
         reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
         won = await self.write(lambda conn: terminal.finish(
-            conn, run_id, run["attempt"], State.SPAWNED, State.FAILED, actor=ctx.actor, reason=reason,
+            conn, run_id, run["attempt"], State.SPAWNED, State.FAILED, actor=ctx.actor,
+            reason_code=EndReason.SPAWN_FAILED, reason=reason,
             fields={"artifacts_dir": art}, detail={"error": message[:2000]},
             outcome={"status": "failed", "stderr_head": message, "handoff_findings": []}, retry=RETRY))
         if won:
@@ -534,7 +537,8 @@ class Executor:
         if run is None or run.state != State.VERIFYING:
             return
         to = State.SUCCEEDED if run.exit_code == 0 else State.FAILED
-        store.finish_run(run_id, run.attempt, State.VERIFYING, to, actor=self.ctx.actor, reason="supervisor_error")
+        store.finish_run(run_id, run.attempt, State.VERIFYING, to, actor=self.ctx.actor, reason_code=EndReason.SUPERVISOR_ERROR,
+                         reason="the supervisor failed while settling it: decided by its exit code")
 
     def judge(self, run_id: int) -> None:
         """The supervisor's judgement of a terminal run (call from a pool thread)."""

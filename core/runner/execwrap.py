@@ -35,6 +35,7 @@ from core.runner.watchdog import Watchdog
 from core.spec.model import JobSpec, LoadedJob
 from core.spec.settings import Settings
 from core.supervisor import notify
+from core.vocabulary import EndReason, RunState
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,12 @@ def exit_status(end: dict[str, Any]) -> int:
     127 when it could not start; 1 for any other end without an exit code (orphaned,
     abandoned). A run that exited 0 but failed verification exits 1: the cron line failed."""
     if end["exit_code"] is not None:
-        if end["exit_code"] == 0 and end["state"] not in ("succeeded",):
+        if end["exit_code"] == 0 and end["state"] != RunState.SUCCEEDED:
             return 1
         return int(end["exit_code"])
     if end["signal"] is not None:
         return 128 + int(end["signal"])
-    if (end["reason"] or "").startswith("spawn_failed"):
+    if end.get("reason_code") == EndReason.SPAWN_FAILED:
         return 127
     return 1
 
@@ -154,7 +155,8 @@ class ExecWrapper:
                 except LookupError:
                     break  # a runner (or an operator) took it: it is theirs now
             end = adoption.run_end(ledger.conn, run["id"]) or {
-                "state": "missing", "exit_code": None, "signal": None, "reason": None, "stderr_tail": None}
+                "state": "missing", "exit_code": None, "signal": None, "reason": None, "reason_code": None,
+                "stderr_tail": None}
             await asyncio.to_thread(self._deliver)
             return ExecResult(run["id"], end["state"], exit_status(end), attempts, end.get("reason"),
                               end.get("stderr_tail"))

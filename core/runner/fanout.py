@@ -26,6 +26,7 @@ from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.supervisor.policy.retry import RETRY
+from core.vocabulary import EndReason
 
 #: Seconds between two looks at a parent's sub-tasks while it waits for them.
 POLL_S = 0.2
@@ -104,12 +105,12 @@ class FanoutParent:
     async def _timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
         ctx = self.ctx
         pending = [r["task"] for r in results if not r.get("settled")]
-        outcome = {"status": "timed_out", "reason": "timeout", "handoff_findings": [],
+        outcome = {"status": "timed_out", "handoff_findings": [],
                    "handoff": {"status": "failed", "error": "timeout", "result": {"unsettled": pending}}}
         if await self.ex.write(lambda conn: terminal.finish(
                 conn, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT, actor=ctx.actor,
-                reason=f"fan-out not settled within {spec.timeout:g}s", detail={"unsettled": pending},
-                outcome=outcome, spec=spec, retry=RETRY)):
+                reason_code=EndReason.FANOUT_UNSETTLED, reason=f"fan-out not settled within {spec.timeout:g}s",
+                detail={"unsettled": pending}, outcome=outcome, spec=spec, retry=RETRY)):
             await self.ex.after_end(run["id"])
 
     async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,

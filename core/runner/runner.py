@@ -598,7 +598,7 @@ class Runner:
         then ``orphaned`` with reason ``runner_error`` (an attempt; retried per policy).
         Returns ``sweep.LostReport``: ``finished`` (ids to drop from ``lost``: settled, or
         already terminal or not ours) and ``orphaned``; a failed write is retried next pass."""
-        return sweeper.settle_lost(self._thread_ledger(), run_ids, runner_id=self.id, reason="runner_error")
+        return sweeper.settle_lost(self._thread_ledger(), run_ids, runner_id=self.id)
 
     async def _reload_loop(self) -> None:
         try:

@@ -43,9 +43,10 @@ CLASSES = ("hard", "soft", "routine", "near_miss")
 
 
 def record_facts(rec: dict[str, Any], job: str, run_id: int = 0) -> OutcomeFacts:
-    """Facts of one corpus record (``job_outcomes``-shaped, plus run facts)."""
+    """Facts of one corpus record (``job_outcomes``-shaped, plus run facts; its ``reason`` is
+    the run's closed code, ``runs.reason_code``)."""
     run = {"id": rec.get("run_id", run_id), "job": job, "attempt": rec.get("attempt", 1),
-           "state": rec.get("state", "succeeded"), "reason": rec.get("reason"), "exit_code": rec.get("exit_code"),
+           "state": rec.get("state", "succeeded"), "reason_code": rec.get("reason"), "exit_code": rec.get("exit_code"),
            "signal": rec.get("signal")}
     out = {"exit_code": 0, **rec}
     f = outcome_facts(run, out, retry_queued=bool(rec.get("retry_queued")),

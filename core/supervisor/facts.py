@@ -70,7 +70,7 @@ def outcome_facts(run: dict[str, Any], out: dict[str, Any], *, retry_queued: boo
         run_id=int(run.get("id") or out.get("run_id") or 0), job=run.get("job") or out.get("job") or "",
         attempt=int(run.get("attempt") or out.get("attempt") or 1),
         state=str(out.get("state") or run.get("state")), status=str(out.get("status") or run.get("state")),
-        reason=out.get("reason") or run.get("reason"), run_reason=run.get("reason"), duration_s=out.get("duration_s"),
+        reason=run.get("reason_code"), run_reason=run.get("reason"), duration_s=out.get("duration_s"),
         exit_code=out.get("exit_code", run.get("exit_code")), signal=out.get("signal", run.get("signal")),
         handoff_status=handoff.get("status") if isinstance(handoff.get("status"), str) else None,
         confidence=float(conf) if isinstance(conf, int | float) and not isinstance(conf, bool) else None,

@@ -19,7 +19,7 @@ failed manual retry         as before    critical    the kind the lineage was es
                                                      (``escalated_as``): one escalation
 timed_out / orphaned        same         critical    escalate (hard), or retry_pending as above
 left behind by a clean stop interrupted  warning     escalate (hard), or retry_pending; never
-                                                     critical (``runs.reason = interrupted``)
+                                                     critical (``runs.reason_code = interrupted``)
 verification failed         verification_failed  critical  escalate (hard); at once, even with a
                                                      retry queued, when the check is marked
                                                      ``deterministic`` or failed the same way
@@ -67,38 +67,38 @@ from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
 from core.supervisor.baseline import WorkBaseline, learn, learn_work
 from core.text import quoted
-from core.vocabulary import OrphanReason, Trigger
+from core.vocabulary import EndReason, EscalationKind, OutcomeStatus, RunState, Severity, Trigger
 
-HARD_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "blocked",
-                        "retries_exhausted", "late_result", "runner_gap", "job_removed", "interrupted",
-                        "false_claim"})
+HARD_KINDS = frozenset({EscalationKind.FAILED, EscalationKind.TIMED_OUT, EscalationKind.ORPHANED, EscalationKind.VERIFICATION_FAILED, EscalationKind.BLOCKED,
+                        EscalationKind.RETRIES_EXHAUSTED, EscalationKind.LATE_RESULT, EscalationKind.RUNNER_GAP, EscalationKind.JOB_REMOVED, EscalationKind.INTERRUPTED,
+                        EscalationKind.FALSE_CLAIM})
 #: Soft signals found in the work itself (evidence read raw, learned baselines, declared checks).
-WORK_KINDS = frozenset({"partial_content", "empty_file", "zero_work", "forbidden_output", "small_file",
-                        "shrunken_file", "work_count", "new_output_shape", "missing_output"})
+WORK_KINDS = frozenset({EscalationKind.PARTIAL_CONTENT, EscalationKind.EMPTY_FILE, EscalationKind.ZERO_WORK, EscalationKind.FORBIDDEN_OUTPUT, EscalationKind.SMALL_FILE,
+                        EscalationKind.SHRUNKEN_FILE, EscalationKind.WORK_COUNT, EscalationKind.NEW_OUTPUT_SHAPE, EscalationKind.MISSING_OUTPUT})
 #: Raised only by the Claude judge with a checked quote (``core.supervisor.grounding``).
-JUDGE_KINDS = frozenset({"intent_mismatch"})
-SOFT_KINDS = (frozenset({"slow", "too_fast", "output_mismatch", "low_confidence", "partial", "flapping"})
+JUDGE_KINDS = frozenset({EscalationKind.INTENT_MISMATCH})
+SOFT_KINDS = (frozenset({EscalationKind.SLOW, EscalationKind.TOO_FAST, EscalationKind.OUTPUT_MISMATCH, EscalationKind.LOW_CONFIDENCE, EscalationKind.PARTIAL, EscalationKind.FLAPPING})
               | WORK_KINDS | JUDGE_KINDS)
-NOTE_KINDS = frozenset({"first_success", "recovered_on_retry"})
-SILENT_KINDS = frozenset({"routine", "retry_pending", "abandoned"})
+NOTE_KINDS = frozenset({EscalationKind.FIRST_SUCCESS, EscalationKind.RECOVERED_ON_RETRY})
+SILENT_KINDS = frozenset({EscalationKind.ROUTINE, EscalationKind.RETRY_PENDING, EscalationKind.ABANDONED})
 #: Kinds a lineage's final failure is escalated as; a failed manual retry of that lineage
 #: counts on the same kind (``OutcomeFacts.escalated_as``).
-LINEAGE_FAILURE_KINDS = frozenset({"failed", "timed_out", "orphaned", "verification_failed", "retries_exhausted",
-                                   "interrupted"})
+LINEAGE_FAILURE_KINDS = frozenset({EscalationKind.FAILED, EscalationKind.TIMED_OUT, EscalationKind.ORPHANED, EscalationKind.VERIFICATION_FAILED, EscalationKind.RETRIES_EXHAUSTED,
+                                   EscalationKind.INTERRUPTED})
 #: Kinds a later healthy run of the same job auto-resolves (late_result and runner_gap are
 #: not about the job's health; they resolve by operator or runner heartbeat).
-RECOVERABLE_KINDS = (frozenset({"failed", "timed_out", "orphaned", "interrupted", "verification_failed", "blocked",
-                               "retries_exhausted", "slow", "too_fast", "output_mismatch",
-                               "low_confidence", "partial", "flapping", "escaped_processes"}) | WORK_KINDS
+RECOVERABLE_KINDS = (frozenset({EscalationKind.FAILED, EscalationKind.TIMED_OUT, EscalationKind.ORPHANED, EscalationKind.INTERRUPTED, EscalationKind.VERIFICATION_FAILED, EscalationKind.BLOCKED,
+                               EscalationKind.RETRIES_EXHAUSTED, EscalationKind.SLOW, EscalationKind.TOO_FAST, EscalationKind.OUTPUT_MISMATCH,
+                               EscalationKind.LOW_CONFIDENCE, EscalationKind.PARTIAL, EscalationKind.FLAPPING, EscalationKind.ESCAPED_PROCESSES}) | WORK_KINDS
                      | JUDGE_KINDS)
 #: Outcome window for flapping: FLAP_FLIPS success/failure alternations within FLAP_WINDOW
 #: final outcomes (current one included).
 FLAP_WINDOW = 8
 FLAP_FLIPS = 5
 # When several soft anomalies apply, the first in this order names the verdict.
-_SOFT_ORDER = ("partial_content", "partial", "empty_file", "zero_work", "forbidden_output", "small_file",
-               "shrunken_file", "work_count", "new_output_shape", "missing_output", "output_mismatch",
-               "low_confidence", "slow", "too_fast", "flapping")
+_SOFT_ORDER = (EscalationKind.PARTIAL_CONTENT, EscalationKind.PARTIAL, EscalationKind.EMPTY_FILE, EscalationKind.ZERO_WORK, EscalationKind.FORBIDDEN_OUTPUT, EscalationKind.SMALL_FILE,
+               EscalationKind.SHRUNKEN_FILE, EscalationKind.WORK_COUNT, EscalationKind.NEW_OUTPUT_SHAPE, EscalationKind.MISSING_OUTPUT, EscalationKind.OUTPUT_MISMATCH,
+               EscalationKind.LOW_CONFIDENCE, EscalationKind.SLOW, EscalationKind.TOO_FAST, EscalationKind.FLAPPING)
 #: Verification checks that test the worker's own claims: a failure is a false claim.
 CLAIM_CHECKS = ("file_changed", "artifact")
 #: Characters of the job's own lines quoted in a failure reason before only the last is kept.
@@ -121,8 +121,11 @@ class OutcomeFacts:
     attempt: int = 1
     state: str = "succeeded"          # terminal run state
     status: str = "success"           # job_outcomes.status
+    #: Why the run ended: the closed code (``runs.reason_code``, a ``core.vocabulary.EndReason``).
     reason: str | None = None
-    run_reason: str | None = None     # runs.reason: the run's own words ("timeout after 3s; SIGTERM ignored, …")
+    #: The sentence for people beside it (``runs.reason``: "timed out after 3s; SIGTERM
+    #: ignored, killed 2s later"); quoted in verdicts, never parsed.
+    run_reason: str | None = None
     duration_s: float | None = None
     exit_code: int | None = 0
     signal: int | None = None
@@ -191,7 +194,7 @@ class OutcomeFacts:
 
     @property
     def ok(self) -> bool:
-        return self.state == "succeeded"
+        return self.state == RunState.SUCCEEDED
 
 
 @dataclass
@@ -221,7 +224,7 @@ class Verdict:
         return not self.hard and not self.silent
 
 
-def _hard(kind: str, reason: str, severity: str = "critical") -> Verdict:
+def _hard(kind: str, reason: str, severity: str = Severity.CRITICAL) -> Verdict:
     return Verdict(kind=kind, escalate=True, severity=severity, reason=reason, silent=False, hard=True,
                    anomalies=[kind])
 
@@ -255,7 +258,7 @@ def _telling_lines(f: OutcomeFacts, n: int = 2) -> list[str]:
 
 
 def _orphan_text(f: OutcomeFacts) -> str:
-    """What happened to an orphaned run, per its reason (``runs.reason``, an ``OrphanReason``)
+    """What happened to an orphaned run, per its reason code (``runs.reason_code``)
     and the exit status the ledger holds: who ended the process, or how it had ended before
     anyone could record it. The reason code closes the sentence for grep."""
     sig = _signal_name(f.signal) if f.signal is not None else None
@@ -263,14 +266,14 @@ def _orphan_text(f: OutcomeFacts) -> str:
     # A ``watchkeeper exec`` run (``runs.trigger = exec``) has no runner: its wrapper
     # process held the lease and was to record the outcome.
     holder = "its watchkeeper exec wrapper" if f.trigger == Trigger.EXEC else "its runner"
-    if f.reason == OrphanReason.RUNNER_GONE:
+    if f.reason == EndReason.RUNNER_GONE:
         gone = f"{holder} was gone ({'killed, crash, OOM' if f.trigger == Trigger.EXEC else 'crash, kill -9, OOM'})"
         what = (f"was declared orphaned: {gone} while the job still ran, so the sweep ended the process ({sig})"
                 if sig else
                 f"was declared orphaned: {gone} and the process had ended unobserved, its exit status never recorded")
-    elif f.reason == OrphanReason.INTERRUPTED:
+    elif f.reason == EndReason.INTERRUPTED:
         what = f"was left running by a clean runner stop, and {_interrupted_end(f)}"
-    elif f.reason == OrphanReason.LEASE_EXPIRED:
+    elif f.reason == EndReason.LEASE_EXPIRED:
         if sig:
             what = f"was killed by {sig}, but {holder} died before recording the outcome (the lease expired)"
         elif code == 0:
@@ -287,9 +290,9 @@ def _orphan_text(f: OutcomeFacts) -> str:
         else:
             what = (f"was declared orphaned: {holder} died and the lease expired; the process had already"
                     " ended, its exit status never recorded")
-    elif f.reason == OrphanReason.START_TIMEOUT:
+    elif f.reason == EndReason.START_TIMEOUT:
         what = "never started: it stayed spawned past start_timeout (its runner died or hung while launching it)"
-    elif f.reason == OrphanReason.RUNNER_ERROR:
+    elif f.reason == EndReason.RUNNER_ERROR:
         what = "was declared orphaned: its task in the runner died of an error"
     else:
         what = "was declared orphaned: nobody recorded how its process ended"
@@ -297,7 +300,7 @@ def _orphan_text(f: OutcomeFacts) -> str:
 
 
 def _interrupted_end(f: OutcomeFacts) -> str:
-    """How a run a clean runner stop left behind ended (``runs.reason = interrupted``)."""
+    """How a run a clean runner stop left behind ended (``runs.reason_code = interrupted``)."""
     if f.signal is not None:
         return f"the sweep ended the still-running process ({_signal_name(f.signal)})"
     return "it ended unobserved, its exit status never recorded"
@@ -305,15 +308,14 @@ def _interrupted_end(f: OutcomeFacts) -> str:
 
 def _failure_text(f: OutcomeFacts) -> str:
     """One sentence: how the run ended, in words, with the job's own last lines."""
-    if f.state == "timed_out":
-        # The run's reason says the deadline and how the kill went ("timeout after 3s; SIGTERM
-        # ignored, killed 2s later"); the duration would add the grace to the timeout.
-        r = f.run_reason or f.reason or ""
-        if r.startswith("timeout after "):
-            what = "timed out after " + r.removeprefix("timeout after ")
+    if f.state == RunState.TIMED_OUT:
+        # The run's own sentence says the deadline and how the kill went ("timed out after 3s;
+        # SIGTERM ignored, killed 2s later"): quoted whole (the duration would add the grace).
+        if f.reason == EndReason.TIMEOUT and f.run_reason:
+            what = f.run_reason
         else:
-            what = "timed out and was killed" + (f" ({r})" if r and r != "timeout" else "")
-    elif f.state == "orphaned":
+            what = "timed out and was killed" + (f" ({f.run_reason or f.reason})" if f.run_reason or f.reason else "")
+    elif f.state == RunState.ORPHANED:
         what = _orphan_text(f)
     elif f.signal is not None:
         what = f"was killed by {_signal_name(f.signal)}"
@@ -371,45 +373,45 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
             ended = f"it was killed by {_signal_name(case.signal)}"
         else:
             ended = f"it exited with code {case.exit_code}" if case.exit_code is not None else "it ended"
-        return _hard("late_result", f"run {case.run_id} of {job} reported a result after it was declared "
-                                    f"{case.state}: {ended} (exit_code={case.exit_code})", "warning")
-    if case.state == "abandoned" and case.reason == "job_removed":
+        return _hard(EscalationKind.LATE_RESULT, f"run {case.run_id} of {job} reported a result after it was declared "
+                                    f"{case.state}: {ended} (exit_code={case.exit_code})", Severity.WARNING)
+    if case.state == RunState.ABANDONED and case.reason == EndReason.JOB_REMOVED:
         earlier = f"; earlier attempts failed: {case.prior_failures}" if case.prior_failures else ""
-        return _hard("job_removed", f"attempt {case.attempt} was cancelled before it ran: job {quoted(case.job)} is no "
-                                    f"longer defined in any spec (runs.reason=job_removed){earlier}", "warning")
-    if case.state == "abandoned":
-        return Verdict("abandoned", False, None, "abandoned by an operator", silent=True, anomalies=[])
+        return _hard(EscalationKind.JOB_REMOVED, f"attempt {case.attempt} was cancelled before it ran: job {quoted(case.job)} is no "
+                                    f"longer defined in any spec (runs.reason_code=job_removed){earlier}", Severity.WARNING)
+    if case.state == RunState.ABANDONED:
+        return Verdict(EscalationKind.ABANDONED, False, None, "abandoned by an operator", silent=True, anomalies=[])
 
-    if case.state == "orphaned" and case.reason == OrphanReason.INTERRUPTED:
+    if case.state == RunState.ORPHANED and case.reason == EndReason.INTERRUPTED:
         # A clean runner stop left it behind: an operator's routine restart, not a crash.
         if case.retry_queued:
-            return Verdict("retry_pending", False, None, f"attempt {case.attempt} interrupted by a clean runner"
-                           " stop; retry queued", silent=True, anomalies=["interrupted"])
+            return Verdict(EscalationKind.RETRY_PENDING, False, None, f"attempt {case.attempt} interrupted by a clean runner"
+                           " stop; retry queued", silent=True, anomalies=[EscalationKind.INTERRUPTED])
         # Said once: how it ended after the stop, then the job's own last lines.
         told = _failure_text(case).removeprefix(f"{_orphan_text(case)}")
-        return _hard("interrupted", f"attempt {case.attempt} was interrupted by a clean runner stop and not"
-                                    f" retried: {_interrupted_end(case)} ({case.reason}){told}", "warning")
-    if not case.ok and case.state != "blocked":
-        kind = case.state if case.state in ("timed_out", "orphaned") else "failed"
-        if case.reason == "verification_failed":
-            kind = "verification_failed"
-        if kind == "verification_failed" and case.false_claims:
+        return _hard(EscalationKind.INTERRUPTED, f"attempt {case.attempt} was interrupted by a clean runner stop and not"
+                                    f" retried: {_interrupted_end(case)} ({case.reason}){told}", Severity.WARNING)
+    if not case.ok and case.state != RunState.BLOCKED:
+        kind = case.state if case.state in (RunState.TIMED_OUT, RunState.ORPHANED) else EscalationKind.FAILED
+        if case.reason == EndReason.VERIFICATION_FAILED:
+            kind = EscalationKind.VERIFICATION_FAILED
+        if kind == EscalationKind.VERIFICATION_FAILED and case.false_claims:
             # A trust problem, not a transient one: surfaced even while a retry is queued.
             claimed = "; ".join(case.false_claims[:3])
             tail = "; a retry is queued" if case.retry_queued else ""
-            return _hard("false_claim", f"attempt {case.attempt} of {job} claimed work verification cannot "
+            return _hard(EscalationKind.FALSE_CLAIM, f"attempt {case.attempt} of {job} claimed work verification cannot "
                                         f"find: {claimed}{tail}",
-                         "warning" if case.retry_queued else "critical")
-        repeat = _deterministic_failure(case, hist) if kind == "verification_failed" and case.retry_queued else None
+                         Severity.WARNING if case.retry_queued else Severity.CRITICAL)
+        repeat = _deterministic_failure(case, hist) if kind == EscalationKind.VERIFICATION_FAILED and case.retry_queued else None
         if repeat is not None:
             # The check will fail the same way on the retry: waiting for it only delays the page.
-            return _hard("verification_failed", f"attempt {case.attempt} of {job} exited 0 but failed verification:"
+            return _hard(EscalationKind.VERIFICATION_FAILED, f"attempt {case.attempt} of {job} exited 0 but failed verification:"
                                                 f" {repeat}; the queued retry will fail the same way")
         if case.retry_queued:
-            return Verdict("retry_pending", False, None,
+            return Verdict(EscalationKind.RETRY_PENDING, False, None,
                            f"attempt {case.attempt} {_failure_text(case)}; retry queued",
                            silent=True, anomalies=[kind])
-        if kind == "verification_failed":
+        if kind == EscalationKind.VERIFICATION_FAILED:
             checks = "; ".join(case.verification_failed[:3]) or "a check failed"
             detail = f"exited 0 but failed verification: {checks}"
         else:
@@ -417,73 +419,73 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
         if case.escalated_as in LINEAGE_FAILURE_KINDS:
             # An operator retried an escalated failure and it failed again: the same problem,
             # counted on the escalation they were looking at, whatever the attempt number.
-            return Verdict(case.escalated_as, True, "critical",
+            return Verdict(case.escalated_as, True, Severity.CRITICAL,
                            f"{job} {detail} again on a manual retry (attempt {case.attempt}; the lineage's failure"
                            f" was escalated as {case.escalated_as})", silent=False, hard=True,
                            anomalies=list(dict.fromkeys([case.escalated_as, kind])))
         if case.attempt > 1:
-            return Verdict("retries_exhausted", True, "critical",
+            return Verdict(EscalationKind.RETRIES_EXHAUSTED, True, Severity.CRITICAL,
                            f"{job} {detail} (attempt {case.attempt}, the last; {case.prior_failures} earlier "
-                           "attempt(s) failed too)", silent=False, hard=True, anomalies=["retries_exhausted", kind])
+                           "attempt(s) failed too)", silent=False, hard=True, anomalies=[EscalationKind.RETRIES_EXHAUSTED, kind])
         return _hard(kind, f"{job} {detail}")
-    if case.state == "blocked":
+    if case.state == RunState.BLOCKED:
         blockers = "; ".join(b[:80] for b in case.blockers[:3]) or "handoff blockers"
-        return _hard("blocked", f"{job} is blocked: {blockers}", "warning")
+        return _hard(EscalationKind.BLOCKED, f"{job} is blocked: {blockers}", Severity.WARNING)
 
     # -- succeeded: soft signals ---------------------------------------------------------
     found: dict[str, str] = {}
-    if case.status == "partial" or case.handoff_status == "partial":
-        found["partial"] = "its handoff says status partial" + (f": {case.notes}" if case.notes else "")
+    if case.status == OutcomeStatus.PARTIAL or case.handoff_status == OutcomeStatus.PARTIAL:
+        found[EscalationKind.PARTIAL] = "its handoff says status partial" + (f": {case.notes}" if case.notes else "")
     elif case.handoff is not None:
         problems = evidence.result_problems(case.handoff)
         if problems:
-            found["partial_content"] = (f"its handoff says {case.handoff_status or 'success'} while its own "
+            found[EscalationKind.PARTIAL_CONTENT] = (f"its handoff says {case.handoff_status or 'success'} while its own "
                                         f"content says {'; '.join(problems[:3])}")
     if case.output_matches is False:
         pat = spec.expect.output if spec is not None else "?"
-        found["output_mismatch"] = f"its output does not match expect.output /{pat}/"
+        found[EscalationKind.OUTPUT_MISMATCH] = f"its output does not match expect.output /{pat}/"
     threshold = spec.confidence_threshold if spec is not None else 0.6
     if case.confidence is not None and case.confidence < threshold:
-        found["low_confidence"] = f"its handoff confidence is {case.confidence:.2f}, under the threshold {threshold:.2f}"
+        found[EscalationKind.LOW_CONFIDENCE] = f"its handoff confidence is {case.confidence:.2f}, under the threshold {threshold:.2f}"
     # Only successes judged unremarkable teach the baselines: a success escalated as an
     # anomaly (zero rows, an empty file, a new error line) would otherwise widen the learned
     # range to include it, and the same wrong thing would pass silently the next time.
-    successes = [h for h in hist if h.ok and h.status == "success" and not h.escalated]
+    successes = [h for h in hist if h.ok and h.status == OutcomeStatus.SUCCESS and not h.escalated]
     base = learn([h.duration_s for h in successes])
     if case.duration_s is not None:
         dur = case.duration_s
         explicit = spec.expect.duration if spec is not None else None
         if explicit is not None and dur > explicit[1]:
-            found["slow"] = f"its duration was {dur:.1f}s, above expect.duration max {explicit[1]:g}s"
+            found[EscalationKind.SLOW] = f"its duration was {dur:.1f}s, above expect.duration max {explicit[1]:g}s"
         elif explicit is not None and dur < explicit[0]:
-            found["too_fast"] = f"its duration was {dur:.1f}s, below expect.duration min {explicit[0]:g}s"
+            found[EscalationKind.TOO_FAST] = f"its duration was {dur:.1f}s, below expect.duration min {explicit[0]:g}s"
         elif base is not None:
             cls = base.classify(dur)
             if cls is not None:
                 found[cls] = f"its duration was {dur:.1f}s, outside its learned range ({base.describe()})"
     found.update(work_signals(case, successes, spec))
-    finals = [h.ok for h in hist if not h.retry_queued and h.state != "abandoned"][-(FLAP_WINDOW - 1):]
+    finals = [h.ok for h in hist if not h.retry_queued and h.state != RunState.ABANDONED][-(FLAP_WINDOW - 1):]
     finals.append(True)
     flips = _flips(finals)
     if flips >= FLAP_FLIPS:
-        found["flapping"] = f"it flipped between success and failure {flips} times in the last {len(finals)} outcomes"
+        found[EscalationKind.FLAPPING] = f"it flipped between success and failure {flips} times in the last {len(finals)} outcomes"
     if found:
-        kinds = [k for k in _SOFT_ORDER if k in found]
+        kinds: list[str] = [k for k in _SOFT_ORDER if k in found]
         # The three most telling signals make the sentence; ``anomalies`` keeps them all.
-        return Verdict(kinds[0], True, "warning", f"{job} succeeded but " + "; ".join(found[k] for k in kinds[:3]),
+        return Verdict(kinds[0], True, Severity.WARNING, f"{job} succeeded but " + "; ".join(found[k] for k in kinds[:3]),
                        silent=False, anomalies=kinds)
     if case.prior_failures > 0 or case.attempt > 1:
-        return Verdict("recovered_on_retry", False, "info",
+        return Verdict(EscalationKind.RECOVERED_ON_RETRY, False, Severity.INFO,
                        f"{job} succeeded on attempt {case.attempt} after "
                        f"{max(case.prior_failures, case.attempt - 1)} failed attempt(s)",
-                       silent=False, anomalies=["recovered_on_retry"])
+                       silent=False, anomalies=[EscalationKind.RECOVERED_ON_RETRY])
     if not any(h.ok for h in hist):
-        return Verdict("first_success", False, "info", f"first-ever success of {job}", silent=False,
-                       anomalies=["first_success"])
+        return Verdict(EscalationKind.FIRST_SUCCESS, False, Severity.INFO, f"first-ever success of {job}", silent=False,
+                       anomalies=[EscalationKind.FIRST_SUCCESS])
     reason = "routine success"
     if base is not None and case.duration_s is not None:
         reason += f" ({case.duration_s:.1f}s, {base.describe()})"
-    return Verdict("routine", False, None, reason, silent=True, anomalies=[])
+    return Verdict(EscalationKind.ROUTINE, False, None, reason, silent=True, anomalies=[])
 
 
 def _sizes(f: OutcomeFacts) -> dict[str, int]:
@@ -508,7 +510,7 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
         for pat in spec.expect.forbid_output:
             hit = _first_match(pat, all_lines)
             if hit is not None:
-                found["forbidden_output"] = (f"it printed {_dq(hit.text[:160])}, "
+                found[EscalationKind.FORBIDDEN_OUTPUT] = (f"it printed {_dq(hit.text[:160])}, "
                                              f"which expect.forbid_output /{pat}/ forbids")
                 break
     files = evidence.files_from_dicts(case.files)
@@ -517,12 +519,12 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
         for path, minimum in spec.expect.min_bytes.items():
             got = by_path.get(path)
             if got is None or got.size is None:
-                found.setdefault("small_file", f"{path} is missing (expect.min_bytes {minimum})")
+                found.setdefault(EscalationKind.SMALL_FILE, f"{path} is missing (expect.min_bytes {minimum})")
             elif got.size < minimum:
-                found.setdefault("small_file", f"{path} is {got.size} bytes, under expect.min_bytes {minimum}")
+                found.setdefault(EscalationKind.SMALL_FILE, f"{path} is {got.size} bytes, under expect.min_bytes {minimum}")
     empty = [f.path for f in files if f.size == 0]
     if empty:
-        found["empty_file"] = f"{'the file it wrote' if len(empty) == 1 else 'files it wrote'} " \
+        found[EscalationKind.EMPTY_FILE] = f"{'the file it wrote' if len(empty) == 1 else 'files it wrote'} " \
                               f"{', '.join(empty[:3])} {'is' if len(empty) == 1 else 'are'} empty (0 bytes)"
     # Shapes are compared with every success there is (even one): an error-like line that no
     # success of this job ever printed is news, and in a first success every line is new.
@@ -531,7 +533,7 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
     new_errors = [ln for ln in all_lines if ln.shape not in known and evidence.error_like(ln.text)]
     if new_errors:
         shown = _quote([ln.text[:160] for ln in new_errors[:2]])
-        found["new_output_shape"] = (f"it printed {shown}, a line none of its last {len(successes[-WORK_WINDOW:])} "
+        found[EscalationKind.NEW_OUTPUT_SHAPE] = (f"it printed {shown}, a line none of its last {len(successes[-WORK_WINDOW:])} "
                                      "successes printed" if successes else
                                      f"its first success printed {shown}")
     work = learn_from(successes)
@@ -554,7 +556,7 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
     missing = [s for s in work.always() if s not in shapes_now]
     if missing:
         example = work.examples.get(missing[0], missing[0])[:160]
-        found["missing_output"] = (f"it did not print a line like {_dq(example)}, "
+        found[EscalationKind.MISSING_OUTPUT] = (f"it did not print a line like {_dq(example)}, "
                                    f"which every one of its last {n} successes printed")
     return found
 

@@ -42,7 +42,7 @@ from core.supervisor.facts import case_facts, history_facts
 from core.supervisor.policy.retry import RETRY
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate
 from core.supervisor.verify import verify_outcome
-from core.vocabulary import EscalationKind, JudgeEvent
+from core.vocabulary import EndReason, EscalationKind, JudgeEvent, OutcomeStatus
 
 log = logging.getLogger(__name__)
 
@@ -136,23 +136,27 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     handoff = outcome.handoff_dict if outcome is not None else None
     blockers = [str(b) for b in (handoff or {}).get("blockers") or []]
 
+    code: EndReason
     if not exit_ok:
-        to, status, reason = State.FAILED, "failed", ("signal" if sig is not None else "exit_code")
+        to, status, code = State.FAILED, OutcomeStatus.FAILED, (EndReason.SIGNAL if sig is not None else EndReason.EXIT_CODE)
     elif blockers:
-        to, status, reason = State.BLOCKED, "blocked", "blocked"
+        to, status, code = State.BLOCKED, OutcomeStatus.BLOCKED, EndReason.BLOCKED
     elif not vf.ok:
-        to, status, reason = State.FAILED, "failed", "verification_failed"
+        to, status, code = State.FAILED, OutcomeStatus.FAILED, EndReason.VERIFICATION_FAILED
     elif handoff is not None and handoff.get("status") == "partial":
-        to, status, reason = State.SUCCEEDED, "partial", "partial"
+        to, status, code = State.SUCCEEDED, OutcomeStatus.PARTIAL, EndReason.PARTIAL
     else:
-        to, status, reason = State.SUCCEEDED, "success", None
+        to, status, code = State.SUCCEEDED, OutcomeStatus.SUCCESS, EndReason.COMPLETED
+    # Nothing more to say than the code, except on success (no reason at all).
+    reason = None if code == EndReason.COMPLETED else code.value
     handoff_error = (handoff or {}).get("error")
     handoff_error = str(handoff_error) if handoff_error is not None else None
 
     detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
     # The verdict in the same transaction when the rules decide alone (a routine success:
     # one commit instead of two); when Claude is to be consulted, ``judge_run`` after it.
-    judged = store.settle_run(run_id, run.attempt, State.VERIFYING, to, actor=actor, reason=reason, detail=detail,
+    judged = store.settle_run(run_id, run.attempt, State.VERIFYING, to, actor=actor, reason_code=code,
+                              reason=reason, detail=detail,
                               spec=spec, handoff_error=handoff_error,
                               outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
                                        "signal": sig},
@@ -395,7 +399,7 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     ev = store.latest_event(run_id, "late_result")
     detail = (ev.detail if ev is not None else None) or {}
     facts = OutcomeFacts(run_id=run_id, job=run.job, attempt=run.attempt, state=run.state,
-                         status=run.state, reason=run.reason, exit_code=detail.get("exit_code"),
+                         status=run.state, reason=run.reason_code, run_reason=run.reason, exit_code=detail.get("exit_code"),
                          signal=detail.get("signal"), late_result=True)
     spec = _job_spec(case.job)
     verdict = evaluate(facts, [], spec)
@@ -459,7 +463,8 @@ def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: fl
     done: list[int] = []
     for run in store.queued_runs_of_removed_jobs(removed_before=now - grace_s):
         if store.finish_run(run.id, run.attempt, State.QUEUED, State.ABANDONED, actor=ACTOR,
-                            reason="job_removed", fields={"ended_at": now}):
+                            reason_code=EndReason.JOB_REMOVED, reason=EndReason.JOB_REMOVED.value,
+                            fields={"ended_at": now}):
             done.append(run.id)
             judge_run(ledger, run.id, settings=settings)
     return done

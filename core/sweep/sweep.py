@@ -61,7 +61,7 @@ from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name, stop_group, stop_processes
 from core.supervisor import supervisor
 from core.supervisor.policy.retry import RETRY
-from core.vocabulary import OrphanReason, SweepAction
+from core.vocabulary import EndReason, SweepAction
 
 log = logging.getLogger(__name__)
 
@@ -138,11 +138,11 @@ class LostReport:
 class Assessment:
     """The sweep's decision for one live run (not a supervisor verdict: the sweep judges
     whether a run still has an owner, not its work). ``action`` is a ``SweepAction``;
-    ``reason`` (an ``OrphanReason``) is recorded on the run. ``local``: the run's processes
+    ``reason`` (an ``EndReason``) is recorded on the run. ``local``: the run's processes
     are on this host, so they can be probed and killed."""
 
     action: SweepAction
-    reason: str | None = None
+    reason: EndReason | None = None
     local: bool = True
 
 
@@ -182,14 +182,14 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
     # A runner that stopped cleanly listed this run as left behind: not a crash, never critical.
     interrupted = owner is not None and owner.stopped_at is not None
     if same_host and liveness.process_alive(run.pid, run.pid_create_time):
-        return Assessment(SweepAction.KILL, OrphanReason.INTERRUPTED if interrupted else OrphanReason.RUNNER_GONE)
+        return Assessment(SweepAction.KILL, EndReason.INTERRUPTED if interrupted else EndReason.RUNNER_GONE)
     if interrupted:
-        return Assessment(SweepAction.ORPHAN, OrphanReason.INTERRUPTED, local=same_host)
+        return Assessment(SweepAction.ORPHAN, EndReason.INTERRUPTED, local=same_host)
     if start_missed:
-        return Assessment(SweepAction.ORPHAN, OrphanReason.START_TIMEOUT, local=same_host)
+        return Assessment(SweepAction.ORPHAN, EndReason.START_TIMEOUT, local=same_host)
     if lease_expired:
-        return Assessment(SweepAction.ORPHAN, OrphanReason.LEASE_EXPIRED, local=same_host)
-    return Assessment(SweepAction.ORPHAN, OrphanReason.RUNNER_GONE, local=same_host)
+        return Assessment(SweepAction.ORPHAN, EndReason.LEASE_EXPIRED, local=same_host)
+    return Assessment(SweepAction.ORPHAN, EndReason.RUNNER_GONE, local=same_host)
 
 
 class Sweeper:
@@ -289,7 +289,8 @@ class Sweeper:
                         ", ".join(report.stalled_runners))
         return report
 
-    def settle_lost(self, ledger: Ledger, run_ids: set[int], *, runner_id: str, reason: str) -> LostReport:
+    def settle_lost(self, ledger: Ledger, run_ids: set[int], *, runner_id: str,
+                    reason: EndReason = EndReason.RUNNER_ERROR) -> LostReport:
         """Settle runs a live runner (``runner_id``) stopped watching because their task died
         of an error in the runner: the sweep never touches a live runner's runs, so the runner
         hands them over here. A still-alive process group is killed first; then the run is
@@ -343,9 +344,11 @@ class Sweeper:
             findings = self._kill_leftovers(ledger, run, detail, report)
         # The terminal recipe: outcome, a fan-out parent's queued sub-tasks, the retry decision.
         extra: dict[str, Any] = {"handoff_findings": findings} if findings else {}
+        code = assessment.reason or EndReason.RUNNER_GONE  # ORPHAN and KILL always carry one
         try:
             won = SqlStore(ledger, retry=RETRY).finish_run(run.id, run.attempt, run.state, State.ORPHANED, actor=self.actor,
-                                              reason=assessment.reason, fields=fields, detail=detail,
+                                              reason_code=code, reason=code.value,
+                                              fields=fields, detail=detail,
                                               outcome={"signal": fields.get("signal"), **extra},
                                               max_wait_s=self.write_wait_s)
         except StorageError as exc:

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from console.cli.main import cli
 from core.ledger import lifecycle
 from core.ledger.connection import Ledger
+from core.vocabulary import EndReason
 from tests.kit.harness import RunnerThread, fast_settings, query, wait_for, write_specs
 from tests.kit.sweep import add_run
 
@@ -65,7 +66,7 @@ tags = [{toml_str("tag" + HOSTILE)}]
     # A run whose only reason is worker-supplied text (no verdict yet): what `runs` printed raw.
     with Ledger(s.ledger) as led:
         other = add_run(led, "hostile", state="verifying")
-        assert lifecycle.transition(led, other, 1, "verifying", "failed", actor="test", reason="handoff: " + HOSTILE)
+        assert lifecycle.transition(led, other, 1, "verifying", "failed", reason_code=EndReason.EXIT_CODE, actor="test", reason="handoff: " + HOSTILE)
     # A spec folder whose errors carry hostile text, for `check`.
     bad = tmp / "bad"
     write_specs(bad, f'name = "fine"\ncommand = ["true"]\ntimeout = {toml_str("5" + HOSTILE)}\n'

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from console.cli.main import cli
+from core.vocabulary import EndReason
 from tests.kit.harness import RunnerThread, fast_settings, query, wait_for, write_specs
 
 PY = sys.executable
@@ -51,7 +52,7 @@ def test_retry_refused_while_the_next_attempt_is_queued(tmp_path):
     with Ledger(db) as led:
         add_job(led)
         run_id = add_run(led, state="verifying")
-        assert lifecycle.transition(led, run_id, 1, "verifying", "failed", actor="test")
+        assert lifecycle.transition(led, run_id, 1, "verifying", "failed", reason_code=EndReason.EXIT_CODE, actor="test")
     runner = CliRunner()
     first = runner.invoke(cli, ["retry", str(run_id), "--ledger", str(db), "--as", "ana", "--yes"])
     assert first.exit_code == 0, first.output
@@ -69,7 +70,7 @@ def test_retry_asks_first_and_knows_missing_runs(tmp_path):
     with Ledger(db) as led:
         add_job(led)
         run_id = add_run(led, state="verifying")
-        assert lifecycle.transition(led, run_id, 1, "verifying", "failed", actor="test")
+        assert lifecycle.transition(led, run_id, 1, "verifying", "failed", reason_code=EndReason.EXIT_CODE, actor="test")
     runner = CliRunner()
     no = runner.invoke(cli, ["retry", str(run_id), "--ledger", str(db)], input="n\n")
     assert no.exit_code == 1 and "Retry job (run" in no.output and "not retried" in no.stderr

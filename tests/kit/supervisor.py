@@ -17,6 +17,7 @@ from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
 from core.spec.model import JobSpec, spec_json
 from core.supervisor.policy.retry import RETRY
+from core.vocabulary import EndReason
 
 
 def add_job(ledger: Ledger, folder: Path, name: str = "job", **spec_fields: Any) -> JobSpec:
@@ -85,7 +86,10 @@ def end_as(ledger: Ledger, run_id: int, to_state: str, *, retry: bool = False) -
     assert lifecycle.transition(ledger, run_id, att, State.QUEUED, State.SPAWNED, actor="test")
     assert lifecycle.transition(ledger, run_id, att, State.SPAWNED, State.RUNNING, actor="test",
                                 fields={"started_at": time.time() - 5})
-    assert lifecycle.transition(ledger, run_id, att, State.RUNNING, to_state, actor="test", reason=to_state,
+    code = {State.TIMED_OUT: EndReason.TIMEOUT, State.ORPHANED: EndReason.LEASE_EXPIRED}.get(State(to_state),
+                                                                                      EndReason.EXIT_CODE)
+    assert lifecycle.transition(ledger, run_id, att, State.RUNNING, to_state, actor="test", reason_code=code,
+                                reason=to_state,
                                 then=then)
 
 

@@ -10,6 +10,7 @@ import pytest
 from core.ledger import lifecycle
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TRANSITIONS, IllegalTransition, State
+from core.vocabulary import EndReason
 from tests.kit.runs import add_run
 
 
@@ -87,7 +88,7 @@ def test_then_callback_rolls_back_with_the_move(tmp_path):
         def boom(conn):
             raise RuntimeError("follow-up failed")
         with pytest.raises(RuntimeError):
-            lifecycle.transition(led, run_id, 1, State.QUEUED, State.ABANDONED, actor="t", then=boom)
+            lifecycle.transition(led, run_id, 1, State.QUEUED, State.ABANDONED, reason_code=EndReason.OPERATOR, actor="t", then=boom)
         assert led.one("SELECT state FROM runs WHERE id = ?", (run_id,))[0] == "queued"
         assert led.one("SELECT COUNT(*) FROM events WHERE kind = 'transition'")[0] == 0  # only run_queued
 
@@ -113,7 +114,8 @@ def test_two_writers_racing_exactly_one_wins(tmp_path):
             barrier.wait()
             for rid in ids:
                 to = State.SPAWNED if n % 2 else State.ABANDONED
-                if lifecycle.transition(mine, rid, 1, State.QUEUED, to, actor=f"r{n}"):
+                code = EndReason.OPERATOR if to == State.ABANDONED else None
+                if lifecycle.transition(mine, rid, 1, State.QUEUED, to, actor=f"r{n}", reason_code=code):
                     with lock:
                         wins.append((rid, n))
     threads = [threading.Thread(target=racer, args=(n,)) for n in range(4)]

@@ -11,6 +11,7 @@ from core.ledger import lifecycle, runs, terminal
 from core.ledger.connection import Ledger
 from core.spec.model import JobSpec, Task
 from core.supervisor.policy.retry import RETRY
+from core.vocabulary import EndReason
 from tests.kit.sweep import add_job
 
 
@@ -45,11 +46,12 @@ def test_create_queues_attempt_one_with_its_event_and_refuses_an_unknown_trigger
 def test_a_failure_ends_with_outcome_and_retry_in_one_move(ledger):
     add_job(ledger, max_attempts=2)
     rid = _running(ledger)
-    assert terminal.finish_run(ledger, rid, 1, "running", "timed_out", actor="runner:x", retry=RETRY, reason="timeout after 5s",
-                               outcome={"reason": "timeout", "exit_code": None})
+    assert terminal.finish_run(ledger, rid, 1, "running", "timed_out", reason_code=EndReason.TIMEOUT,
+                               actor="runner:x", retry=RETRY, reason="timed out after 5s", outcome={"exit_code": None})
     out = ledger.row("SELECT state, status, reason, duration_s FROM job_outcomes WHERE run_id = ?", (rid,))
-    assert (out["state"], out["status"], out["reason"]) == ("timed_out", "timed_out", "timeout")
-    assert runs.get(ledger.conn, rid)["reason"] == "timeout after 5s"
+    assert (out["state"], out["status"], out["reason"]) == ("timed_out", "timed_out", "timed out after 5s")
+    row = runs.get(ledger.conn, rid)
+    assert (row["reason_code"], row["reason"]) == ("timeout", "timed out after 5s")
     retry = ledger.row("SELECT id, attempt, state, trigger FROM runs WHERE lineage = (SELECT lineage FROM runs"
                        " WHERE id = ?) AND attempt = 2", (rid,))
     assert (retry["state"], retry["trigger"]) == ("queued", "retry")
@@ -60,14 +62,24 @@ def test_a_success_writes_status_success_and_no_retry_decision(ledger):
     add_job(ledger)
     rid = _running(ledger)
     assert lifecycle.transition(ledger, rid, 1, "running", "verifying", actor="t")
-    assert terminal.finish_run(ledger, rid, 1, "verifying", "succeeded", actor="supervisor")
+    assert terminal.finish_run(ledger, rid, 1, "verifying", "succeeded", reason_code=EndReason.COMPLETED, actor="supervisor")
     assert ledger.row("SELECT status FROM job_outcomes WHERE run_id = ?", (rid,))["status"] == "success"
     assert _events(ledger, rid, "retry_decision") == []
 
 
+def test_a_terminal_move_needs_its_reason_code_and_a_live_move_has_none(ledger):
+    rid = _running(ledger)
+    with pytest.raises(ValueError, match="reason_code"):
+        terminal.finish_run(ledger, rid, 1, "running", "timed_out", reason_code=None, actor="t")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reason_code"):
+        lifecycle.transition(ledger, rid, 1, "running", "verifying", actor="t", reason_code=EndReason.EXIT_CODE)
+    assert runs.get(ledger.conn, rid)["state"] == "running"
+
+
 def test_a_lost_race_writes_nothing(ledger):
     rid = _running(ledger)
-    assert not terminal.finish_run(ledger, rid, 1, "spawned", "orphaned", actor="sweep", retry=RETRY)
+    assert not terminal.finish_run(ledger, rid, 1, "spawned", "orphaned", reason_code=EndReason.LEASE_EXPIRED, actor="sweep",
+                                   retry=RETRY)
     assert runs.state_of(ledger.conn, rid) == "running"
     assert ledger.row("SELECT 1 FROM job_outcomes WHERE run_id = ?", (rid,)) is None
 
@@ -75,9 +87,9 @@ def test_a_lost_race_writes_nothing(ledger):
 def test_only_terminal_states_and_legal_moves(ledger):
     rid = _running(ledger)
     with pytest.raises(ValueError, match="terminal"):
-        terminal.finish_run(ledger, rid, 1, "running", "verifying", actor="t")
+        terminal.finish_run(ledger, rid, 1, "running", "verifying", reason_code=EndReason.EXIT_CODE, actor="t")
     with pytest.raises(lifecycle.IllegalTransition):
-        terminal.finish_run(ledger, rid, 1, "queued", "succeeded", actor="t")
+        terminal.finish_run(ledger, rid, 1, "queued", "succeeded", reason_code=EndReason.COMPLETED, actor="t")
 
 
 def test_an_ending_fanout_parent_abandons_its_queued_subtasks(ledger):
@@ -88,17 +100,19 @@ def test_an_ending_fanout_parent_abandons_its_queued_subtasks(ledger):
     from core.ledger import fanout
     kids = ledger.write(lambda c: fanout.create_children(c, runs.get(c, parent), spec, actor="t"))
     assert len(kids) == 2
-    assert terminal.finish_run(ledger, parent, 1, "running", "orphaned", actor="sweep", reason="runner_gone", retry=RETRY)
+    assert terminal.finish_run(ledger, parent, 1, "running", "orphaned", reason_code=EndReason.RUNNER_GONE, actor="sweep",
+                               reason="runner_gone", retry=RETRY)
     assert [runs.state_of(ledger.conn, k) for k in kids] == ["abandoned", "abandoned"]
     assert {r["reason"] for r in ledger.rows("SELECT reason FROM job_outcomes WHERE run_id IN (?, ?)", kids)} == \
-        {fanout.PARENT_ENDED}
+        {EndReason.PARENT_ENDED}
 
 
 def test_a_retry_policy_that_raises_never_blocks_the_move(ledger):
     ledger.write(lambda c: c.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at)"
                                      " VALUES ('job', '{not json', 'x', 0)"))
     rid = _running(ledger)
-    assert terminal.finish_run(ledger, rid, 1, "running", "orphaned", actor="sweep", reason="lease_expired", retry=RETRY)
+    assert terminal.finish_run(ledger, rid, 1, "running", "orphaned", reason_code=EndReason.LEASE_EXPIRED, actor="sweep",
+                               reason="lease_expired", retry=RETRY)
     assert runs.state_of(ledger.conn, rid) == "orphaned"
     decision = _events(ledger, rid, "retry_decision")
     assert len(decision) == 1 and decision[0]["reason"] == "error" and decision[0]["job"] == "job"

@@ -15,6 +15,7 @@ from core.ledger import lifecycle, retries
 from core.supervisor.policy.retry import RETRY
 from core.sweep import doctor
 from core.sweep.sweep import Sweeper
+from core.vocabulary import EndReason
 from tests.kit.runners import QUICK_RETRY, Runners
 from tests.kit.runs import add_run as add_run_in
 from tests.kit.sweep import (
@@ -162,11 +163,11 @@ def test_orphaning_a_parent_abandons_its_queued_subtasks_in_the_same_transaction
 def test_subtask_retry_is_refused_once_its_parent_is_terminal(ledger):
     spec = fan_job(ledger)
     parent = add_run(ledger, "fan", state="queued")
-    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", reason_code=EndReason.OPERATOR, actor="operator:ana")
     t1 = add_child(ledger, parent, "t1", state="running", runner_id=None)
 
     def fail(conn):
-        assert lifecycle.apply(conn, t1, 1, "running", "timed_out", actor="test")
+        assert lifecycle.apply(conn, t1, 1, "running", "timed_out", reason_code=EndReason.TIMEOUT, actor="test")
         return retries.follow_up(conn, t1, "timed_out", actor="test", policy=RETRY, spec=spec)
     assert ledger.write(fail) is None
     decision = events(ledger, t1, "retry_decision")[-1]
@@ -181,7 +182,7 @@ def test_a_failed_parent_settles_subtasks_queued_under_it(ledger):
     t2 = add_child(ledger, parent, "t2")
 
     def time_out(conn):
-        assert lifecycle.apply(conn, parent, 1, "running", "timed_out", actor="runner:x")
+        assert lifecycle.apply(conn, parent, 1, "running", "timed_out", reason_code=EndReason.TIMEOUT, actor="runner:x")
         return retries.follow_up(conn, parent, "timed_out", actor="runner:x", policy=RETRY, spec=spec)
     assert ledger.write(time_out) is not None  # the parent's next attempt
     row = run_row(ledger, t2)
@@ -194,7 +195,7 @@ def test_sweep_settles_subtasks_left_queued_under_an_ended_parent(ledger, settin
     fan_job(ledger)
     parent = add_run(ledger, "fan", state="queued")
     t2 = add_child(ledger, parent, "t2")
-    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", reason_code=EndReason.OPERATOR, actor="operator:ana")
     found = doctor.check(ledger, settings)
     assert [(v.check, v.run_id, v.repairable) for v in found] == [("subtask_of_ended_parent", t2, True)]
 
@@ -210,7 +211,7 @@ def test_doctor_leaves_a_live_subtask_under_an_ended_parent_alone(ledger, settin
     normal, not a violation."""
     fan_job(ledger)
     parent = add_run(ledger, "fan", state="queued")
-    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", actor="operator:ana")
+    assert lifecycle.transition(ledger, parent, 1, "queued", "abandoned", reason_code=EndReason.OPERATOR, actor="operator:ana")
     me = add_runner(ledger, pid=os.getpid())  # alive: its runs are its own business
     t1 = add_child(ledger, parent, "t1", state="running", runner_id=me)
     assert doctor.check(ledger, settings) == []

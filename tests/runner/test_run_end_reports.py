@@ -70,7 +70,7 @@ def test_the_writer_reports_a_full_disk_to_its_callers(tmp_path):
 
 def test_the_timeout_sentence_says_the_timeout_and_the_grace():
     f = OutcomeFacts(state="timed_out", status="timed_out", reason="timeout",
-                     run_reason="timeout after 3s; SIGTERM ignored, killed 2s later",
+                     run_reason="timed out after 3s; SIGTERM ignored, killed 2s later",
                      duration_s=5.02, exit_code=None, signal=9)
     text = _failure_text(f)
     assert text.startswith("timed out after 3s; SIGTERM ignored, killed 2s later")

@@ -115,9 +115,9 @@ def test_a_timeout_whose_sigterm_is_ignored_says_the_timeout_and_the_grace(rig):
     assert wait_for(lambda: rig.query(
         "SELECT 1 FROM job_outcomes o JOIN runs r ON r.id = o.run_id WHERE r.job = 'stubborn'"
         " AND o.verdict_reason IS NOT NULL"), timeout=30)
-    (row,) = rig.query("SELECT r.state, r.reason, o.verdict_reason FROM runs r JOIN job_outcomes o"
+    (row,) = rig.query("SELECT r.state, r.reason_code, r.reason, o.verdict_reason FROM runs r JOIN job_outcomes o"
                        " ON o.run_id = r.id WHERE r.job = 'stubborn'")
-    assert row["state"] == "timed_out"
-    assert row["reason"] == "timeout after 1s; SIGTERM ignored, killed 1s later"
+    assert (row["state"], row["reason_code"]) == ("timed_out", "timeout")
+    assert row["reason"] == "timed out after 1s; SIGTERM ignored, killed 1s later"
     assert "timed out after 1s; SIGTERM ignored, killed 1s later" in row["verdict_reason"]
     assert "after 2s" not in row["verdict_reason"]

@@ -12,6 +12,7 @@ import pytest
 from core.ledger import lifecycle
 from core.sweep.doctor import check
 from core.sweep.sweep import Sweeper
+from core.vocabulary import EndReason
 from tests.kit.runners import PY, QUICK_RETRY
 from tests.kit.sweep import events, pid_alive, wait_for
 
@@ -62,7 +63,7 @@ max_attempts = 2
     # Fencing: attempt 1's late arrivals lose, attempt 2 stays as it is.
     led = rig.led
     assert not lifecycle.transition(led, one["id"], 1, "running", "verifying", actor="runner:stale")
-    assert not lifecycle.transition(led, two["id"], 1, "verifying", "failed", actor="runner:stale")
+    assert not lifecycle.transition(led, two["id"], 1, "verifying", "failed", reason_code=EndReason.EXIT_CODE, actor="runner:stale")
     assert check(led, rig.settings()) == []
     assert rig.runs("crashy")[1]["state"] == "succeeded"
 
@@ -143,7 +144,7 @@ once = true
     assert wait_for(lambda: [r for r in rig.runs("late") if r["state"] == "running"])
     run = rig.runs("late")[0]
     # Declared dead elsewhere (e.g. a sweep on another host) while the process still runs.
-    assert lifecycle.transition(rig.led, run["id"], 1, "running", "orphaned", actor="sweep", reason="test")
+    assert lifecycle.transition(rig.led, run["id"], 1, "running", "orphaned", reason_code=EndReason.LEASE_EXPIRED, actor="sweep", reason="test")
     gate.touch()
     assert wait_for(lambda: rig.query("SELECT * FROM events WHERE run_id = ? AND kind = 'late_result'", (run["id"],)))
     late = rig.query("SELECT * FROM events WHERE run_id = ? AND kind = 'late_result'", (run["id"],))[0]
