@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from core.ledger import lifecycle, outcomes, runs
+from core.vocabulary import EndReason
 
 #: The legal path from ``queued`` to each state (the last step is the state itself).
 PATHS: dict[str, list[str]] = {
@@ -25,11 +26,16 @@ PATHS: dict[str, list[str]] = {
 }
 
 
+#: The usual end of each terminal state, when a test names none.
+_END_CODES = {"succeeded": EndReason.COMPLETED, "failed": EndReason.EXIT_CODE, "blocked": EndReason.BLOCKED,
+              "timed_out": EndReason.TIMEOUT, "orphaned": EndReason.LEASE_EXPIRED, "abandoned": EndReason.OPERATOR}
+
+
 def add_run(conn: sqlite3.Connection, job: str, state: str = "queued", *, lineage: str | None = None,
             attempt: int = 1, slot: str | None = None, task: str = "", trigger: str = "manual",
             worker: str = "primary", parent_run_id: int | None = None, at: float = 0.0,
             started_at: float | None = None, ended_at: float | None = None, reason: str | None = None,
-            live: dict[str, Any] | None = None, end: dict[str, Any] | None = None,
+            reason_code: str | None = None, live: dict[str, Any] | None = None, end: dict[str, Any] | None = None,
             outcome: dict[str, Any] | None = None, artifacts_root: Path | None = None,
             actor: str = "test") -> int:
     """Create a run of ``job`` and move it to ``state`` inside the caller's write transaction.
@@ -39,7 +45,9 @@ def add_run(conn: sqlite3.Connection, job: str, state: str = "queued", *, lineag
     the lifecycle's: the time of the last move). ``live`` holds the columns set on the move to
     ``spawned`` (pid, pgid, lease_until, runner_id, artifacts_dir ...), ``end`` those set on the
     last move (exit_code, signal ...). ``outcome`` (``job_outcomes`` columns) records an outcome
-    at ``ended_at``. ``artifacts_root`` gives the run the runner's default artifacts folder,
+    at ``ended_at``. A terminal ``state`` gets ``reason_code`` (``core.vocabulary.EndReason``),
+    by default ``reason`` when that is a code, else the state's usual code (exit_code, signal,
+    timeout, lease_expired, operator ...). ``artifacts_root`` gives the run the runner's default artifacts folder,
     ``<artifacts_root>/<run id>``. Returns the new ``runs.id``.
     """
     run_id = runs.create(conn, job=job, slot=slot or f"manual:{uuid.uuid4().hex}", trigger=trigger, actor=actor,
@@ -51,6 +59,11 @@ def add_run(conn: sqlite3.Connection, job: str, state: str = "queued", *, lineag
     if artifacts_root is not None:
         live["artifacts_dir"] = str(artifacts_root / str(run_id))
     path = PATHS[state]
+    code = None
+    if state in _END_CODES:
+        code = EndReason(reason_code or (reason if reason in EndReason._value2member_map_ else None)
+                         or (EndReason.SIGNAL if state == "failed" and (end or {}).get("signal") is not None
+                             else _END_CODES[state]))
     cur = "queued"
     for nxt in path:
         last = nxt == path[-1]
@@ -65,7 +78,7 @@ def add_run(conn: sqlite3.Connection, job: str, state: str = "queued", *, lineag
                 fields["ended_at"] = ended_at
         when = ended_at if (last and ended_at is not None) else start
         assert lifecycle.apply(conn, run_id, attempt, cur, nxt, actor=actor, reason=reason if last else None,
-                               fields=fields, at=when)
+                               reason_code=code if last else None, fields=fields, at=when)
         cur = nxt
     if outcome is not None:
         outcomes.record(conn, run_id, now=ended_at if ended_at is not None else start,
