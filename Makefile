@@ -6,18 +6,32 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast soak bench torture lint clean eval docs screenshots browser postgres
 
-$(STAMP): pyproject.toml
+# Each stamp installs only what its targets need: the product alone (demo); the product with
+# the test and docs tools, Textual pinned for the snapshot tests (lint, test, docs ...); the
+# product with the bench peers (bench, torture).
+RUNTIME := $(VENV)/.runtime
+BENCH := $(VENV)/.bench
+
+$(RUNTIME): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 2; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,bench,docs]'
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME) tests/constraints.txt
+	$(BIN)/python -m pip install -q -e '.[test,docs]' -c tests/constraints.txt
 	touch $(STAMP)
+
+$(BENCH): $(RUNTIME)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	touch $(BENCH)
 
 # A fresh ledger each time, so the demo tells one story from its first second. The sample
 # mission (sample_jobs/missions/pipeline.toml) is queued first: press m in the console to
 # follow it, A to approve its report. Without ANTHROPIC_API_KEY its coordinator and workers
 # are scripted; with it, the same mission runs with Claude.
-demo: $(STAMP)
+demo: $(RUNTIME)
 	rm -rf demo sample_jobs/out
 	$(BIN)/watchkeeper mission start --specs sample_jobs --name pipeline --ledger demo/watchkeeper.db
 	$(BIN)/watchkeeper up sample_jobs --ledger demo/watchkeeper.db
@@ -80,10 +94,10 @@ test: docs browser postgres
 soak: postgres
 bench: postgres
 
-bench: $(STAMP)
+bench: $(BENCH)
 	$(BIN)/python -m bench
 
-torture: $(STAMP)
+torture: $(BENCH)
 	$(BIN)/python -m bench.torture
 
 clean:

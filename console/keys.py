@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 #: Screens (and the table widget) that take bindings from here.
 SCOPES = ("main", "table", "detail", "escalation", "history", "help", "missions")
@@ -212,7 +212,7 @@ FOOTER = ("help", "app.help", "filter", "search", "next_match", "acknowledge", "
           "history", "outcomes", "toggle_json", "pause_job", "trigger", "back", "quit")
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:
     """The ``BINDINGS`` of screen (or widget) ``scope``: every bound key naming it, the footer's
     keys in ``FOOTER`` order."""
     mine = [k for k in KEYS if k.bind and scope in k.scopes]

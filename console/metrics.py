@@ -62,7 +62,8 @@ class _Histogram:
         self.total += value
 
     def buckets(self) -> list[tuple[str, float]]:
-        out, running = [], 0
+        out: list[tuple[str, float]] = []
+        running = 0
         for b, n in zip([*(str(float(b)) for b in self.bounds), "+Inf"], self.counts, strict=True):
             running += n
             out.append((b, running))

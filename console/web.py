@@ -34,6 +34,7 @@ import sys
 import tomllib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,11 @@ from console.bind import BindError, is_loopback, parse_bind
 COOKIE = "wk_token"
 #: The name of a token made up at start (no --token-file on a non-loopback bind) is the operator's.
 MIN_TOKEN_CHARS = 16
+
+
+async def _close(websocket: web.WebSocketResponse) -> None:
+    """Close the browser's websocket (textual-serve's ``close`` callback returns nothing)."""
+    await websocket.close()
 
 
 class WebError(ValueError):
@@ -133,7 +139,7 @@ def load_tokens(path: Path) -> TokenBook:
     return TokenBook(tuple(entries))
 
 
-def console_command(ledger: Path, who: Identity, *, config: Path | None = None, theme: str | None = None,
+def console_command(ledger: Path | str, who: Identity, *, config: Path | None = None, theme: str | None = None,
                     refresh: float | None = None) -> str:
     """The shell command textual-serve starts for one browser tab (every part quoted)."""
     argv = [sys.executable, "-m", "console.cli", "console", "--ledger", str(ledger), "--as", who.name]
@@ -217,7 +223,7 @@ class WebConsole(Server):
         scheme = request.headers.get("X-Forwarded-Proto", request.scheme)
         return f"{scheme}://{request.host}"
 
-    async def handle_index(self, request: web.Request) -> Any:  # type: ignore[override]
+    async def handle_index(self, request: web.Request) -> Any:
         # textual-serve builds the page's URLs from self.public_url; its handler does not await
         # before using it, so setting it per request cannot mix two requests up.
         self.public_url = self._public_url(request)
@@ -233,7 +239,7 @@ class WebConsole(Server):
         try:
             await websocket.prepare(request)
             app_service = AppService(self.command_for(who), write_bytes=websocket.send_bytes,
-                                     write_str=websocket.send_str, close=websocket.close,
+                                     write_str=websocket.send_str, close=partial(_close, websocket),
                                      download_manager=self.download_manager, debug=self.debug)
             await app_service.start(width, height)
             try:
@@ -246,7 +252,7 @@ class WebConsole(Server):
         return websocket
 
 
-def serve_console(*, ledger: Path, bind: str, token_file: Path | None, operator: str, read_only: bool,
+def serve_console(*, ledger: Path | str, bind: str, token_file: Path | None, operator: str, read_only: bool,
                   config: Path | None = None, theme: str | None = None, refresh: float | None = None,
                   echo: Callable[[str], None] = print) -> None:
     """Serve the console on ``bind`` until SIGINT/SIGTERM.

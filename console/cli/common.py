@@ -51,7 +51,7 @@ _current_ledger: Path | str | None = None
 
 def ledger_name(place: str | Path) -> str:
     """How a ledger is named to people: the path, or the URL with any password masked."""
-    return mask_url(place) if is_url(place) else str(place)
+    return mask_url(str(place)) if is_url(place) else str(place)
 
 
 def shown(value: Any, width: int | None = None) -> str:

@@ -8,6 +8,7 @@ import importlib.metadata
 import logging
 import os
 import platform
+from typing import Any
 
 import click
 from pydantic import ValidationError
@@ -29,7 +30,7 @@ class _Group(click.Group):
     """The command group; a pydantic error no command turned into words still reaches the
     operator as one line naming the field (exit 2), never as pydantic's multi-line dump."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ValidationError as exc:

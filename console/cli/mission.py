@@ -128,6 +128,7 @@ def register(group: click.Group) -> None:
             except mactions.MissionDefinitionError as exc:
                 fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
             m = ml.get(ledger.conn, mid)
+            assert m is not None  # just started, in this ledger
         # The follow-up command carries the flags given here: without --ledger it would read another ledger.
         where = f" --ledger {shown(shlex.quote(ledger_path))}" if ledger_path else ""
         click.echo(f"mission {mid} started ({m['coordinator']} coordinator, workers: "

@@ -208,13 +208,13 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     _section(out, f"Attempts ({len(d['attempts'])})")
     for a in d["attempts"]:
         mark = "▶" if a["id"] == run["id"] else " "
-        lab, st = label("run_state", a["state"])
+        state_text, st = label("run_state", a["state"])
         head = f"{mark} #{a['attempt']:<2} run {a['id']:<6} "
         rest = (f" {escaped_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
                 f"exit {exit_text(a['exit_code'], a['signal']):<5}")
         used = len(head) + 10 + len(rest)
         out.append(head)
-        out.append(f"{lab:<10}", style=st)
+        out.append(f"{state_text:<10}", style=st)
         out.append(rest)
         if a["reason"] and width - used > 2:
             out.append(" " + escaped_line(a["reason"], width - used - 1))
@@ -224,12 +224,12 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     if children:
         _section(out, f"Sub-tasks ({len(children)})")
         for c in children:
-            lab, st = label("run_state", c["state"])
+            state_text, st = label("run_state", c["state"])
             head = f"  {escaped_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
             rest = f" exit {exit_text(c['exit_code'], c['signal']):<5}"
             used = len(head) + 10 + len(rest)
             out.append(head)
-            out.append(f"{lab:<10}", style=st)
+            out.append(f"{state_text:<10}", style=st)
             out.append(rest)
             if c["reason"] and width - used > 2:
                 out.append(" " + escaped_line(c["reason"], width - used - 1))

@@ -624,6 +624,7 @@ class MainScreen(PollingScreen, Screen):
         if run_id is None:
             self.notify("no run selected", severity="warning", markup=False)
             return None
+        assert row is not None  # a run id came from it
         return int(run_id), row
 
     def action_retry(self) -> None:

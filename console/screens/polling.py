@@ -72,6 +72,7 @@ class LiveHeader:
 
     summary: reads.Summary | None = None
     stale_since: float | None = None
+    _data_version: int | None = None  # shared with PollingScreen, which forgets it on resume
 
     @staticmethod
     def header_read(ledger: Any, now: float, changed: bool) -> tuple[reads.Summary | None, tuple[bool, str]]:
@@ -108,7 +109,7 @@ class LiveHeader:
         always (``header_read``). Returns ``(True, data)``, or ``(False, None)`` when nothing
         changed; counts the poll (``polls``) and draws the header. A failed read marks the
         header stale and re-raises, for the screen to say so when it has nothing to show."""
-        seen = None if force or not have else self._data_version  # type: ignore[attr-defined]
+        seen = None if force or not have else self._data_version
         now = self.wk.now()  # type: ignore[attr-defined]
 
         def fetch(ledger: Any) -> tuple[int, Any, bool, Any]:

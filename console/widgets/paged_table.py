@@ -556,7 +556,7 @@ class PagedTable(ScrollView, can_focus=True):
         widths = self._column_widths(width)
         if y == 0:
             sort = (self.flt.sort, self.flt.desc) if self.flt is not None else ("", False)
-            key = ("header", widths, self._gen, sort)
+            key: tuple[object, ...] = ("header", widths, self._gen, sort)
             if key not in self._lines:
                 style = self._style("table--header")
                 # The sorted column's heading says so: ▲ ascending, ▼ descending.

@@ -70,7 +70,7 @@ def test_a_success_writes_status_success_and_no_retry_decision(ledger):
 def test_a_terminal_move_needs_its_reason_code_and_a_live_move_has_none(ledger):
     rid = _running(ledger)
     with pytest.raises(ValueError, match="reason_code"):
-        terminal.finish_run(ledger, rid, 1, "running", "timed_out", reason_code=None, actor="t")  # type: ignore[arg-type]
+        terminal.finish_run(ledger, rid, 1, "running", "timed_out", reason_code=None, actor="t", retry=RETRY)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="reason_code"):
         lifecycle.transition(ledger, rid, 1, "running", "verifying", actor="t", reason_code=EndReason.EXIT_CODE)
     assert runs.get(ledger.conn, rid)["state"] == "running"
