@@ -16,6 +16,7 @@ from core.ledger.sql_store import SqlStore
 from core.ledger.store import Store
 from core.supervisor import supervisor
 from core.supervisor.policy.retry import RETRY
+from core.vocabulary import EndReason
 from tests.kit.supervisor import add_job, new_run, to_verifying
 
 
@@ -52,9 +53,9 @@ def test_a_failed_attempt_cannot_end_without_the_retry_policy(ledger, tmp_path):
     assert lifecycle.transition(ledger, rid, 1, State.QUEUED, State.SPAWNED, actor="test")
     assert lifecycle.transition(ledger, rid, 1, State.SPAWNED, State.RUNNING, actor="test")
     with pytest.raises(ValueError, match="retry policy"):
-        SqlStore(ledger).finish_run(rid, 1, State.RUNNING, State.TIMED_OUT, actor="test")
+        SqlStore(ledger).finish_run(rid, 1, State.RUNNING, State.TIMED_OUT, reason_code=EndReason.TIMEOUT, actor="test")
     assert SqlStore(ledger).run_state(rid) == State.RUNNING  # nothing written
-    assert SqlStore(ledger, retry=RETRY).finish_run(rid, 1, State.RUNNING, State.TIMED_OUT, actor="test")
+    assert SqlStore(ledger, retry=RETRY).finish_run(rid, 1, State.RUNNING, State.TIMED_OUT, reason_code=EndReason.TIMEOUT, actor="test")
     case = SqlStore(ledger).judging_case(rid)
     assert case is not None and case.retry_queued  # the policy queued attempt 2 with the move
 
