@@ -272,18 +272,12 @@ def monitors(quick: bool) -> list[Figure]:
 
     async def measure(folder: Path) -> tuple[float, float, float, float]:
         t0 = time.perf_counter()
-        bare = [await asyncio.create_subprocess_exec("sleep", "60", stdout=asyncio.subprocess.PIPE,
-                                                     stderr=asyncio.subprocess.PIPE, start_new_session=True)
-                for _ in range(n)]
-        bare_ms = (time.perf_counter() - t0) * 1000 / n
-        for p in bare:
-            p.kill()
-        await asyncio.gather(*(p.wait() for p in bare))
-        t0 = time.perf_counter()
-        mons = [await spawn.start_monitored(["sleep", "60"], cwd=None, env=dict(os.environ), art=folder / str(i),
+        mons = [await spawn.start_monitored(["sleep", "600"], cwd=None, env=dict(os.environ), art=folder / str(i),
                                             cap=1 << 20) for i in range(n)]
         mon_ms = (time.perf_counter() - t0) * 1000 / n
         await asyncio.sleep(1.0)  # every drain is up
+        alive = sum(psutil.pid_exists(m.pid) for m in mons)
+        assert alive == n, f"only {alive} of {n} jobs running"
         uss = rss = 0.0
         for m in mons:
             assert m.monitor is not None
@@ -294,12 +288,18 @@ def monitors(quick: bool) -> list[Figure]:
                     continue
                 uss += info.uss
                 rss += info.rss
-        alive = sum(psutil.pid_exists(m.pid) for m in mons)
-        assert alive == n, f"only {alive} of {n} jobs running"
         for m in mons:
             os.killpg(m.pid, signal.SIGKILL)
         for m in mons:
             await m.drained(10)
+        t0 = time.perf_counter()
+        bare = [await asyncio.create_subprocess_exec("sleep", "60", stdout=asyncio.subprocess.PIPE,
+                                                     stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                for _ in range(n)]
+        bare_ms = (time.perf_counter() - t0) * 1000 / n
+        for p in bare:
+            p.kill()
+        await asyncio.gather(*(p.wait() for p in bare))
         return mon_ms, bare_ms, uss / n / 1e6, rss / n / 1e6
 
     with tempfile.TemporaryDirectory() as tmp:
