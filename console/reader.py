@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from core.ledger.connection import Ledger
 from core.ledger.dialect import is_url
@@ -58,9 +58,6 @@ class LedgerThread:
     async def call(self, fn: Callable[[Ledger], T]) -> T:
         """Run ``fn`` with this thread's ledger and return its result (errors re-raised)."""
         return await asyncio.wrap_future(self._pool.submit(self._run, fn))
-
-    def call_sync(self, fn: Callable[[Ledger], Any]) -> Any:
-        return self._pool.submit(self._run, fn).result()
 
     def close(self) -> None:
         """Close the connection (in its own thread) and stop the thread."""

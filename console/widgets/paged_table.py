@@ -185,11 +185,6 @@ class PagedTable(ScrollView, can_focus=True):
         """Rows visible at once (the header takes one line)."""
         return max(1, self.scrollable_content_region.height - 1)
 
-    @property
-    def next_cursor(self) -> bool | None:
-        """Kept for callers of the old DataTable view: not None while more rows exist."""
-        return True if self.more else None
-
     def window_request(self) -> tuple[int, int]:
         """(offset, limit) of the rows to read for what is visible now, margin included."""
         top = int(self.scroll_y)

@@ -85,9 +85,6 @@ class Verification:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.ok and not c.soft]
 
-    def soft_failed(self, name: str) -> bool:
-        return any(c.name == name and not c.ok for c in self.checks)
-
     def add(self, name: str, ok: bool, detail: str = "", soft: bool = False, *, path: str | None = None,
             size: int | None = None, deterministic: bool = False) -> None:
         self.checks.append(Check(name, ok, detail, soft, path, size, deterministic))
