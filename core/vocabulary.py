@@ -46,7 +46,7 @@ class OutcomeStatus(StrEnum):
 
     Not a synonym of ``RunState``: the run state says where the lifecycle ended
     (``succeeded``), the status says what the work amounted to, in the handoff's own words
-    (``success`` or ``partial`` for a succeeded run; DESIGN.md fixes the handoff contract).
+    (``success`` or ``partial`` for a succeeded run; docs/concepts.md, "Worker handoff", fixes the handoff contract).
     Runs that ended otherwise carry their state's word.
     """
 

@@ -20,7 +20,7 @@ def _queued_run(led: Ledger, attempt: int = 1) -> int:
     return led.write(lambda conn: add_run(conn, "j", "queued", lineage="L", attempt=attempt, slot="s", at=now))
 
 
-#: The lifecycle of DESIGN.md, written out by hand: the table under test must equal it, and
+#: The lifecycle of docs/concepts.md (and core.ledger.lifecycle's docstring), written out by hand: the table under test must equal it, and
 #: the illegal cases below come from this literal, never from the table itself (a wrongly
 #: allowed move would otherwise be skipped by its own test).
 EXPECTED_MOVES = {
