@@ -81,7 +81,8 @@ class WatchkeeperApp(App):
     async def action_quit(self) -> None:
         """Quit; in ``up`` (``config.stop_runner`` set) ask first, saying how many runs are in
         flight, and stop the runner's scheduler before the console closes (no new run starts
-        after the answer, and in-flight runs get the shutdown grace)."""
+        after the answer). What happens to runs in flight follows ``config.stop_mode``: by default
+        they keep running under their monitors and the next runner re-attaches them."""
         stop = self.config.stop_runner
         if stop is None:
             self.exit()
@@ -96,8 +97,12 @@ class WatchkeeperApp(App):
             detail = "No run is in flight. No new run starts until watchkeeper runs again."
         else:
             flying = "Runs in flight (count unknown)" if n is None else f"{n} run{'s' if n != 1 else ''} in flight"
-            detail = (f"{flying}: they get the shutdown grace to finish; any still running then is"
-                      " settled as interrupted. No new run starts.")
+            detail = {
+                "drain": f"{flying}: the runner waits for them to finish (--drain) before it stops.",
+                "kill": f"{flying}: they are ended now (--kill), recorded as killed by this stop.",
+            }.get(self.config.stop_mode, f"{flying}: they keep running under their monitors; the next"
+                                         " `watchkeeper up` or `run` on this ledger re-attaches them and"
+                                         " records how they end.") + " No new run starts."
 
         def answered(yes: bool | None) -> None:
             if yes:

@@ -41,6 +41,9 @@ class ConsoleConfig:
     #: ``up`` only: stops the embedded runner (thread-safe; its scheduler starts no new run
     #: once called). When set, quitting asks first and calls it before the console closes.
     stop_runner: Callable[[], None] | None = None
+    #: ``up`` only: what the runner's stop does with runs still going (core.runner.runner.STOP_MODES:
+    #: "leave" them to their monitors, "drain" them, "kill" them); the quit question says so.
+    stop_mode: str = "leave"
 
 
 class ConsoleApp(Protocol):

@@ -55,7 +55,7 @@ def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None,
 
 
 def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, watch_runner: bool = False,
-         stop_runner=None):
+         stop_runner=None, stop_mode: str = "leave"):
     from console.app import ConsoleConfig, WatchkeeperApp
 
     return WatchkeeperApp(ConsoleConfig(ledger=settings.ledger, operator=settings.operator,
@@ -64,7 +64,7 @@ def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, wat
                                         screenshot_dir=Path(screenshot_dir).absolute() if screenshot_dir else None,
                                         watch_runner=watch_runner and not read_only,
                                         sinks=tuple(settings.notify or ()), owner=settings.runner_owner,
-                                        stop_runner=stop_runner))
+                                        stop_runner=stop_runner, stop_mode=stop_mode))
 
 
 def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only: bool,
@@ -194,8 +194,8 @@ def register(group: click.Group) -> None:
             else:
                 # Quitting asks first (runs in flight) and stops the scheduler before the console
                 # closes, so no run starts while it does.
-                _app(settings, read_only, screenshot_dir,
-                     stop_runner=lambda: runner.request_stop("console quit")).run(mouse=not no_mouse)
+                _app(settings, read_only, screenshot_dir, stop_runner=lambda: runner.request_stop("console quit"),
+                     stop_mode=runner.stop_mode).run(mouse=not no_mouse)
         finally:
             runner.request_stop("web console stopped" if web else "console quit")
             thread.join(timeout=settings.shutdown_grace + 15)

@@ -191,7 +191,10 @@ async def test_quit_in_up_asks_first_with_runs_in_flight_and_stops_the_runner_fi
         await loaded(pilot)
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "runs in flight" in screen_text(app) and "stop the runner" in screen_text(app)
+        text = " ".join(screen_text(app).split())
+        assert "runs in flight" in text and "stop the runner" in text
+        # the default stop leaves them to their monitors; the next runner re-attaches them
+        assert "keep running under their monitors" in text and "interrupted" not in text
         assert app.is_running and not stopped
         await pilot.press("n")  # a second q (back, then quit) no longer stops anything unasked
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
@@ -201,6 +204,21 @@ async def test_quit_in_up_asks_first_with_runs_in_flight_and_stops_the_runner_fi
         await pilot.press("y")
         await until(pilot, lambda: stopped)
     assert stopped == [True]  # the runner was told to stop while the console was still up
+
+
+@pytest.mark.parametrize(("mode", "words"), [("drain", "waits for them to finish"), ("kill", "ended now (--kill)")])
+async def test_quit_question_says_what_the_stop_mode_does_with_runs_in_flight(db, mode, words):
+    from console.screens.dialogs import ConfirmScreen
+
+    with Ledger(db) as led:
+        led.write(lambda c: cf.add_run(led, "report", state="running", ended_at=None, lineage="fly"))
+    app = make_app(db, stop_runner=lambda: None, stop_mode=mode)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        text = " ".join(screen_text(app).split())
+        assert "runs in flight" in text and words in text and "monitors" not in text
 
 
 async def test_quit_without_an_embedded_runner_quits_at_once(db):
