@@ -184,9 +184,10 @@ KEYS: tuple[Key, ...] = (
         " end; l again, or scrolling up, stops", scopes=("detail",)),
     # -- find --------------------------------------------------------------------------------
     Key("slash", "filter", "Filter", "Find", "main",
-        "filter: job:NAME state:S kind:K plus free text; enter applies, esc clears. state: and "
+        "filter: job:NAME state:S kind:K host:H plus free text; enter applies, esc clears. state: and "
         "kind: are exact words, case-insensitive (the console's own words work too: state:acked, "
-        "state:timeout, kind:exhausted); job: and free text match any part. Everything typed "
+        "state:timeout, kind:exhausted); host: is a hostname (its runs, their escalations, its "
+        "host_down); job: and free text match any part. Everything typed "
         "after / goes into the box, even in one burst", priority=True, palette="Filter…"),
     Key("S", "sort", "Sort", "Find", "escalations, outcomes, jobs",
         "sort (like k9s): each press orders the table by its next column, in the direction that "

@@ -136,7 +136,7 @@ class MainScreen(PollingScreen, Screen):
             for cls in VIEWS:
                 yield cls(id=cls.VIEW)
         yield Preview("", markup=False, id="preview")
-        yield Input(placeholder="filter: job:NAME state:S kind:K text  (enter applies, esc clears)", id="filter")
+        yield Input(placeholder="filter: job:NAME state:S kind:K host:H text  (enter applies, esc clears)", id="filter")
         yield Footer(compact=True)
 
     @property

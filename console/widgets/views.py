@@ -116,7 +116,8 @@ class OutcomesTable(PagedTable):
         return out
 
     def meta(self, row: dict[str, Any]) -> str:
-        return f"run {row['id']}, ended {clock(row['ended_at'], self.now)}"
+        where = f" on {escaped_line(row['host'], 30)}" if row.get("host") else ""
+        return f"run {row['id']}{where}, ended {clock(row['ended_at'], self.now)}"
 
 
 class OrphansTable(PagedTable):
@@ -156,7 +157,7 @@ class OrphansTable(PagedTable):
             out.append(escaped(f"at risk: {row.get('risk') or 'lease expired or runner silent'}", keep_newlines=False))
         elif row.get("live"):
             out.append(escaped(f"{row['state']} since {clock(row['started_at'], self.now)}, pid {row['pid'] or '-'}"
-                             f" on runner {row['runner_id'] or '-'}", keep_newlines=False))
+                             f" on {row.get('host') or '-'} (runner {row['runner_id'] or '-'})", keep_newlines=False))
             out.append("  (x: abandon, kills it)", style="dim")
         else:
             out.append(escaped(row.get("reason") or "-", keep_newlines=False))

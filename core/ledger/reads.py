@@ -49,16 +49,19 @@ class Page:
 
 @dataclass(frozen=True)
 class Filter:
-    """A parsed ``/`` filter: ``job:NAME state:S kind:K`` tokens plus free text.
+    """A parsed ``/`` filter: ``job:NAME state:S kind:K host:H`` tokens plus free text.
 
     ``state`` and ``kind`` match exactly (case-insensitive; ``kind:failed`` does not match
     ``verification_failed``; the console maps its display words to stored values first);
-    ``job`` and free text are case-insensitive substrings. Empty means "any".
+    ``job`` and free text are case-insensitive substrings; ``host`` is a hostname as
+    recorded (runs spawned there; escalations of such runs and that host's ``host_down``).
+    Empty means "any".
     """
 
     job: str = ""
     state: str = ""
     kind: str = ""
+    host: str = ""
     text: str = ""
     raw: str = ""
     #: A column key of ``SORTS[view]`` to order by instead of the view's own order ("" none);
@@ -68,8 +71,12 @@ class Filter:
 
     @property
     def empty(self) -> bool:
-        return not (self.job or self.state or self.kind or self.text)
+        return not (self.job or self.state or self.kind or self.host or self.text)
 
+
+#: ``host:H`` on escalations: those of a run spawned on H, and H's own ``host_down``
+#: (job ``(host H)``, ``core.ledger.hosts.host_job``).
+_ESCALATION_HOST = ("(job = '(host ' || ? || ')' OR latest_run_id IN (SELECT id FROM runs WHERE host = ?))")
 
 #: Filter fields matched exactly (stored states and kinds are closed-set words); the
 #: console turns its own display words into these values first (``console.labels``).
@@ -89,7 +96,7 @@ def parse_filter(text: str | None) -> Filter:
         tokens = shlex.split(text)
     except ValueError:
         tokens = text.split()
-    parts: dict[str, str] = {"job": "", "state": "", "kind": ""}
+    parts: dict[str, str] = {"job": "", "state": "", "kind": "", "host": ""}
     free: list[str] = []
     for tok in tokens:
         key, sep, value = tok.partition(":")
@@ -97,7 +104,8 @@ def parse_filter(text: str | None) -> Filter:
             parts[key.lower()] = value
         else:
             free.append(tok)
-    return Filter(job=parts["job"], state=parts["state"], kind=parts["kind"], text=" ".join(free), raw=text)
+    return Filter(job=parts["job"], state=parts["state"], kind=parts["kind"], host=parts["host"],
+                  text=" ".join(free), raw=text)
 
 
 def _like(value: str) -> str:
@@ -124,6 +132,9 @@ def _where(flt: Filter | None, cols: dict[str, str], text_cols: list[str]) -> tu
             params.append(_like(value))
         elif value:
             conds.append("0")  # the view has no such field: nothing can match
+    if flt.host and "host" in cols:  # a hostname as recorded; a view without hosts (jobs) ignores it
+        conds.append(cols["host"])
+        params.extend([flt.host] * cols["host"].count("?"))
     if flt.text:
         conds.append("(" + " OR ".join(f"COALESCE({c}, '') LIKE ? ESCAPE '\\'" for c in text_cols) + ")")
         params.extend([_like(flt.text)] * len(text_cols))
@@ -174,7 +185,7 @@ def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int =
     resolved_at, latest_run_id). Filter fields: job, state, kind; free text also searches
     ``reason`` and ``owner``.
     """
-    conds, params = _where(flt, {"job": "job", "state": "state", "kind": "kind"},
+    conds, params = _where(flt, {"job": "job", "state": "state", "kind": "kind", "host": _ESCALATION_HOST},
                            ["job", "kind", "reason", "owner", "severity", "state"])
     if not include_resolved:
         conds.append("state != 'resolved'")
@@ -245,7 +256,7 @@ def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> dict[
 # -- outcomes ------------------------------------------------------------------------------
 
 _OUTCOME_COLS = (
-    "r.id, r.job, r.task, r.lineage, r.attempt, r.state, r.trigger, r.started_at, r.ended_at, r.exit_code,"
+    "r.id, r.job, r.task, r.lineage, r.attempt, r.state, r.trigger, r.host, r.started_at, r.ended_at, r.exit_code,"
     " r.signal, r.reason AS run_reason, o.status, o.duration_s, o.verdict_reason, o.verdict_kind,"
     " o.severity, o.silent, o.judged_by"
 )
@@ -267,7 +278,7 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
     reason to show (verdict reason, else the run's reason). ``offset`` skips rows (it walks
     the ``runs_ended`` index: about 45 ms per 500,000 rows skipped).
     """
-    conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind"},
+    conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind", "host": "r.host = ?"},
                            ["r.job", "r.state", "r.reason", "o.verdict_reason", "o.status"])
     conds.insert(0, "r.ended_at IS NOT NULL")
     sort = _sorted_by("outcomes", flt)
@@ -318,7 +329,8 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
     risk (why a live run is at risk: "lease expired", "runner stopped", "runner silent",
     "runner gone"; "" otherwise).
     """
-    conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
+    conds, params = _where(flt, {"job": "r.job", "state": "r.state", "host": "r.host = ?"},
+                           ["r.job", "r.state", "r.reason"])
     extra = (" AND " + " AND ".join(conds)) if conds else ""
     offset = max(0, offset)
     out: list[dict[str, Any]] = []
@@ -604,13 +616,14 @@ def count_rows(ledger: Ledger, view: str, *, now: float, flt: Filter | None = No
         where = ("WHERE " + " AND ".join(conds)) if conds else ""
         return int(ledger.scalar(f"SELECT COUNT(*) FROM escalations {where}", params))
     if view == "outcomes":
-        conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind"},
+        conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind", "host": "r.host = ?"},
                                ["r.job", "r.state", "r.reason", "o.verdict_reason", "o.status"])
         join = " LEFT JOIN job_outcomes o ON o.run_id = r.id" if conds else ""
         conds.insert(0, "r.ended_at IS NOT NULL")
         return int(ledger.scalar(f"SELECT COUNT(*) FROM runs r{join} WHERE {' AND '.join(conds)}", params))
     if view == "orphans":
-        conds, params = _where(flt, {"job": "r.job", "state": "r.state"}, ["r.job", "r.state", "r.reason"])
+        conds, params = _where(flt, {"job": "r.job", "state": "r.state", "host": "r.host = ?"},
+                           ["r.job", "r.state", "r.reason"])
         extra = (" AND " + " AND ".join(conds)) if conds else ""
         live = ledger.scalar(f"SELECT COUNT(*) FROM (SELECT 1 FROM runs r WHERE r.state IN ({','.join('?' * len(_LIVE))})"
                              f"{extra} LIMIT ?)", (*_LIVE, *params, LIVE_MAX))

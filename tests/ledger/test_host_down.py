@@ -6,8 +6,9 @@ escalated too: nothing in the fleet runs its slots."""
 from __future__ import annotations
 
 import os
+import time
 
-from core.ledger import hosts
+from core.ledger import hosts, reads
 from core.ledger.runners import renew
 from core.ledger.sql_store import SqlStore
 from core.spec.model import JobSpec
@@ -80,3 +81,19 @@ def test_host_pin_is_a_name_or_a_list_and_leaves_unpinned_hashes_alone():
     # the hash this spec had before jobs could be pinned: its runs keep matching their spec
     assert plain.hosts == [] and plain.spec_hash() == "c06ee5077ba069aa"
     assert JobSpec(name="a", command=["true"], host="db1").spec_hash() != plain.spec_hash()
+
+
+def test_host_filter_narrows_runs_and_escalations_to_one_host(ledger):
+    add_job(ledger, "backup")
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
+    dead = add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    run_id = add_run(ledger, "backup", pid=os.getpid(), runner_id=dead)
+    ledger.write(lambda c: c.execute("UPDATE runs SET host = 'db1' WHERE id = ?", (run_id,)))
+    SqlStore(ledger).check_hosts()
+
+    flt = reads.parse_filter("host:db1")
+    assert flt.host == "db1" and not flt.empty
+    now = time.time()
+    assert [r["id"] for r in reads.orphans_page(ledger, now=now, flt=flt).rows] == [run_id]
+    assert reads.orphans_page(ledger, now=now, flt=reads.parse_filter("host:web1")).rows == []
+    assert [e["job"] for e in reads.escalations_page(ledger, flt=flt).rows] == ["(host db1)"]
