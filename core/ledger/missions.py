@@ -21,7 +21,7 @@ from typing import Any
 from core.ledger import runs
 from core.ledger.connection import Conn, Row, add_event, inserted_id, row_dict
 from core.ledger.lifecycle import State
-from core.vocabulary import MissionState, Trigger, WorkerState
+from core.vocabulary import CoordinatorKind, MissionState, Trigger, WorkerState
 
 _JSON_MISSION = ("command", "workers", "budget")
 #: Columns ``move``/``update`` may set on a mission (anything else is a programming error).
@@ -81,7 +81,7 @@ def create(conn: Conn, *, name: str, goal: str, coordinator: str, workers: list[
            now: float | None = None) -> int:
     """Insert a mission in ``planning`` (the coordinator's first turn is due); returns its id."""
     ts = now if now is not None else time.time()
-    state = MissionState.WORKING if coordinator == "external" else MissionState.PLANNING
+    state = MissionState.WORKING if coordinator == CoordinatorKind.EXTERNAL else MissionState.PLANNING
     cur = conn.execute(
         "INSERT INTO missions (name, goal, coordinator, command, cwd, model, system, workers, owner, state, budget,"
         " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -18,7 +18,14 @@ from core.ledger import escalations
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.spec.mission import LoadedMission, MissionSpec, load_mission_file, load_missions
-from core.vocabulary import MISSION_ENDED, ActionResult, EscalationKind, MissionState, WorkerState
+from core.vocabulary import (
+    MISSION_ENDED,
+    ActionResult,
+    CoordinatorKind,
+    EscalationKind,
+    MissionState,
+    WorkerState,
+)
 
 #: Escalation kinds a mission raises (``escalations.kind``), all under ``job = 'mission:<id>'``.
 ESCALATION_KINDS = tuple(k.value for k in EscalationKind if k.value.startswith("mission_"))
@@ -55,7 +62,7 @@ def find_definition(spec_dir: str | os.PathLike[str] | None, *, name: str | None
 def coordinator_kind(spec: MissionSpec, api_key: str | None) -> str:
     """``auto`` → ``claude`` when an API key is configured, else ``scripted``."""
     if spec.coordinator == "auto":
-        return "claude" if api_key else "scripted"
+        return CoordinatorKind.CLAUDE if api_key else CoordinatorKind.SCRIPTED
     return spec.coordinator
 
 
@@ -81,11 +88,11 @@ def start(ledger: Ledger, goal: str | None, *, definition: LoadedMission | None 
     names = list(workers or (spec.workers if spec else []))
     if not names:
         raise MissionDefinitionError("a mission needs at least one worker job (--worker, or a mission definition)")
-    kind = coordinator or (coordinator_kind(spec, api_key) if spec else "external")
-    if kind not in ("claude", "scripted", "external"):
+    kind = coordinator or (coordinator_kind(spec, api_key) if spec else CoordinatorKind.EXTERNAL)
+    if kind not in CoordinatorKind._value2member_map_:
         raise MissionDefinitionError(f"unknown coordinator {kind!r} (claude, scripted or external)")
     command = cwd = None
-    if kind == "scripted":
+    if kind == CoordinatorKind.SCRIPTED:
         if spec is None or spec.command is None:
             raise MissionDefinitionError("a scripted coordinator needs a mission definition with 'command'")
         command = spec.command if isinstance(spec.command, list) else ["/bin/sh", "-c", spec.command]

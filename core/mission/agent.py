@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.mission.worker import read_input
 from core.spec.model import AGENT_EXIT_PERMANENT, AGENT_EXIT_TRANSIENT
+from core.vocabulary import AgentTool
 
 SUBMIT = "submit_result"
 OUTPUT_CHARS = 8000
@@ -170,9 +171,9 @@ class AgentSession:
         try:
             if name not in (self.agent.get("tools") or []):
                 raise ValueError(f"tool {name!r} is not allowed for this worker")
-            if name == "read_file":
+            if name == AgentTool.READ_FILE:
                 out = self._inside(inp.get("path")).read_text(errors="replace")[:OUTPUT_CHARS]
-            elif name == "write_file":
+            elif name == AgentTool.WRITE_FILE:
                 p = self._inside(inp.get("path"))
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(str(inp.get("content", "")))

@@ -39,7 +39,14 @@ from core.ledger.lifecycle import TERMINAL, State
 from core.mission import protocol
 from core.processes import run_child
 from core.spec.source_map import validation_line
-from core.vocabulary import MISSION_ENDED, BreakerState, EscalationKind, MissionState, WorkerState
+from core.vocabulary import (
+    MISSION_ENDED,
+    BreakerState,
+    CoordinatorKind,
+    EscalationKind,
+    MissionState,
+    WorkerState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +150,7 @@ class MissionEngine:
     def _advance(self, ledger: Ledger, mid: int, now: float) -> bool:
         changed = self._settle_workers(ledger, mid)
         m = ml.get(ledger.conn, mid)
-        if m is None or m["state"] in MISSION_ENDED or m["coordinator"] == "external":
+        if m is None or m["state"] in MISSION_ENDED or m["coordinator"] == CoordinatorKind.EXTERNAL:
             return changed  # an external coordinator (MCP) takes its own turns
         if m["state"] in WAITING and not self._open_calls(ledger, m):
             changed |= ledger.write(lambda conn: ml.move(conn, mid, WAITING, MissionState.PLANNING, actor=self.actor,
@@ -386,9 +393,9 @@ class MissionEngine:
         Raises:
             CoordinatorError: the call failed or its answer was unusable.
         """
-        if m["coordinator"] == "claude":
+        if m["coordinator"] == CoordinatorKind.CLAUDE:
             return self._claude_turn(ledger, m)
-        if m["coordinator"] == "scripted":
+        if m["coordinator"] == CoordinatorKind.SCRIPTED:
             return self._scripted_turn(ledger, m)
         raise CoordinatorError(f"coordinator {m['coordinator']!r} takes no turns here (external: over MCP)")
 
