@@ -242,6 +242,19 @@ def finish_output(art: Path, stream: str) -> Output:
     return Output(total=total, head=head, tail=tail, truncated=omitted > 0)
 
 
+def over_cap(art: Path, stream: str) -> bool:
+    """True when run folder ``art`` shows ``stream`` went over its cap: its tail part holds
+    bytes or ``dd`` counted bytes past the head, or the tail drain runs while the job still
+    does (no ``exit`` yet). The tail file alone says nothing: the drain makes it, empty,
+    whenever the head part ends, at the cap or at the job's end. Never raises."""
+    tail = art / f"{stream}.tail"
+    if not tail.exists():
+        return False
+    if _size(tail) or _dd_count(art / f"{stream}.count"):
+        return True
+    return not (art / "exit").exists()
+
+
 def read_output(art: Path, stream: str) -> bytes:
     """What run folder ``art`` kept of ``stream`` so far: the log, plus (while the monitor has
     not been finished) the tail part after a marker once it exists. For display; never raises."""

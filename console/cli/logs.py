@@ -60,13 +60,17 @@ def logs_cmd(run_id: int, ledger_path: str | None, follow: bool, stream: str) ->
             return
         offset = 0
         said_cap = False
+        seen_over = 0  # consecutive looks finding the stream over its cap
         while True:
             if art is None:  # queued or spawned: its folder is known once it runs
                 run = store.run(run_id)
                 art = Path(run.artifacts_dir) if run is not None and run.artifacts_dir else None
             if art is not None:
                 offset = _print_new(art / f"{stream}.log", offset)
-                if not said_cap and (art / f"{stream}.tail").exists():
+                seen_over = seen_over + 1 if monitor.over_cap(art, stream) else 0
+                # twice in a row: the job's end can start the tail drain a moment before
+                # the monitor writes ``exit``
+                if not said_cap and seen_over >= 2:
                     said_cap = True
                     click.echo(f"[watchkeeper: {stream} went over its cap; its last part is shown when the run"
                                " ends]", err=True)
