@@ -151,8 +151,8 @@ def find_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None
 def kill_escaped(run_id: int, runner_id: str, *, exclude_pgid: int | None = None) -> list[dict[str, object]]:
     """SIGKILL every process ``find_escaped`` finds (and their own groups); returns them."""
     found = find_escaped(run_id, runner_id, exclude_pgid=exclude_pgid)
-    for item in found:
-        pid = int(str(item["pid"]))
+    for proc in found:
+        pid = int(str(proc["pid"]))
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

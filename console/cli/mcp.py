@@ -17,7 +17,7 @@ from console.cli.common import (
     open_ledger_at,
     shown_lines,
 )
-from core.ledger import missions as ml
+from core.ledger.sql_store import as_store
 from core.mission import actions as mactions
 from core.spec.settings import SettingsError, load_settings
 
@@ -58,8 +58,7 @@ def register(group: click.Group) -> None:
                                                 owner=owner, coordinator="external", who=settings.operator)
                 except mactions.MissionDefinitionError as exc:
                     fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
-            m = ml.get(ledger.conn, mission_id)
-            if m is None:
+            if as_store(ledger).mission(mission_id) is None:
                 fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
         click.echo(f"watchkeeper mcp: coordinating mission {mission_id} over stdio", err=True)
         build_server(settings.ledger, mission_id, settings).run("stdio")

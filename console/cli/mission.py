@@ -28,7 +28,8 @@ from console.cli.common import (
     shown_lines,
     yes_option,
 )
-from core.ledger import missions as ml
+from core.ledger.records import Mission, Worker, columns
+from core.ledger.sql_store import as_store
 from core.mission import actions as mactions
 from core.mission.worker import api_key
 from core.spec.settings import SettingsError, load_settings
@@ -50,28 +51,28 @@ def _finish(res: ActionResult) -> None:
     fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_FINDINGS)
 
 
-def mission_line(m: dict[str, Any]) -> str:
+def mission_line(m: Mission) -> str:
     """One line: id, state, name, turns/budget, coordinator, goal."""
-    b = m.get("budget") or {}
-    return (f"#{m['id']:<4} {m['state']:<17} {shown(m['name'], 16):<16} turns {m['turns']}/{b.get('turns')}"
-            f"  {m['coordinator']:<8} {shown(m['goal'], 70)}")
+    b = m.budget or {}
+    return (f"#{m.id:<4} {m.state:<17} {shown(m.name, 16):<16} turns {m.turns}/{b.get('turns')}"
+            f"  {m.coordinator:<8} {shown(m.goal, 70)}")
 
 
-def worker_line(w: dict[str, Any]) -> str:
+def worker_line(w: Worker) -> str:
     """One line of the tree: seq, worker, state, confidence, steps, attempts, note."""
-    conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
-    return (f"  {w['seq']:>2}. {shown(w['worker'], 20):<20} {w['state']:<10} {shown(w.get('status') or '-'):<8}"
-            f" conf {conf:<5} steps {w.get('steps_used') if w.get('steps_used') is not None else '-':<3}"
-            f" attempts {w['attempts']}  run {w.get('run_id') or '-'}  {shown(w.get('note') or w.get('error') or '', 80)}")
+    conf = f"{w.confidence:.2f}" if isinstance(w.confidence, int | float) else "-"
+    return (f"  {w.seq:>2}. {shown(w.worker, 20):<20} {w.state:<10} {shown(w.status or '-'):<8}"
+            f" conf {conf:<5} steps {w.steps_used if w.steps_used is not None else '-':<3}"
+            f" attempts {w.attempts}  run {w.run_id or '-'}  {shown(w.note or w.error or '', 80)}")
 
 
 def _ask(ledger: Any, mission_id: int, question: str, declined: str) -> None:
     """Ask ``question`` about mission ``mission_id`` (exit 2 when there is no such mission);
     a no is ``declined`` on stderr and exit 1, as for abandon, retry and pause."""
-    m = ml.get(ledger.conn, mission_id)
+    m = as_store(ledger).mission(mission_id)
     if m is None:
         fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
-    confirm_or_exit(question.format(name=shown(m["name"], 40), id=mission_id), declined)
+    confirm_or_exit(question.format(name=shown(m.name, 40), id=mission_id), declined)
 
 
 def register(group: click.Group) -> None:
@@ -127,12 +128,12 @@ def register(group: click.Group) -> None:
                                      budget={"turns": turns} if turns else None, who=settings.operator)
             except mactions.MissionDefinitionError as exc:
                 fail(shown_lines(str(exc)), EXIT_NOT_FOUND)
-            m = ml.get(ledger.conn, mid)
-            assert m is not None  # just started, in this ledger
+            m = as_store(ledger).mission(mid)
+            assert m is not None  # just created
         # The follow-up command carries the flags given here: without --ledger it would read another ledger.
         where = f" --ledger {shown(shlex.quote(ledger_path))}" if ledger_path else ""
-        click.echo(f"mission {mid} started ({m['coordinator']} coordinator, workers: "
-                   f"{', '.join(shown(w) for w in m['workers'])}); follow it with: "
+        click.echo(f"mission {mid} started ({m.coordinator} coordinator, workers: "
+                   f"{', '.join(shown(w) for w in m.workers)}); follow it with: "
                    f"watchkeeper mission show {mid}{where}")
 
     @mission.command("list")
@@ -148,9 +149,9 @@ def register(group: click.Group) -> None:
           watchkeeper mission list --limit 5
         """
         with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
-            rows = ml.list_missions(ledger.conn, limit=limit)
-        for m in rows:
-            click.echo(json.dumps(m, default=str) if as_json else mission_line(m))
+            found = as_store(ledger).missions(limit=limit)
+        for m in found:
+            click.echo(json.dumps(columns(m), default=str) if as_json else mission_line(m))
 
     @mission.command("show")
     @click.argument("mission_id", type=click.IntRange(1))
@@ -165,31 +166,34 @@ def register(group: click.Group) -> None:
           watchkeeper mission show 1
         """
         with open_ledger_at(_settings(ledger_path).ledger, read_only=True) as ledger:
-            m = mactions.status(ledger, mission_id)
+            store = as_store(ledger)
+            m = store.mission(mission_id)
             if m is None:
                 fail(f"no mission {mission_id}", EXIT_NOT_FOUND)
-            events = ml.events_of(ledger.conn, mission_id, limit=30)
+            workers = store.mission_workers(mission_id)
+            events = store.mission_events(mission_id, limit=30)
         if as_json:
-            click.echo(json.dumps({**m, "events": events}, default=str, indent=2))
+            click.echo(json.dumps({**columns(m), "spawned": [columns(w) for w in workers],
+                                   "events": [columns(e) for e in events]}, default=str, indent=2))
             return
-        b = m.get("budget") or {}
-        click.echo(f"mission {m['id']} ({shown(m['name'])}): {m['state']}"
-                   + (f" ({shown(m['reason'], 120)})" if m.get("reason") else ""))
-        click.echo(f"goal: {shown_lines(m['goal'])}")
-        click.echo(f"owner: {shown(m.get('owner') or '-')}   started {iso(m['created_at'])}")
-        click.echo(f"coordinator: {m['coordinator']}  turns {m['turns']}/{b.get('turns')}  tokens {m['tokens']}"
-                   f"  cost ${m['cost']:.4f}")
-        for w in m["spawned"]:
+        b = m.budget or {}
+        click.echo(f"mission {m.id} ({shown(m.name)}): {m.state}"
+                   + (f" ({shown(m.reason, 120)})" if m.reason else ""))
+        click.echo(f"goal: {shown_lines(m.goal)}")
+        click.echo(f"owner: {shown(m.owner or '-')}   started {iso(m.created_at)}")
+        click.echo(f"coordinator: {m.coordinator}  turns {m.turns}/{b.get('turns')}  tokens {m.tokens}"
+                   f"  cost ${m.cost:.4f}")
+        for w in workers:
             click.echo(worker_line(w))
-        if m.get("question"):
-            click.echo(f"question (answer with: watchkeeper mission answer {m['id']} TEXT): {shown_lines(m['question'])}")
-        if m.get("report"):
-            click.echo(f"report ({m.get('report_status') or '-'}):")
-            for line in shown_lines(m["report"]).splitlines():
+        if m.question:
+            click.echo(f"question (answer with: watchkeeper mission answer {m.id} TEXT): {shown_lines(m.question)}")
+        if m.report:
+            click.echo(f"report ({m.report_status or '-'}):")
+            for line in shown_lines(m.report).splitlines():
                 click.echo(f"  {line}")
         click.echo("audit trail:")
         for e in events[-12:]:
-            click.echo(f"  {iso(e['at'])}  {shown(e['actor'], 24):<24} {e['kind']:<26} {shown(e.get('reason') or '', 90)}")
+            click.echo(f"  {iso(e.at)}  {shown(e.actor, 24):<24} {e.kind:<26} {shown(e.reason or '', 90)}")
 
     @mission.command("answer")
     @click.argument("mission_id", type=click.IntRange(1))

@@ -27,8 +27,9 @@ from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
 from console.screens.operator_actions import refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.header_bar import HeaderBar
-from core.ledger import missions as ml
 from core.ledger.connection import Ledger
+from core.ledger.records import Mission, Worker
+from core.ledger.sql_store import as_store
 from core.mission import actions as mactions
 from core.vocabulary import MISSION_ENDED, WorkerState
 
@@ -39,23 +40,26 @@ STATE_STYLES = {"delivered": "green", "failed": "red", "abandoned": "dim", "runn
                 "closed": "green", "aborted": "dim", "awaiting_approval": "bold cyan", "waiting_person": "bold yellow"}
 
 
-def _read(ledger: Ledger, selected: int | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    rows = ml.list_missions(ledger.conn, limit=MISSION_LIMIT)
-    mid = selected if selected is not None else (rows[0]["id"] if rows else None)
-    return rows, (mactions.status(ledger, mid) if mid is not None else None)
+def _read(ledger: Ledger, selected: int | None) -> tuple[list[Mission], Mission | None, list[Worker]]:
+    """The missions (newest first), the selected one (default: the newest) and its workers."""
+    store = as_store(ledger)
+    found = store.missions(limit=MISSION_LIMIT)
+    mid = selected if selected is not None else (found[0].id if found else None)
+    m = store.mission(mid) if mid is not None else None
+    return found, m, (store.mission_workers(m.id) if m is not None else [])
 
 
 def _styled(word: str) -> Text:
     return Text(word, style=STATE_STYLES.get(word, ""))
 
 
-def worker_label(w: dict[str, Any]) -> Text:
+def worker_label(w: Worker) -> Text:
     """A worker's node in the tree: seq, worker, state (its figures are the lines under it,
     ``worker_lines``, so nothing is cut at 80 columns)."""
-    out = Text(f"{w['seq']}. ")
-    out.append(escaped_line(w["worker"], 40), style="bold")
+    out = Text(f"{w.seq}. ")
+    out.append(escaped_line(w.worker, 40), style="bold")
     out.append("  ")
-    out.append_text(_styled(w["state"]))
+    out.append_text(_styled(w.state))
     return out
 
 
@@ -88,40 +92,40 @@ def worker_width(tree_width: int) -> int:
     return max(20, tree_width - TREE_INDENT - SCROLLBAR - 1)
 
 
-def worker_lines(w: dict[str, Any], width: int) -> list[Text]:
+def worker_lines(w: Worker, width: int) -> list[Text]:
     """The lines under a worker: status, confidence, steps and attempts; its task; its note
     (the verification's or the error), each wrapped to ``width`` cells."""
-    conf = f"{w['confidence']:.2f}" if isinstance(w.get("confidence"), int | float) else "-"
-    steps = w.get("steps_used") if w.get("steps_used") is not None else "-"
-    figures = Text(f"status {escaped_line(w.get('status') or '-', 12)} · conf {conf} · steps {steps}"
-                   f" · attempts {w['attempts']}")
+    conf = f"{w.confidence:.2f}" if isinstance(w.confidence, int | float) else "-"
+    steps = w.steps_used if w.steps_used is not None else "-"
+    figures = Text(f"status {escaped_line(w.status or '-', 12)} · conf {conf} · steps {steps}"
+                   f" · attempts {w.attempts}")
     out = [figures]
-    out += _wrapped("task  ", escaped_line(w.get("task") or "-"), width)
-    note = w.get("note") or w.get("error")
+    out += _wrapped("task  ", escaped_line(w.task or "-"), width)
+    note = w.note or w.error
     if note:
         out += _wrapped("note  ", escaped_line(note, 400), width)
     return out
 
 
-def render_body(m: dict[str, Any]) -> Text:
+def render_body(m: Mission) -> Text:
     """Goal, budget figures, open question and report of mission ``m`` (sanitised)."""
-    b = m.get("budget") or {}
+    b = m.budget or {}
     out = Text(end="")
     out.append("goal  ", style="bold")
-    out.append(escaped(m["goal"]))
-    out.append(f"\nowner {escaped_line(m.get('owner') or '-')}   turns {m['turns']}/{b.get('turns')}   "
-               f"tokens {m['tokens']}   cost ${m['cost']:.4f}")
-    if m.get("reason"):
-        out.append(f"\nwhy   {escaped_line(m['reason'], 200)}")
-    if m.get("question"):
+    out.append(escaped(m.goal))
+    out.append(f"\nowner {escaped_line(m.owner or '-')}   turns {m.turns}/{b.get('turns')}   "
+               f"tokens {m.tokens}   cost ${m.cost:.4f}")
+    if m.reason:
+        out.append(f"\nwhy   {escaped_line(m.reason, 200)}")
+    if m.question:
         out.append("\n\nquestion (w answers)\n", style="bold yellow")
-        out.append(escaped(m["question"]))
-    if m.get("report"):
-        out.append(f"\n\nreport ({m.get('report_status') or '-'})", style="bold")
-        if m["state"] == "awaiting_approval":
+        out.append(escaped(m.question))
+    if m.report:
+        out.append(f"\n\nreport ({m.report_status or '-'})", style="bold")
+        if m.state == "awaiting_approval":
             out.append("  A approves", style="bold cyan")
         out.append("\n")
-        out.append(escaped(m["report"]))
+        out.append(escaped(m.report))
     return out
 
 
@@ -163,7 +167,8 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
     def __init__(self) -> None:
         super().__init__()
         self.selected: int | None = None
-        self.mission: dict[str, Any] | None = None
+        self.mission: Mission | None = None
+        self.mission_workers: list[Worker] = []
         self._rows_sig: Any = None
         self._tree_sig: Any = None
 
@@ -187,17 +192,17 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
     async def poll(self) -> None:
         now = self.wk.now()
         try:
-            rows, mission, header = await self.wk.reader.call(
+            found, mission, workers, header = await self.wk.reader.call(
                 lambda led: (*_read(led, self.selected), self.header_read(led, now, True)))
         except Exception:
             self.header_stale(now)
             return
         self.header_show(header)
-        self._show_rows(rows)
-        self._show_mission(mission)
+        self._show_rows(found)
+        self._show_mission(mission, workers)
 
-    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
-        sig = [(m["id"], m["state"], m["turns"]) for m in rows]
+    def _show_rows(self, found: list[Mission]) -> None:
+        sig = [(m.id, m.state, m.turns) for m in found]
         if sig == self._rows_sig:
             return
         self._rows_sig = sig
@@ -209,36 +214,35 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         table.clear(columns=True)
         for label, width in (("id", 4), ("state", 17), ("mission", 14), ("turns", 6), ("goal", goal_width)):
             table.add_column(label, width=width)
-        for m in rows:
-            b = m.get("budget") or {}
-            table.add_row(Text(str(m["id"])), _styled(m["state"]), Text(escaped_line(m["name"], 14)),
-                          Text(f"{m['turns']}/{b.get('turns')}"), Text(escaped_line(m["goal"], goal_width)),
-                          key=str(m["id"]))
-        if keep is not None and str(keep) in {str(m["id"]) for m in rows}:
+        for m in found:
+            b = m.budget or {}
+            table.add_row(Text(str(m.id)), _styled(m.state), Text(escaped_line(m.name, 14)),
+                          Text(f"{m.turns}/{b.get('turns')}"), Text(escaped_line(m.goal, goal_width)),
+                          key=str(m.id))
+        if keep is not None and str(keep) in {str(m.id) for m in found}:
             table.move_cursor(row=table.get_row_index(str(keep)))
 
-    def _show_mission(self, m: dict[str, Any] | None) -> None:
-        self.mission = m
+    def _show_mission(self, m: Mission | None, workers: list[Worker]) -> None:
+        self.mission, self.mission_workers = m, workers
         tree = self.query_one("#tree", Tree)
         if m is None:
             return
-        sig = json.dumps({k: m.get(k) for k in ("id", "state", "turns", "tokens", "question", "report", "reason")}
-                         | {"w": [(w["seq"], w["state"], w["attempts"], w.get("note")) for w in m["spawned"]]},
-                         default=str)
+        sig = json.dumps([m.id, m.state, m.turns, m.tokens, m.question, m.report, m.reason,
+                          [(w.seq, w.state, w.attempts, w.note) for w in workers]], default=str)
         if sig == self._tree_sig:
             return
         self._tree_sig = sig
-        root = Text(f"mission {m['id']} ")
-        root.append(escaped_line(m["name"], 24), style="bold")
+        root = Text(f"mission {m.id} ")
+        root.append(escaped_line(m.name, 24), style="bold")
         root.append("  ")
-        root.append_text(_styled(m["state"]))
+        root.append_text(_styled(m.state))
         tree.reset(root)
-        coord = tree.root.add(Text(f"coordinator: {m['coordinator']}  turns {m['turns']}/"
-                                   f"{(m.get('budget') or {}).get('turns')}"), expand=True)
+        coord = tree.root.add(Text(f"coordinator: {m.coordinator}  turns {m.turns}/"
+                                   f"{(m.budget or {}).get('turns')}"), expand=True)
         # Before the first layout the tree has no width yet: the screen's is the same (the
         # tree spans it), so the first paint is not wrapped at a guess.
         width = worker_width(tree.size.width or self.size.width or self.app.size.width)
-        for w in m["spawned"]:
+        for w in workers:
             # Every line of a worker carries it in ``data``, so x acts on whichever is selected.
             node = coord.add(worker_label(w), data=w, expand=True)
             for line in worker_lines(w, width):
@@ -283,15 +287,15 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         m = self.mission
         if m is None:
             return
-        mid, who = m["id"], self.wk.config.operator
+        mid, who = m.id, self.wk.config.operator
         self._confirm(f"Approve the report of mission {mid} and close it?",
                       lambda led: mactions.approve(led, mid, who))
 
     def action_abort(self) -> None:
         m = self.mission
-        if m is None or m["state"] in MISSION_ENDED:
+        if m is None or m.state in MISSION_ENDED:
             return
-        mid, who = m["id"], self.wk.config.operator
+        mid, who = m.id, self.wk.config.operator
         self._confirm(f"Abort mission {mid}? Live workers are killed; every artifact is kept.",
                       lambda led: mactions.abort(led, mid, who))
 
@@ -299,31 +303,32 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         m = self.mission
         node = self.query_one("#tree", Tree).cursor_node
         w = node.data if node is not None else None
-        if m is None or not isinstance(w, dict):
+        if m is None or not isinstance(w, Worker):
             self.notify("select a worker in the tree first (tab, then j/k)", markup=False)
             return
-        mid, seq, who = m["id"], w["seq"], self.wk.config.operator
-        if w.get("state") not in ABANDONABLE:
+        mid, seq, who = m.id, w.seq, self.wk.config.operator
+        if w.state not in ABANDONABLE:
             # Refused up front, as core.mission.actions.abandon_worker would refuse it after the dialog.
-            self.notify(f"worker {seq} ({escaped_line(w['worker'], 30)}) is {escaped_line(str(w.get('state')), 20)}:"
+            self.notify(f"worker {seq} ({escaped_line(w.worker, 30)}) is {escaped_line(str(w.state), 20)}:"
                         " only a failed or running worker can be abandoned", markup=False)
             return
-        self._confirm(f"Abandon worker {seq} ({escaped_line(w['worker'], 30)}) of mission {mid}?",
+        self._confirm(f"Abandon worker {seq} ({escaped_line(w.worker, 30)}) of mission {mid}?",
                       lambda led: mactions.abandon_worker(led, mid, seq, who))
 
     def action_answer(self) -> None:
         m = self.mission
         if m is None or refuse_read_only(self):
             return
-        if not m.get("question"):
-            self.notify(f"mission {m['id']} has no open question", markup=False)
+        if not m.question:
+            self.notify(f"mission {m.id} has no open question", markup=False)
             return
-        mid, who = m["id"], self.wk.config.operator
+        question = m.question
+        mid, who = m.id, self.wk.config.operator
 
         def sent(text: str | None) -> None:
             if text:
                 self._act(lambda led: mactions.answer(led, mid, text, who))
-        self.app.push_screen(AnswerScreen(m["question"]), sent)
+        self.app.push_screen(AnswerScreen(question), sent)
 
     def action_back(self) -> None:
         self.app.pop_screen()

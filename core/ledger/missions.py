@@ -320,7 +320,7 @@ def worker_job(conn: Conn, name: str) -> dict[str, Any] | None:
 def live_worker_runs(conn: Conn, mission_id: int) -> list[dict[str, Any]]:
     """Non-terminal runs of a mission's workers (queued or live), for abort."""
     rows = conn.execute(
-        "SELECT r.id, r.job, r.state, r.attempt, r.lineage FROM runs r JOIN mission_workers w ON w.lineage = r.lineage"
+        "SELECT r.* FROM runs r JOIN mission_workers w ON w.lineage = r.lineage"
         " WHERE w.mission_id = ? AND r.state IN (?,?,?,?) ORDER BY r.id",
         (mission_id, State.QUEUED.value, State.SPAWNED.value, State.RUNNING.value, State.VERIFYING.value)).fetchall()
     return [dict(r) for r in rows]

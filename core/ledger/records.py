@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 R = TypeVar("R")
@@ -391,10 +391,72 @@ class Worker:
     updated_at: float = 0.0
     settled_at: float | None = None
     abandoned_by: str | None = None
+    #: The state of its latest attempt's run (None when read without it).
+    run_state: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Worker:
         return _build(cls, row, frozenset({"context", "result"}))
+
+    def summary(self) -> dict[str, Any]:
+        """What the coordinator (and a report) is told about the worker: a JSON object."""
+        return {"seq": self.seq, "worker": self.worker, "task": self.task, "state": self.state,
+                "status": self.status, "result": self.result, "confidence": self.confidence,
+                "steps_used": self.steps_used, "error": self.error, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionCall:
+    """One tool call of a coordinator turn: a ``mission_calls`` row (JSON decoded)."""
+
+    id: int = 0
+    mission_id: int
+    #: The coordinator turn that made it (an external coordinator's calls share a turn).
+    turn: int
+    call_id: str
+    #: spawn_worker, ask_person, report or close_mission (anything else is answered as an error).
+    name: str
+    #: The call's input (any JSON).
+    input: Any = None
+    #: Its answer (any JSON); None while it waits (a worker, a person).
+    result: Any = None
+    is_error: bool = False
+    created_at: float = 0.0
+    answered_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> MissionCall:
+        call = _build(cls, row, frozenset({"input", "result"}))
+        return replace(call, is_error=bool(call.is_error))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionTurn:
+    """One coordinator turn: a ``mission_turns`` row (``reply`` decoded)."""
+
+    mission_id: int
+    turn: int
+    at: float = 0.0
+    #: The coordinator's reply: Messages API content blocks (list of JSON objects).
+    reply: Any = field(default_factory=list)
+    tokens: int = 0
+    #: US dollars.
+    cost: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> MissionTurn:
+        return _build(cls, row, frozenset({"reply"}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerAttempt:
+    """The newest attempt of a mission worker: its run and what its outcome says (what the
+    mission engine verifies a delivery on)."""
+
+    run: Run
+    #: The outcome's parsed handoff, its verification verdict (JSON), None when absent.
+    handoff: Any = None
+    verification: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ shared by every backend: the connection's dialect runs them on SQLite or Postgre
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from core.ledger import (
     hosts,
     jobs,
     lifecycle,
+    missions,
     outbox,
     outcomes,
     queue,
@@ -29,6 +31,7 @@ from core.ledger import (
     terminal,
 )
 from core.ledger.connection import Conn, Ledger, add_event
+from core.ledger.mission_tx import MissionTx
 from core.ledger.records import (
     Escalation,
     EscalationMove,
@@ -37,6 +40,9 @@ from core.ledger.records import (
     Job,
     JudgingCase,
     LineageRetry,
+    Mission,
+    MissionCall,
+    MissionTurn,
     Notification,
     Outcome,
     PauseChange,
@@ -44,9 +50,11 @@ from core.ledger.records import (
     Run,
     Runner,
     VerdictWrite,
+    Worker,
+    WorkerAttempt,
 )
 from core.ledger.runners import PastGap
-from core.ledger.store import JudgeInMove, RetryRule
+from core.ledger.store import JudgeInMove, RetryRule, Store
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason, Trigger
 
@@ -324,6 +332,76 @@ class SqlStore:
         return self.ledger.write(lambda conn: hosts.check_hosts(conn, sinks=sinks, owner=owner, now=now,
                                                                 actor=actor))
 
+
+    # -- missions ------------------------------------------------------------------------------
+    def missions_due(self, *, limit: int = 50) -> list[int]:
+        return missions.due(self._conn, limit)
+
+    def mission(self, mission_id: int) -> Mission | None:
+        return MissionTx(self._conn).mission(mission_id)
+
+    def missions(self, *, states: Collection[str] = (), limit: int = 100) -> list[Mission]:
+        return [Mission.from_row(m) for m in missions.list_missions(self._conn, states=states, limit=limit)]
+
+    def mission_events(self, mission_id: int, *, limit: int = 200) -> list[Event]:
+        rows = self._conn.execute("SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?) t"
+                                  " ORDER BY id", (missions.mission_job(mission_id), int(limit))).fetchall()
+        return [Event.from_row(r) for r in rows]
+
+    def mission_workers(self, mission_id: int) -> list[Worker]:
+        return MissionTx(self._conn).workers(mission_id)
+
+    def mission_calls(self, mission_id: int, turn: int | None = None) -> list[MissionCall]:
+        return MissionTx(self._conn).calls(mission_id, turn)
+
+    def mission_call(self, mission_id: int, call_id: str) -> MissionCall | None:
+        return next((c for c in self.mission_calls(mission_id) if c.call_id == call_id), None)
+
+    def mission_turns(self, mission_id: int) -> list[MissionTurn]:
+        return [MissionTurn.from_row(t) for t in missions.turns_of(self._conn, mission_id)]
+
+    def worker_attempt(self, lineage: str) -> WorkerAttempt | None:
+        row = missions.latest_attempt(self._conn, lineage)
+        if row is None:
+            return None
+        return WorkerAttempt(run=Run.from_row(row), handoff=row.get("handoff"), verification=row.get("verification"))
+
+    def live_worker_runs(self, mission_id: int) -> list[Run]:
+        return [Run.from_row(r) for r in missions.live_worker_runs(self._conn, mission_id)]
+
+    def note_worker_attempt(self, worker_id: int, run: Run) -> None:
+        self.ledger.write(lambda conn: missions.note_attempt(conn, worker_id, run.id, run.attempt))
+
+    def mission_write(self, fn: Callable[[MissionTx], T]) -> T:
+        return self.ledger.write(lambda conn: fn(MissionTx(conn)))
+
+    # -- lifetime (a store made by ``open_store`` owns its ledger handle) ----------------------
+    def close(self) -> None:
+        """Close the ledger handle (for a store made by ``open_store``)."""
+        self.ledger.close()
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(target: str | os.PathLike[str], *, retry: RetryRule | None = None,
+               read_only: bool = False) -> SqlStore:
+    """The store over the ledger at ``target``: a SQLite file path (created and migrated unless
+    ``read_only``) or a ``postgresql://`` URL. Use it as a context manager, or ``close()`` it.
+
+    ``retry``: the retry policy (``core.supervisor.policy.retry.RETRY``) for a store that
+    ends failed attempts. Raises what ``Ledger`` raises (``SchemaTooNew``, ``NotALedger``,
+    ``sqlite3.DatabaseError``)."""
+    return SqlStore(Ledger(target, read_only=read_only), retry=retry)
+
+
+def as_store(handle: Ledger | Store) -> Store:
+    """``handle`` when it is a store already, else a ``SqlStore`` over the ledger handle (for
+    callers that are given a ``Ledger`` by code not yet passing a store)."""
+    return handle if isinstance(handle, SqlStore) else SqlStore(cast(Ledger, handle))
 
 def _run(conn: Conn, run_id: int) -> Run | None:
     row = runs.get(conn, run_id)

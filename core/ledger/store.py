@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from core.ledger.mission_tx import MissionTx
 from core.ledger.records import (
     BreakerFailure,
     EscalationMove,
@@ -34,6 +35,9 @@ from core.ledger.records import (
     Job,
     JudgingCase,
     LineageRetry,
+    Mission,
+    MissionCall,
+    MissionTurn,
     Notification,
     Outcome,
     PauseChange,
@@ -41,10 +45,14 @@ from core.ledger.records import (
     Run,
     Runner,
     VerdictWrite,
+    Worker,
+    WorkerAttempt,
 )
 from core.ledger.runners import PastGap
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,4 +384,63 @@ class Store(Protocol):
         heartbeating while another host's runner is alive, and for each job pinned only to
         down hosts; resolve them once a runner there heartbeats again
         (``core.ledger.hosts``). Returns ``{"opened": [job], "resolved": [job]}``."""
+        ...
+
+    # -- missions ------------------------------------------------------------------------------
+    def missions_due(self, *, limit: int = 50) -> list[int]:
+        """Ids of missions that are not ended (closed, aborted), oldest first: the mission
+        engine's work list (``missions``)."""
+        ...
+
+    def mission(self, mission_id: int) -> Mission | None:
+        """The mission (``missions``, JSON decoded), or None when there is no such mission."""
+        ...
+
+    def missions(self, *, states: Collection[str] = (), limit: int = 100) -> list[Mission]:
+        """Missions newest first, at most ``limit``; only those in ``states`` when given."""
+        ...
+
+    def mission_events(self, mission_id: int, *, limit: int = 200) -> list[Event]:
+        """The mission's own audit trail (``events`` under ``job = 'mission:<id>'``), oldest
+        first: the newest ``limit``."""
+        ...
+
+    def mission_workers(self, mission_id: int) -> list[Worker]:
+        """The mission's workers by seq (``mission_workers``), each with ``run_state`` (its
+        latest attempt's run state); [] for an unknown mission."""
+        ...
+
+    def mission_calls(self, mission_id: int, turn: int | None = None) -> list[MissionCall]:
+        """The mission's tool calls (of coordinator turn ``turn``, or all), in order
+        (``mission_calls``)."""
+        ...
+
+    def mission_call(self, mission_id: int, call_id: str) -> MissionCall | None:
+        """One tool call by its ``call_id``, or None (``mission_calls``)."""
+        ...
+
+    def mission_turns(self, mission_id: int) -> list[MissionTurn]:
+        """The coordinator's turns in order (``mission_turns``)."""
+        ...
+
+    def worker_attempt(self, lineage: str) -> WorkerAttempt | None:
+        """The newest attempt (run) of a worker's lineage with its outcome's handoff and
+        verification (``runs`` joined with ``job_outcomes``), in one read; None without a run."""
+        ...
+
+    def live_worker_runs(self, mission_id: int) -> list[Run]:
+        """Runs of the mission's workers that are queued or live (for abort and abandon)."""
+        ...
+
+    def note_worker_attempt(self, worker_id: int, run: Run) -> None:
+        """Point a running worker at its newest attempt ``run`` (a retry was queued); one
+        transaction, no event (the retry has its own)."""
+        ...
+
+    def mission_write(self, fn: Callable[[MissionTx], T]) -> T:
+        """Run ``fn`` in one write transaction with a ``MissionTx`` (the mission statements bound
+        to it: reads see the transaction, the moves are compare-and-set with their audit
+        events) and return what it returns. ``fn`` may be run again when the transaction is
+        retried after a lock, so it must decide only from what it reads through the handle.
+        Errors ``fn`` raises roll the transaction back and propagate."""
         ...

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from core import actions as run_actions
-from core.ledger import escalations
-from core.ledger import missions as ml
 from core.ledger.connection import Ledger
+from core.ledger.mission_tx import MissionTx
+from core.ledger.records import columns
+from core.ledger.sql_store import as_store
+from core.ledger.store import Store
 from core.spec.mission import LoadedMission, MissionSpec, load_mission_file, load_missions
 from core.vocabulary import (
     MISSION_ENDED,
@@ -99,76 +101,75 @@ def start(ledger: Ledger, goal: str | None, *, definition: LoadedMission | None 
         cwd = str(Path(definition.source).resolve().parent) if definition is not None else None
     plan = {**(spec.budget.model_dump() if spec else {"turns": 20, "workers": 10, "tokens": None, "cost": None}),
             **(budget or {})}
-    return ledger.write(lambda conn: ml.create(
-        conn, name=spec.name if spec else "adhoc", goal=text.strip(), coordinator=kind, workers=names, budget=plan,
+    return as_store(ledger).mission_write(lambda t: t.create(
+        name=spec.name if spec else "adhoc", goal=text.strip(), coordinator=kind, workers=names, budget=plan,
         actor=_actor(who), owner=owner or (spec.owner if spec else None), command=command, cwd=cwd,
         model=model or (spec.model if spec else None), system=spec.system if spec else None))
 
 
-def status(ledger: Ledger, mission_id: int) -> dict[str, Any] | None:
-    """The mission row with ``workers`` (its spawned workers, each with ``run_state``) under
-    ``spawned``, and its open ``question``; None when there is no such mission."""
-    m = ml.get(ledger.conn, mission_id)
+def status(ledger: Ledger | Store, mission_id: int) -> dict[str, Any] | None:
+    """The mission as a JSON document (what ``mission show --json`` and MCP's ``status``
+    print): its fields, with its spawned workers (each with ``run_state``) under ``spawned``;
+    None when there is no such mission."""
+    store = as_store(ledger)
+    m = store.mission(mission_id)
     if m is None:
         return None
-    m["spawned"] = ml.workers_of(ledger.conn, mission_id)
-    return m
+    return {**columns(m), "spawned": [columns(w) for w in store.mission_workers(mission_id)]}
 
 
-def _resolve_escalations(conn: Any, mission_id: int, kinds: tuple[str, ...], actor: str, reason: str) -> None:
-    escalations.auto_resolve(conn, ml.mission_job(mission_id), kinds, run_id=None, reason=reason, actor=actor)
-
-
-def approve(ledger: Ledger, mission_id: int, who: str) -> ActionResult:
+def approve(ledger: Ledger | Store, mission_id: int, who: str) -> ActionResult:
     """A person approves the report: ``awaiting_approval → closed``, only when every worker
     delivered or was abandoned by a person."""
-    m = ml.get(ledger.conn, mission_id)
+    store = as_store(ledger)
+    m = store.mission(mission_id)
     if m is None:
         return ActionResult(False, f"no mission {mission_id}", mission_id, missing=True)
-    if m["state"] != MissionState.AWAITING_APPROVAL:
-        return ActionResult(False, f"mission {mission_id} is {m['state']}, not awaiting_approval", mission_id)
-    open_ = [w for w in ml.workers_of(ledger.conn, mission_id)
-             if w["state"] not in (WorkerState.DELIVERED, WorkerState.ABANDONED)]
+    if m.state != MissionState.AWAITING_APPROVAL:
+        return ActionResult(False, f"mission {mission_id} is {m.state}, not awaiting_approval", mission_id)
+    open_ = [w for w in store.mission_workers(mission_id)
+             if w.state not in (WorkerState.DELIVERED, WorkerState.ABANDONED)]
     if open_:
-        names = ", ".join(f"{w['seq']} ({w['worker']}, {w['state']})" for w in open_)
+        names = ", ".join(f"{w.seq} ({w.worker}, {w.state})" for w in open_)
         return ActionResult(False, f"mission {mission_id} cannot close: worker(s) {names} neither delivered nor "
                                    "abandoned; abandon them first (watchkeeper mission abandon-worker)", mission_id)
     actor = _actor(who)
 
-    def tx(conn: Any) -> bool:
-        if not ml.move(conn, mission_id, [MissionState.AWAITING_APPROVAL], MissionState.CLOSED, actor=actor,
-                       reason=f"report approved by {who}", fields={"decided_by": who, "ended_at": time.time()}):
+    def tx(t: MissionTx) -> bool:
+        if not t.move(mission_id, [MissionState.AWAITING_APPROVAL], MissionState.CLOSED, actor=actor,
+                      reason=f"report approved by {who}", fields={"decided_by": who, "ended_at": time.time()}):
             return False
-        _resolve_escalations(conn, mission_id, ESCALATION_KINDS, actor, f"mission {mission_id} closed by {who}")
+        t.resolve_escalations(mission_id, ESCALATION_KINDS, actor=actor, reason=f"mission {mission_id} closed by {who}")
         return True
-    if ledger.write(tx):
+    if store.mission_write(tx):
         return ActionResult(True, f"mission {mission_id} closed: report approved by {who}", mission_id)
     return ActionResult(False, f"mission {mission_id} changed meanwhile; look again", mission_id)
 
 
-def answer(ledger: Ledger, mission_id: int, text: str, who: str) -> ActionResult:
+def answer(ledger: Ledger | Store, mission_id: int, text: str, who: str) -> ActionResult:
     """A person answers the open ``ask_person`` question; the coordinator is woken with it."""
-    m = ml.get(ledger.conn, mission_id)
+    store = as_store(ledger)
+    m = store.mission(mission_id)
     if m is None:
         return ActionResult(False, f"no mission {mission_id}", mission_id, missing=True)
-    if m["state"] != MissionState.WAITING_PERSON:
-        return ActionResult(False, f"mission {mission_id} has no open question (it is {m['state']})", mission_id)
+    if m.state != MissionState.WAITING_PERSON:
+        return ActionResult(False, f"mission {mission_id} has no open question (it is {m.state})", mission_id)
     if not text.strip():
         return ActionResult(False, "an answer must not be empty", mission_id)
     actor = _actor(who)
-    asks = [c for c in ml.calls_of(ledger.conn, mission_id, m["turns"]) if c["name"] == "ask_person"
-            and c["result"] is None]
+    asks = [c for c in store.mission_calls(mission_id, m.turns) if c.name == "ask_person" and c.result is None]
 
-    def tx(conn: Any) -> bool:
-        if not ml.move(conn, mission_id, [MissionState.WAITING_PERSON], MissionState.WORKING, actor=actor,
-                       reason=f"answered by {who}", fields={"question": None}):
+    def tx(t: MissionTx) -> bool:
+        if not t.move(mission_id, [MissionState.WAITING_PERSON], MissionState.WORKING, actor=actor,
+                      reason=f"answered by {who}", fields={"question": None}):
             return False
         for c in asks:
-            ml.answer_call(conn, mission_id, c["call_id"], {"answer": text, "answered_by": who})
-        ml.event(conn, mission_id, "mission_answer", actor=actor, reason=text[:500], detail={"by": who})
-        _resolve_escalations(conn, mission_id, (EscalationKind.MISSION_QUESTION.value,), actor, f"answered by {who}")
+            t.answer_call(mission_id, c.call_id, {"answer": text, "answered_by": who})
+        t.event(mission_id, "mission_answer", actor=actor, reason=text[:500], detail={"by": who})
+        t.resolve_escalations(mission_id, (EscalationKind.MISSION_QUESTION.value,), actor=actor,
+                              reason=f"answered by {who}")
         return True
-    if ledger.write(tx):
+    if store.mission_write(tx):
         return ActionResult(True, f"mission {mission_id}: answer recorded; the coordinator is woken with it", mission_id)
     return ActionResult(False, f"mission {mission_id} changed meanwhile; look again", mission_id)
 
@@ -176,59 +177,60 @@ def answer(ledger: Ledger, mission_id: int, text: str, who: str) -> ActionResult
 def abandon_worker(ledger: Ledger, mission_id: int, seq: int, who: str) -> ActionResult:
     """A person gives up worker ``seq``: a failed one is marked abandoned; a running one is
     abandoned and its live run killed (artifacts kept)."""
-    w = next((x for x in ml.workers_of(ledger.conn, mission_id) if x["seq"] == seq), None)
+    store = as_store(ledger)
+    w = next((x for x in store.mission_workers(mission_id) if x.seq == seq), None)
     if w is None:
         return ActionResult(False, f"mission {mission_id} has no worker {seq}", mission_id, missing=True)
     actor = _actor(who)
-    if w["state"] == WorkerState.FAILED:
-        ok = ledger.write(lambda conn: ml.abandon_failed_worker(conn, w["id"], actor=actor, by=who))
-    elif w["state"] == WorkerState.RUNNING:
-        def tx(conn: Any) -> bool:
-            if not ml.settle_worker(conn, w["id"], WorkerState.ABANDONED, actor=actor,
-                                    reason=f"worker {seq} ({w['worker']}) abandoned by {who}",
-                                    fields={"abandoned_by": who, "note": f"abandoned by {who}"}):
+    if w.state == WorkerState.FAILED:
+        ok = store.mission_write(lambda t: t.abandon_failed_worker(w.id, actor=actor, by=who))
+    elif w.state == WorkerState.RUNNING:
+        def tx(t: MissionTx) -> bool:
+            if not t.settle_worker(w.id, WorkerState.ABANDONED, actor=actor,
+                                   reason=f"worker {seq} ({w.worker}) abandoned by {who}",
+                                   fields={"abandoned_by": who, "note": f"abandoned by {who}"}):
                 return False
-            if w.get("call_id"):
-                ml.answer_call(conn, mission_id, w["call_id"], {"seq": seq, "worker": w["worker"], "state": "abandoned",
-                                                                "note": f"abandoned by {who}"}, is_error=True)
+            if w.call_id:
+                t.answer_call(mission_id, w.call_id, {"seq": seq, "worker": w.worker, "state": "abandoned",
+                                                      "note": f"abandoned by {who}"}, is_error=True)
             return True
-        ok = ledger.write(tx)
-        for run in ml.live_worker_runs(ledger.conn, mission_id):
-            if run["lineage"] == w["lineage"]:
-                run_actions.abandon(ledger, run["id"], who)
+        ok = store.mission_write(tx)
+        for run in store.live_worker_runs(mission_id):
+            if run.lineage == w.lineage:
+                run_actions.abandon(ledger, run.id, who)
     else:
-        return ActionResult(False, f"worker {seq} is {w['state']}; only a failed or running worker can be abandoned",
+        return ActionResult(False, f"worker {seq} is {w.state}; only a failed or running worker can be abandoned",
                             mission_id)
     if ok:
-        return ActionResult(True, f"mission {mission_id}: worker {seq} ({w['worker']}) abandoned by {who}", mission_id)
+        return ActionResult(True, f"mission {mission_id}: worker {seq} ({w.worker}) abandoned by {who}", mission_id)
     return ActionResult(False, f"worker {seq} changed meanwhile; look again", mission_id)
 
 
 def abort(ledger: Ledger, mission_id: int, who: str) -> ActionResult:
     """Abort at any time: the mission ends ``aborted``, running workers are abandoned and
     their live runs killed; every output, handoff and artifact is kept."""
-    m = ml.get(ledger.conn, mission_id)
+    store = as_store(ledger)
+    m = store.mission(mission_id)
     if m is None:
         return ActionResult(False, f"no mission {mission_id}", mission_id, missing=True)
-    if m["state"] in MISSION_ENDED:
-        return ActionResult(False, f"mission {mission_id} is already {m['state']}"
-                                   + (f" by {m['decided_by']}" if m.get("decided_by") else ""), mission_id)
+    if m.state in MISSION_ENDED:
+        return ActionResult(False, f"mission {mission_id} is already {m.state}"
+                                   + (f" by {m.decided_by}" if m.decided_by else ""), mission_id)
     actor = _actor(who)
 
-    def tx(conn: Any) -> bool:
-        if not ml.move(conn, mission_id, [s.value for s in MissionState if s not in MISSION_ENDED],
-                       MissionState.ABORTED, actor=actor, reason=f"aborted by {who}",
-                       fields={"decided_by": who, "reason": f"aborted by {who}", "ended_at": time.time()}):
+    def tx(t: MissionTx) -> bool:
+        if not t.move(mission_id, [s.value for s in MissionState if s not in MISSION_ENDED],
+                      MissionState.ABORTED, actor=actor, reason=f"aborted by {who}",
+                      fields={"decided_by": who, "reason": f"aborted by {who}", "ended_at": time.time()}):
             return False
-        for w in ml.workers_of(conn, mission_id):
-            if w["state"] == WorkerState.RUNNING:
-                ml.settle_worker(conn, w["id"], WorkerState.ABANDONED, actor=actor,
-                                 reason=f"mission aborted by {who}", fields={"abandoned_by": who})
-        _resolve_escalations(conn, mission_id, ESCALATION_KINDS, actor, f"mission {mission_id} aborted by {who}")
+        for w in t.workers(mission_id):
+            if w.state == WorkerState.RUNNING:
+                t.settle_worker(w.id, WorkerState.ABANDONED, actor=actor,
+                                reason=f"mission aborted by {who}", fields={"abandoned_by": who})
+        t.resolve_escalations(mission_id, ESCALATION_KINDS, actor=actor, reason=f"mission {mission_id} aborted by {who}")
         return True
-    if not ledger.write(tx):
+    if not store.mission_write(tx):
         return ActionResult(False, f"mission {mission_id} changed meanwhile; look again", mission_id)
-    killed = [r["id"] for r in ml.live_worker_runs(ledger.conn, mission_id)
-              if run_actions.abandon(ledger, r["id"], who).ok]
+    killed = [r.id for r in store.live_worker_runs(mission_id) if run_actions.abandon(ledger, r.id, who).ok]
     note = f"; worker run(s) {', '.join(map(str, killed))} abandoned" if killed else ""
     return ActionResult(True, f"mission {mission_id} aborted by {who}{note}; artifacts kept", mission_id)

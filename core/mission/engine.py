@@ -21,21 +21,23 @@ Every decision is an audit event under ``job = 'mission:<id>'``.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from pydantic import ValidationError
 
-from core.ledger import escalations
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.mission_tx import MissionTx
+from core.ledger.records import Mission, MissionCall, Worker, WorkerAttempt
+from core.ledger.sql_store import as_store
+from core.ledger.store import Store
 from core.mission import protocol
 from core.processes import run_child
 from core.spec.source_map import validation_line
@@ -74,8 +76,8 @@ class Turn:
     cost: float = 0.0
 
 
-def verify_delivery(attempt: dict[str, Any] | None) -> tuple[bool, str]:
-    """(delivered?, one-line note) for a worker's final attempt (``missions.latest_attempt``).
+def verify_delivery(attempt: WorkerAttempt | None) -> tuple[bool, str]:
+    """(delivered?, one-line note) for a worker's final attempt (``Store.worker_attempt``).
 
     Delivered only when the run ``succeeded`` — the supervisor already checked exit code,
     handoff validity, claimed files/artifacts and verify commands — and the handoff's status
@@ -84,14 +86,14 @@ def verify_delivery(attempt: dict[str, Any] | None) -> tuple[bool, str]:
     """
     if attempt is None:
         return False, "no run"
-    state, run_id = attempt.get("state"), attempt.get("id")
+    state, run_id = attempt.run.state, attempt.run.id
     if state != State.SUCCEEDED:
-        why = attempt.get("reason") or state
+        why = attempt.run.reason or state
         return False, f"run {run_id} {state}" + (f" ({why})" if why and why != state else "")
-    ver = attempt.get("verification")
+    ver = attempt.verification
     if isinstance(ver, dict) and ver.get("ok") is False:
         return False, f"run {run_id}: verification failed"
-    handoff = attempt.get("handoff")
+    handoff = attempt.handoff
     if not isinstance(handoff, dict):
         return False, f"run {run_id} succeeded without a valid handoff (the structured result is the delivery)"
     if handoff.get("status") not in ("success", "partial"):
@@ -101,22 +103,16 @@ def verify_delivery(attempt: dict[str, Any] | None) -> tuple[bool, str]:
     return True, f"verified: run {run_id} succeeded, status {handoff['status']}"
 
 
-def worker_summary(w: dict[str, Any]) -> dict[str, Any]:
-    """What the coordinator (and a report) is told about a worker."""
-    return {k: w.get(k) for k in ("seq", "worker", "task", "state", "status", "result", "confidence",
-                                  "steps_used", "error", "note")}
-
-
-def auto_report(workers: list[dict[str, Any]], why: str) -> tuple[str, str]:
+def auto_report(workers: list[Worker], why: str) -> tuple[str, str]:
     """(report text, status) written by the program when the coordinator cannot finish."""
-    done = [w for w in workers if w["state"] == WorkerState.DELIVERED]
-    missing = [w for w in workers if w["state"] != WorkerState.DELIVERED]
+    done = [w for w in workers if w.state == WorkerState.DELIVERED]
+    missing = [w for w in workers if w.state != WorkerState.DELIVERED]
     lines = [f"The coordinator stopped: {why}."]
     for w in done:
-        lines.append(f"Delivered by worker {w['seq']} ({w['worker']}): {json.dumps(w.get('result'), default=str)[:2000]}")
+        lines.append(f"Delivered by worker {w.seq} ({w.worker}): {json.dumps(w.result, default=str)[:2000]}")
     if missing:
-        lines.append("Missing: " + "; ".join(f"worker {w['seq']} ({w['worker']}) {w['state']}"
-                                             + (f": {w['note'] or w['error']}" if (w.get('note') or w.get('error')) else "")
+        lines.append("Missing: " + "; ".join(f"worker {w.seq} ({w.worker}) {w.state}"
+                                             + (f": {w.note or w.error}" if (w.note or w.error) else "")
                                              for w in missing))
     return "\n".join(lines), ("partial" if done else "failed")
 
@@ -136,145 +132,150 @@ class MissionEngine:
         self._not_before: dict[int, float] = {}
 
     # -- the loop body ------------------------------------------------------------------------
-    def step(self, ledger: Ledger, now: float | None = None) -> list[int]:
-        """Advance every mission that is not ended; returns ids of missions that changed."""
+    def step(self, ledger: Ledger | Store, now: float | None = None) -> list[int]:
+        """Advance every mission that is not ended; returns ids of missions that changed.
+
+        ``ledger``: the store, or a ledger handle (a ``SqlStore`` is made over it)."""
+        store = as_store(ledger)
         changed = []
-        for mid in ml.due(ledger.conn):
+        for mid in store.missions_due():
             try:
-                if self._advance(ledger, mid, now if now is not None else time.time()):
+                if self._advance(store, mid, now if now is not None else time.time()):
                     changed.append(mid)
             except Exception:
                 log.exception("mission %s: step failed; retrying next pass", mid)
         return changed
 
-    def _advance(self, ledger: Ledger, mid: int, now: float) -> bool:
-        changed = self._settle_workers(ledger, mid)
-        m = ml.get(ledger.conn, mid)
-        if m is None or m["state"] in MISSION_ENDED or m["coordinator"] == CoordinatorKind.EXTERNAL:
+    def _advance(self, store: Store, mid: int, now: float) -> bool:
+        changed = self._settle_workers(store, mid)
+        m = store.mission(mid)
+        if m is None or m.state in MISSION_ENDED or m.coordinator == CoordinatorKind.EXTERNAL:
             return changed  # an external coordinator (MCP) takes its own turns
-        if m["state"] in WAITING and not self._open_calls(ledger, m):
-            changed |= ledger.write(lambda conn: ml.move(conn, mid, WAITING, MissionState.PLANNING, actor=self.actor,
-                                                         reason="every waiting call answered: wake the coordinator"))
-            m = ml.get(ledger.conn, mid)
-        if m is not None and m["state"] == MissionState.PLANNING and now >= self._not_before.get(mid, 0):
-            changed |= self._turn(ledger, m)
+        if m.state in WAITING and not self._open_calls(store, m):
+            changed |= store.mission_write(lambda tx: tx.move(
+                mid, WAITING, MissionState.PLANNING, actor=self.actor,
+                reason="every waiting call answered: wake the coordinator"))
+            m = store.mission(mid)
+        if m is not None and m.state == MissionState.PLANNING and now >= self._not_before.get(mid, 0):
+            changed |= self._turn(store, m)
         return changed
 
     @staticmethod
-    def _open_calls(ledger: Ledger, m: dict[str, Any]) -> list[dict[str, Any]]:
-        return [c for c in ml.calls_of(ledger.conn, m["id"], m["turns"]) if c["result"] is None]
+    def _open_calls(store: Store, m: Mission) -> list[MissionCall]:
+        return [c for c in store.mission_calls(m.id, m.turns) if c.result is None]
 
     # -- 1. settle workers ----------------------------------------------------------------------
-    def _settle_workers(self, ledger: Ledger, mid: int) -> bool:
+    def _settle_workers(self, store: Store, mid: int) -> bool:
         changed = False
-        for w in ml.workers_of(ledger.conn, mid):
-            if w["state"] != WorkerState.RUNNING:
+        for w in store.mission_workers(mid):
+            if w.state != WorkerState.RUNNING:
                 continue
-            attempt = ml.latest_attempt(ledger.conn, w["lineage"])
-            if attempt is None or attempt["state"] not in {s.value for s in TERMINAL}:
-                if attempt is not None and attempt["id"] != w["run_id"]:
-                    ledger.write(functools.partial(ml.note_attempt, worker_id=w["id"], run_id=attempt["id"],
-                                                   attempt=attempt["attempt"]))
+            attempt = store.worker_attempt(w.lineage)
+            if attempt is None or attempt.run.state not in {s.value for s in TERMINAL}:
+                if attempt is not None and attempt.run.id != w.run_id:
+                    store.note_worker_attempt(w.id, attempt.run)
                 continue
-            changed |= self._settle_one(ledger, mid, w, attempt)
+            changed |= self._settle_one(store, mid, w, attempt)
         return changed
 
-    def _settle_one(self, ledger: Ledger, mid: int, w: dict[str, Any], attempt: dict[str, Any]) -> bool:
+    def _settle_one(self, store: Store, mid: int, w: Worker, attempt: WorkerAttempt) -> bool:
         delivered, note = verify_delivery(attempt)
-        raw = attempt.get("handoff")
+        raw = attempt.handoff
         handoff: dict[str, Any] = raw if isinstance(raw, dict) else {}
         to = WorkerState.DELIVERED if delivered else WorkerState.FAILED
-        fields = {"run_id": attempt["id"], "attempts": attempt["attempt"], "status": handoff.get("status"),
+        fields = {"run_id": attempt.run.id, "attempts": attempt.run.attempt, "status": handoff.get("status"),
                   "confidence": handoff.get("confidence"), "steps_used": handoff.get("steps_used"),
                   "tokens": handoff.get("tokens"), "cost": handoff.get("cost"), "result": handoff.get("result"),
-                  "error": handoff.get("error") or (None if delivered else attempt.get("reason")), "note": note}
-        m = ml.get(ledger.conn, mid) or {}
+                  "error": handoff.get("error") or (None if delivered else attempt.run.reason), "note": note}
+        m = store.mission(mid)
 
-        def tx(conn: Any) -> bool:
-            if not ml.settle_worker(conn, w["id"], to, actor=self.actor, reason=f"worker {w['seq']} ({w['worker']}): {note}",
-                                    fields=fields):
+        def tx(t: MissionTx) -> bool:
+            if not t.settle_worker(w.id, to, actor=self.actor, reason=f"worker {w.seq} ({w.worker}): {note}",
+                                   fields=fields):
                 return False
-            summary = worker_summary({**w, **fields, "state": to.value})
+            summary = replace(w, **fields, state=to.value).summary()  # type: ignore[arg-type]
             if handoff.get("notes"):
                 summary["notes"] = handoff["notes"]
-            if w.get("call_id"):
-                ml.answer_call(conn, mid, w["call_id"], summary, is_error=not delivered)
-            if not delivered and m.get("state") not in MISSION_ENDED:
-                escalations.raise_escalation(
-                    conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_WORKER_FAILED, severity="warning",
-                    reason=(f"mission {mid}: worker {w['seq']} ({w['worker']}) failed after {attempt['attempt']} "
+            if w.call_id:
+                t.answer_call(mid, w.call_id, summary, is_error=not delivered)
+            if not delivered and (m is None or m.state not in MISSION_ENDED):
+                t.raise_escalation(
+                    mid, kind=EscalationKind.MISSION_WORKER_FAILED, severity="warning",
+                    reason=(f"mission {mid}: worker {w.seq} ({w.worker}) failed after {attempt.run.attempt} "
                             f"attempt(s): {note}; abandon it or abort the mission"),
-                    run_id=attempt["id"], owner=m.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+                    run_id=attempt.run.id, owner=m.owner if m else None, sinks=_sinks(self.settings),
+                    actor=self.actor)
             return True
-        return bool(ledger.write(tx))
+        return bool(store.mission_write(tx))
 
     # -- 3. coordinator turn ------------------------------------------------------------------
-    def _exhausted(self, ledger: Ledger, m: dict[str, Any]) -> str | None:
+    def _exhausted(self, store: Store, m: Mission) -> str | None:
         """Why the mission may not take another turn (None: it may). Tokens and cost count the
         coordinator's and every worker's (from their handoffs)."""
-        b = m.get("budget") or {}
-        workers = ml.workers_of(ledger.conn, m["id"])
-        tokens = m["tokens"] + sum(int(w.get("tokens") or 0) for w in workers)
-        cost = m["cost"] + sum(float(w.get("cost") or 0) for w in workers)
-        if b.get("turns") is not None and m["turns"] >= b["turns"]:
-            return f"turn budget exhausted ({m['turns']}/{b['turns']} turns)"
+        b = m.budget or {}
+        workers = store.mission_workers(m.id)
+        tokens = m.tokens + sum(int(w.tokens or 0) for w in workers)
+        cost = m.cost + sum(float(w.cost or 0) for w in workers)
+        if b.get("turns") is not None and m.turns >= b["turns"]:
+            return f"turn budget exhausted ({m.turns}/{b['turns']} turns)"
         if b.get("tokens") is not None and tokens >= b["tokens"]:
             return f"token budget exhausted ({tokens}/{b['tokens']} tokens, coordinator and workers)"
         if b.get("cost") is not None and cost >= b["cost"]:
             return f"cost budget exhausted (${cost:.4f}/${b['cost']:g}, coordinator and workers)"
         return None
 
-    def _stop(self, ledger: Ledger, m: dict[str, Any], why: str, kind: str) -> bool:
+    def _stop(self, store: Store, m: Mission, why: str, kind: str) -> bool:
         """Stop planning: a partial report by the program (unless the coordinator wrote one),
         ``awaiting_approval``, and an escalation to the owner."""
-        mid = m["id"]
-        text, status = (m["report"], m["report_status"] or "partial") if m.get("report") else \
-            auto_report(ml.workers_of(ledger.conn, mid), why)
+        mid = m.id
+        text, status = (m.report, m.report_status or "partial") if m.report else \
+            auto_report(store.mission_workers(mid), why)
 
-        def tx(conn: Any) -> bool:
-            if not ml.move(conn, mid, [MissionState.PLANNING], MissionState.AWAITING_APPROVAL, actor=self.actor,
-                           reason=why, fields={"report": text, "report_status": status, "reason": why}):
+        def tx(t: MissionTx) -> bool:
+            if not t.move(mid, [MissionState.PLANNING], MissionState.AWAITING_APPROVAL, actor=self.actor,
+                          reason=why, fields={"report": text, "report_status": status, "reason": why}):
                 return False
-            escalations.raise_escalation(
-                conn, job=ml.mission_job(mid), kind=kind, severity="warning",
+            t.raise_escalation(
+                mid, kind=kind, severity="warning",
                 reason=f"mission {mid} stopped planning: {why}; a partial report waits for approval or abort",
-                run_id=None, owner=m.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+                run_id=None, owner=m.owner, sinks=_sinks(self.settings), actor=self.actor)
             return True
-        return bool(ledger.write(tx))
+        return bool(store.mission_write(tx))
 
-    def _turn(self, ledger: Ledger, m: dict[str, Any]) -> bool:
-        mid = m["id"]
-        why = self._exhausted(ledger, m)
+    def _turn(self, store: Store, m: Mission) -> bool:
+        mid = m.id
+        why = self._exhausted(store, m)
         if why:
-            return self._stop(ledger, m, why, EscalationKind.MISSION_BUDGET_EXHAUSTED)
+            return self._stop(store, m, why, EscalationKind.MISSION_BUDGET_EXHAUSTED)
         try:
-            turn = self.take_turn(ledger, m)
+            turn = self.take_turn(store, m)
         except CoordinatorError as exc:
             n = self._errors.get(mid, 0) + 1
             self._errors[mid] = n
             self._not_before[mid] = time.time() + min(60.0, 0.5 * 2 ** n)
             msg = str(exc)[:500]
-            ledger.write(lambda conn: ml.event(conn, mid, "mission_coordinator_error", actor=self.actor, reason=msg,
-                                               detail={"consecutive": n}))
+            store.mission_write(lambda t: t.event(mid, "mission_coordinator_error", actor=self.actor, reason=msg,
+                                                  detail={"consecutive": n}))
             if n >= MAX_COORDINATOR_ERRORS:
-                return self._stop(ledger, m, f"coordinator failed {n} times in a row: {msg}", EscalationKind.MISSION_COORDINATOR_FAILED)
+                return self._stop(store, m, f"coordinator failed {n} times in a row: {msg}",
+                                  EscalationKind.MISSION_COORDINATOR_FAILED)
             return True
         self._errors.pop(mid, None)
         self._not_before.pop(mid, None)
-        return bool(ledger.write(lambda conn: self._apply_turn(conn, m, turn)))
+        return bool(store.mission_write(lambda t: self._apply_turn(t, m, turn)))
 
-    def _apply_turn(self, conn: Any, m: dict[str, Any], turn: Turn) -> bool:
+    def _apply_turn(self, t: MissionTx, m: Mission, turn: Turn) -> bool:
         """Record a turn and carry out its tool calls (inside one write transaction)."""
-        mid = m["id"]
-        cur = ml.get(conn, mid)
-        if cur is None or cur["state"] != MissionState.PLANNING or cur["turns"] != m["turns"]:
+        cur = t.mission(m.id)
+        if cur is None or cur.state != MissionState.PLANNING or cur.turns != m.turns:
             return False  # aborted, or another runner took this turn meanwhile
-        n = m["turns"] + 1
-        ml.record_turn(conn, mid, n, turn.reply, tokens=turn.tokens, cost=turn.cost, actor=self.actor)
-        self._carry_out(conn, cur, n, protocol.tool_calls(turn.reply), MissionState.PLANNING)
+        n = m.turns + 1
+        t.record_turn(m.id, n, turn.reply, tokens=turn.tokens, cost=turn.cost, actor=self.actor)
+        self._carry_out(t, cur, n, protocol.tool_calls(turn.reply), MissionState.PLANNING)
         return True
 
-    def external_call(self, ledger: Ledger, mission_id: int, name: str, inp: dict[str, Any]) -> dict[str, Any]:
+    def external_call(self, ledger: Ledger | Store, mission_id: int, name: str,
+                      inp: dict[str, Any]) -> dict[str, Any]:
         """One tool call from an external coordinator (MCP): carried out like a turn's call.
 
         Returns ``{call_id, result, is_error}``; ``result`` None means it waits (a worker, a
@@ -282,24 +283,24 @@ class MissionEngine:
         """
         cid = ml.new_call_id()
 
-        def tx(conn: Any) -> dict[str, Any]:
-            cur = ml.get(conn, mission_id)
+        def tx(t: MissionTx) -> dict[str, Any]:
+            cur = t.mission(mission_id)
             if cur is None:
                 return {"call_id": cid, "result": f"no mission {mission_id}", "is_error": True}
-            if cur["state"] in MISSION_ENDED:
-                return {"call_id": cid, "result": f"mission {mission_id} is {cur['state']}", "is_error": True}
+            if cur.state in MISSION_ENDED:
+                return {"call_id": cid, "result": f"mission {mission_id} is {cur.state}", "is_error": True}
             block = {"type": "tool_use", "id": cid, "name": name, "input": inp}
-            self._carry_out(conn, cur, cur["turns"], [block], cur["state"])
-            row = next(c for c in ml.calls_of(conn, mission_id, cur["turns"]) if c["call_id"] == cid)
-            return {"call_id": cid, "result": row["result"], "is_error": bool(row["is_error"])}
-        return ledger.write(tx)
+            self._carry_out(t, cur, cur.turns, [block], cur.state)
+            call = next(c for c in t.calls(mission_id, cur.turns) if c.call_id == cid)
+            return {"call_id": cid, "result": call.result, "is_error": call.is_error}
+        return as_store(ledger).mission_write(tx)
 
-    def _carry_out(self, conn: Any, cur: dict[str, Any], n: int, calls: list[dict[str, Any]], from_state: str) -> None:
+    def _carry_out(self, t: MissionTx, cur: Mission, n: int, calls: list[dict[str, Any]], from_state: str) -> None:
         """Carry out tool calls of turn ``n`` and move the mission on (out of ``from_state``)."""
-        mid = cur["id"]
+        mid = cur.id
         pending = asked = closing = False
-        spawned = len(ml.worker_states(conn, mid))
-        budget = cur.get("budget") or {}
+        spawned = len(t.workers(mid))
+        budget = cur.budget or {}
         for call in calls:
             cid, name, inp = str(call.get("id") or ml.new_call_id()), call.get("name"), call.get("input") or {}
             if not isinstance(inp, dict):
@@ -307,114 +308,114 @@ class MissionEngine:
             result: Any = None
             error = False
             if name == protocol.SPAWN_WORKER:
-                result, error, spawned = self.spawn(conn, cur, cid, inp, spawned, budget)
+                result, error, spawned = self.spawn(t, cur, cid, inp, spawned, budget)
                 pending |= result is None
             elif name == protocol.ASK_PERSON and isinstance(inp.get("question"), str) and inp["question"].strip():
-                if asked or cur.get("question"):
+                if asked or cur.question:
                     result, error = "one question at a time: wait for the answer", True
                 else:
                     asked = True
                     q = inp["question"].strip()[:4000]
-                    ml.update(conn, mid, question=q)
-                    ml.event(conn, mid, "mission_question", actor=self.actor, reason=q[:500], detail={"call_id": cid})
-                    escalations.raise_escalation(
-                        conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_QUESTION, severity="warning",
-                        reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.get("owner"),
+                    t.update(mid, question=q)
+                    t.event(mid, "mission_question", actor=self.actor, reason=q[:500], detail={"call_id": cid})
+                    t.raise_escalation(
+                        mid, kind=EscalationKind.MISSION_QUESTION, severity="warning",
+                        reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.owner,
                         sinks=_sinks(self.settings), actor=self.actor)
             elif name == protocol.REPORT and isinstance(inp.get("text"), str) and inp["text"].strip():
                 status = inp.get("status") if inp.get("status") in ("success", "partial", "failed") else None
                 if status is None:
-                    states = [w[2] for w in ml.worker_states(conn, mid)]
+                    states = [w.state for w in t.workers(mid)]
                     status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"
-                ml.update(conn, mid, report=inp["text"][:100_000], report_status=status)
-                cur["report"], cur["report_status"] = inp["text"], status
-                ml.event(conn, mid, "mission_report", actor=self.actor, reason=f"report recorded ({status})",
-                         detail={"status": status, "chars": len(inp["text"])})
+                t.update(mid, report=inp["text"][:100_000], report_status=status)
+                cur = replace(cur, report=inp["text"], report_status=status)
+                t.event(mid, "mission_report", actor=self.actor, reason=f"report recorded ({status})",
+                        detail={"status": status, "chars": len(inp["text"])})
                 result = {"recorded": True, "status": status}
             elif name == protocol.CLOSE_MISSION:
-                result, error = self._close_request(conn, cur)
+                result, error = self._close_request(t, cur)
                 closing = not error
             else:
                 result, error = f"unknown tool or bad input: {name!r} (tools: spawn_worker, ask_person, report, " \
                                 "close_mission)", True
-            ml.add_call(conn, mid, n, cid, str(name), inp, result=result, is_error=error)
+            t.add_call(mid, n, cid, str(name), inp, result=result, is_error=error)
         if closing:
-            ml.move(conn, mid, [from_state], MissionState.AWAITING_APPROVAL, actor=self.actor,
-                    reason="the coordinator asked to close: the report waits for a person's approval",
-                    fields={"close_requested": 1})
-            escalations.raise_escalation(
-                conn, job=ml.mission_job(mid), kind=EscalationKind.MISSION_REPORT, severity="info",
-                reason=f"mission {mid} report ({cur.get('report_status') or 'partial'}) waits for approval",
-                run_id=None, owner=cur.get("owner"), sinks=_sinks(self.settings), actor=self.actor)
+            t.move(mid, [from_state], MissionState.AWAITING_APPROVAL, actor=self.actor,
+                   reason="the coordinator asked to close: the report waits for a person's approval",
+                   fields={"close_requested": 1})
+            t.raise_escalation(
+                mid, kind=EscalationKind.MISSION_REPORT, severity="info",
+                reason=f"mission {mid} report ({cur.report_status or 'partial'}) waits for approval",
+                run_id=None, owner=cur.owner, sinks=_sinks(self.settings), actor=self.actor)
         elif asked:
-            ml.move(conn, mid, [from_state], MissionState.WAITING_PERSON, actor=self.actor,
-                    reason="ask_person: waiting for the owner's answer")
+            t.move(mid, [from_state], MissionState.WAITING_PERSON, actor=self.actor,
+                   reason="ask_person: waiting for the owner's answer")
         elif pending and from_state == MissionState.PLANNING:
-            ml.move(conn, mid, [from_state], MissionState.WORKING, actor=self.actor,
-                    reason="waiting for workers (no coordinator calls meanwhile)")
+            t.move(mid, [from_state], MissionState.WORKING, actor=self.actor,
+                   reason="waiting for workers (no coordinator calls meanwhile)")
 
-    def spawn(self, conn: Any, m: dict[str, Any], cid: str, inp: dict[str, Any], spawned: int,
-               budget: dict[str, Any]) -> tuple[Any, bool, int]:
+    def spawn(self, t: MissionTx, m: Mission, cid: str, inp: dict[str, Any], spawned: int,
+              budget: dict[str, Any]) -> tuple[Any, bool, int]:
         worker, task = inp.get("worker"), inp.get("task")
-        if not isinstance(worker, str) or worker not in (m.get("workers") or []):
-            return f"unknown worker {worker!r}; allowed: {', '.join(m.get('workers') or [])}", True, spawned
+        if not isinstance(worker, str) or worker not in (m.workers or []):
+            return f"unknown worker {worker!r}; allowed: {', '.join(m.workers or [])}", True, spawned
         if not isinstance(task, str) or not task.strip():
             return "spawn_worker needs a non-empty task", True, spawned
-        job = ml.worker_job(conn, worker)
-        if job is None or not job["enabled"]:
+        job = t.worker_job(worker)
+        if job is None or not job.enabled:
             return f"worker job {worker!r} is not defined in the spec folder", True, spawned
-        if job["breaker_state"] == BreakerState.OPEN:
+        if job.breaker_state == BreakerState.OPEN:
             # Route around a worker that keeps failing: the coordinator picks another or reports.
             return (f"worker {worker!r} keeps failing: its circuit breaker is open; use another worker or "
                     "report what you have"), True, spawned
         if budget.get("workers") is not None and spawned >= budget["workers"]:
             return f"worker budget exhausted ({spawned}/{budget['workers']}): report with what you have", True, spawned
-        ml.queue_worker(conn, m["id"], worker=worker, task=task[:20_000], context=inp.get("context"), call_id=cid,
-                        spec_hash=job["spec_hash"], actor=self.actor)
+        t.queue_worker(m.id, worker=worker, task=task[:20_000], context=inp.get("context"), call_id=cid,
+                       spec_hash=job.spec_hash, actor=self.actor)
         return None, False, spawned + 1
 
-    def _close_request(self, conn: Any, m: dict[str, Any]) -> tuple[Any, bool]:
-        if not m.get("report"):
+    def _close_request(self, t: MissionTx, m: Mission) -> tuple[Any, bool]:
+        if not m.report:
             return "call report(text, status) before close_mission()", True
-        rows = ml.worker_states(conn, m["id"])
-        running = [f"{r[0]} ({r[1]})" for r in rows if r[2] == WorkerState.RUNNING]
+        workers = t.workers(m.id)
+        running = [f"{w.seq} ({w.worker})" for w in workers if w.state == WorkerState.RUNNING]
         if running:
             return f"workers still running: {', '.join(running)}; wait for their results", True
-        failed = [f"{r[0]} ({r[1]})" for r in rows if r[2] == WorkerState.FAILED]
+        failed = [f"{w.seq} ({w.worker})" for w in workers if w.state == WorkerState.FAILED]
         note = "the report waits for a person's approval"
         if failed:
             note += f"; a person must abandon failed worker(s) {', '.join(failed)} first"
         return {"closing": True, "note": note}, False
 
     # -- coordinators -------------------------------------------------------------------------
-    def take_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
+    def take_turn(self, store: Store, m: Mission) -> Turn:
         """One coordinator turn for mission ``m`` (Claude or the scripted program).
 
         Raises:
             CoordinatorError: the call failed or its answer was unusable.
         """
-        if m["coordinator"] == CoordinatorKind.CLAUDE:
-            return self._claude_turn(ledger, m)
-        if m["coordinator"] == CoordinatorKind.SCRIPTED:
-            return self._scripted_turn(ledger, m)
-        raise CoordinatorError(f"coordinator {m['coordinator']!r} takes no turns here (external: over MCP)")
+        if m.coordinator == CoordinatorKind.CLAUDE:
+            return self._claude_turn(store, m)
+        if m.coordinator == CoordinatorKind.SCRIPTED:
+            return self._scripted_turn(store, m)
+        raise CoordinatorError(f"coordinator {m.coordinator!r} takes no turns here (external: over MCP)")
 
-    def transcript(self, ledger: Ledger, m: dict[str, Any]) -> list[dict[str, Any]]:
+    def transcript(self, store: Store, m: Mission) -> list[dict[str, Any]]:
         """The Messages API conversation so far: goal, then per turn the coordinator's reply and
         the results of its calls (or a nudge when it made none)."""
         msgs: list[dict[str, Any]] = [{"role": "user", "content": protocol.opening(m)}]
-        calls = ml.calls_of(ledger.conn, m["id"])
-        for t in ml.turns_of(ledger.conn, m["id"]):
-            reply = [b for b in t["reply"] if b.get("type") in ("text", "tool_use")] or \
+        calls = store.mission_calls(m.id)
+        for t in store.mission_turns(m.id):
+            reply = [b for b in t.reply if b.get("type") in ("text", "tool_use")] or \
                 [{"type": "text", "text": "(no answer)"}]
             msgs.append({"role": "assistant", "content": reply})
-            results = [{"type": "tool_result", "tool_use_id": c["call_id"], "is_error": bool(c["is_error"]),
-                        "content": protocol.result_text(c["result"]) if c["result"] is not None else "still waiting"}
-                       for c in calls if c["turn"] == t["turn"]]
+            results = [{"type": "tool_result", "tool_use_id": c.call_id, "is_error": c.is_error,
+                        "content": protocol.result_text(c.result) if c.result is not None else "still waiting"}
+                       for c in calls if c.turn == t.turn]
             msgs.append({"role": "user", "content": results or [{"type": "text", "text": NUDGE}]})
         return msgs
 
-    def _claude_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
+    def _claude_turn(self, store: Store, m: Mission) -> Turn:
         import anthropic  # only Claude missions need the client
 
         judge = getattr(self.settings, "judge", None)
@@ -424,10 +425,10 @@ class MissionEngine:
         client = anthropic.Anthropic(api_key=key, base_url=getattr(judge, "base_url", None),
                                      timeout=getattr(judge, "timeout", 60.0), max_retries=1)
         try:
-            msg = client.messages.create(model=m.get("model") or "claude-sonnet-4-6",
+            msg = client.messages.create(model=m.model or "claude-sonnet-4-6",
                                          max_tokens=COORDINATOR_MAX_TOKENS, system=protocol.system_prompt(m),
                                          # our dicts have the API's shapes; the SDK's TypedDicts are not worth mirroring
-                                         tools=cast(Any, protocol.TOOLS), messages=cast(Any, self.transcript(ledger, m)))
+                                         tools=cast(Any, protocol.TOOLS), messages=cast(Any, self.transcript(store, m)))
         except anthropic.APIError as exc:
             raise CoordinatorError(f"{type(exc).__name__}: {exc}") from None
         reply: list[dict[str, Any]] = []
@@ -439,24 +440,25 @@ class MissionEngine:
         tin, tout = msg.usage.input_tokens or 0, msg.usage.output_tokens or 0
         return Turn(reply, tin + tout, (tin * PRICE_IN + tout * PRICE_OUT) / 1e6)
 
-    def turn_input(self, ledger: Ledger, m: dict[str, Any]) -> dict[str, Any]:
+    def turn_input(self, store: Store, m: Mission) -> dict[str, Any]:
         """The JSON document a scripted coordinator reads on stdin (see ``protocol``)."""
         return {
-            "mission": {k: m.get(k) for k in ("id", "name", "goal", "owner", "workers", "budget", "state",
-                                              "report", "report_status")} | {"turn": m["turns"] + 1},
-            "workers": [worker_summary(w) for w in ml.workers_of(ledger.conn, m["id"])],
-            "calls": [{k: c[k] for k in ("turn", "name", "input", "result", "is_error")}
-                      for c in ml.calls_of(ledger.conn, m["id"])],
+            "mission": {"id": m.id, "name": m.name, "goal": m.goal, "owner": m.owner, "workers": m.workers,
+                        "budget": m.budget, "state": m.state, "report": m.report,
+                        "report_status": m.report_status, "turn": m.turns + 1},
+            "workers": [w.summary() for w in store.mission_workers(m.id)],
+            "calls": [{"turn": c.turn, "name": c.name, "input": c.input, "result": c.result,
+                       "is_error": int(c.is_error)} for c in store.mission_calls(m.id)],
         }
 
-    def _scripted_turn(self, ledger: Ledger, m: dict[str, Any]) -> Turn:
-        argv = m.get("command")
+    def _scripted_turn(self, store: Store, m: Mission) -> Turn:
+        argv = m.command
         if not argv:
             raise CoordinatorError("scripted coordinator without a command")
-        doc = json.dumps(self.turn_input(ledger, m), default=str)
-        env = {**os.environ, "WATCHKEEPER_MISSION_ID": str(m["id"]), "WATCHKEEPER_MISSION_TURN": str(m["turns"] + 1)}
+        doc = json.dumps(self.turn_input(store, m), default=str)
+        env = {**os.environ, "WATCHKEEPER_MISSION_ID": str(m.id), "WATCHKEEPER_MISSION_TURN": str(m.turns + 1)}
         try:
-            proc = run_child(argv, input=doc, cwd=m.get("cwd") or None, env=env,
+            proc = run_child(argv, input=doc, cwd=m.cwd or None, env=env,
                              timeout=float(os.environ.get("WATCHKEEPER_COORDINATOR_TIMEOUT", "600")))
         except (OSError, subprocess.SubprocessError) as exc:
             raise CoordinatorError(f"scripted coordinator could not run: {exc}") from None

@@ -23,8 +23,8 @@ import anyio
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, TextContent
 
-from core.ledger import missions as ml
-from core.ledger.connection import Ledger
+from core.ledger.records import MissionCall
+from core.ledger.sql_store import open_store
 from core.mission import actions as mactions
 from core.mission import protocol
 from core.mission.engine import MissionEngine
@@ -53,20 +53,20 @@ def build_server(ledger_path: str | os.PathLike[str], mission_id: int, settings:
         "with ask_person, finish with report then close_mission; a person approves the report."))
 
     def call(name: str, inp: dict[str, Any]) -> dict[str, Any]:
-        with Ledger(ledger_path) as led:
-            return engine.external_call(led, mission_id, name, inp)
+        with open_store(ledger_path) as store:
+            return engine.external_call(store, mission_id, name, inp)
 
-    def result_of(call_id: str) -> dict[str, Any] | None:
-        with Ledger(ledger_path) as led:
-            return next((c for c in ml.calls_of(led.conn, mission_id) if c["call_id"] == call_id), None)
+    def result_of(call_id: str) -> MissionCall | None:
+        with open_store(ledger_path) as store:
+            return store.mission_call(mission_id, call_id)
 
     async def wait(out: dict[str, Any], wait_s: float) -> dict[str, Any]:
         deadline = anyio.current_time() + max(0.0, wait_s)
         while out["result"] is None and anyio.current_time() < deadline:
             await anyio.sleep(WAIT_POLL_S)
-            row = await anyio.to_thread.run_sync(result_of, out["call_id"])
-            if row is not None and row["result"] is not None:
-                return {"call_id": out["call_id"], "result": row["result"], "is_error": bool(row["is_error"])}
+            got = await anyio.to_thread.run_sync(result_of, out["call_id"])
+            if got is not None and got.result is not None:
+                return {"call_id": got.call_id, "result": got.result, "is_error": got.is_error}
         if out["result"] is None:
             return {**out, "waiting": True}
         return out
@@ -95,8 +95,8 @@ def build_server(ledger_path: str | os.PathLike[str], mission_id: int, settings:
     @server.tool(name=protocol.STATUS, description=protocol.MCP_STATUS_TOOL["description"])
     async def status() -> CallToolResult:
         def read() -> CallToolResult:
-            with Ledger(ledger_path) as led:
-                m = mactions.status(led, mission_id)
+            with open_store(ledger_path) as store:
+                m = mactions.status(store, mission_id)
             if m is None:
                 return answer({"error": f"no mission {mission_id}"}, failed=True)
             for w in m.get("spawned", []):

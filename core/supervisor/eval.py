@@ -71,17 +71,17 @@ class EvalCase:
     @classmethod
     def from_json(cls, line: str) -> EvalCase:
         """Parse one JSONL line. Raises ValueError / pydantic.ValidationError on a bad line."""
-        d = json.loads(line)
-        if d.get("class") not in CLASSES:
-            raise ValueError(f"class must be one of {', '.join(CLASSES)}, got {d.get('class')!r}")
-        spec_d = d.get("spec")
-        job = (spec_d or {}).get("name") or d["case"].get("job") or "job"
+        doc = json.loads(line)
+        if doc.get("class") not in CLASSES:
+            raise ValueError(f"class must be one of {', '.join(CLASSES)}, got {doc.get('class')!r}")
+        spec_d = doc.get("spec")
+        job = (spec_d or {}).get("name") or doc["case"].get("job") or "job"
         spec = (JobSpec.model_validate({"name": job, "command": "true", **spec_d}) if spec_d is not None else None)
-        hist = [record_facts(h, job, i + 1) for i, h in enumerate(d.get("history", []))]
-        exp = d.get("expect") or {}
-        return cls(id=str(d.get("id")), cls=d["class"], case=record_facts(d["case"], job, len(hist) + 1),
+        hist = [record_facts(h, job, i + 1) for i, h in enumerate(doc.get("history", []))]
+        exp = doc.get("expect") or {}
+        return cls(id=str(doc.get("id")), cls=doc["class"], case=record_facts(doc["case"], job, len(hist) + 1),
                    history=hist, spec=spec, expect_escalate=bool(exp.get("escalate")), expect_kind=exp.get("kind"),
-                   source=str(d.get("source") or ""))
+                   source=str(doc.get("source") or ""))
 
 
 #: Goals per path (ratios 0..1; a missing key: no goal). ``ungrounded`` must besides equal

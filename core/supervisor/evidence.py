@@ -244,20 +244,21 @@ def files_from_verification(verification: dict[str, Any] | None) -> list[FileFac
     out: list[FileFact] = []
     if not isinstance(verification, dict):
         return out
-    for c in verification.get("checks") or []:
-        if isinstance(c, dict) and c.get("path") and c.get("name") in ("file_changed", "artifact", "expect_file"):
-            size = c.get("size")
-            out.append(FileFact(str(c["path"]), str(c["name"]), int(size) if isinstance(size, int) else None))
+    for check in verification.get("checks") or []:
+        if isinstance(check, dict) and check.get("path") and check.get("name") in ("file_changed", "artifact",
+                                                                                   "expect_file"):
+            size = check.get("size")
+            out.append(FileFact(str(check["path"]), str(check["name"]), int(size) if isinstance(size, int) else None))
     return out
 
 
 def files_from_dicts(items: Iterable[Any]) -> list[FileFact]:
     """Files from corpus/ledger dicts ``{path, role?, size?}`` (``size`` null: missing)."""
     out = []
-    for d in items or []:
-        if isinstance(d, dict) and d.get("path"):
-            size = d.get("size")
-            out.append(FileFact(str(d["path"]), str(d.get("role") or "artifact"),
+    for fact in items or []:
+        if isinstance(fact, dict) and fact.get("path"):
+            size = fact.get("size")
+            out.append(FileFact(str(fact["path"]), str(fact.get("role") or "artifact"),
                                 int(size) if isinstance(size, int) and not isinstance(size, bool) else None))
     return out
 
