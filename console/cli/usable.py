@@ -13,10 +13,12 @@ from pathlib import Path
 
 from console.cli.common import describe_ledger_error
 from core.ledger.connection import Ledger, LedgerError, StorageError
-from core.ledger.dialect import is_url
+from core.ledger.dialect import connect_problem, is_url
 
 #: Longest wait for a ledger another process holds locked, seconds.
 LOCK_DEADLINE_S = 5.0
+#: Longest wait for a PostgreSQL ledger to answer a connection, seconds (libpq counts whole ones).
+URL_DEADLINE_S = 2
 
 
 def _probe(place: str, out: list[str | None]) -> None:
@@ -42,13 +44,19 @@ def _probe(place: str, out: list[str | None]) -> None:
 
 
 def ledger_problem(place: str | Path, *, deadline_s: float = LOCK_DEADLINE_S) -> str | None:
-    """Why the ledger at ``place`` (a path; a database URL is taken as usable here, its driver
-    says otherwise when it connects) cannot record a run, in words; None when it can. Opens
-    (creating and migrating a new file, as any writer does) and tries one empty write
-    transaction, waiting at most about ``deadline_s`` seconds for a lock. Never raises."""
-    if is_url(str(place)):
-        return None
+    """Why the ledger at ``place`` (a path, or a PostgreSQL URL) cannot record a run, in
+    words; None when it can. A file is opened (created and migrated when new, as any writer
+    does) and given one empty write transaction, waiting at most about ``deadline_s`` seconds
+    for a lock; a URL gets one connection, waiting at most about ``URL_DEADLINE_S`` seconds.
+    Never raises."""
     out: list[str | None] = []
+    if is_url(str(place)):
+        # Bounded: libpq's own timeout, and the thread's for what it does not cover (DNS).
+        t = threading.Thread(target=lambda: out.append(connect_problem(str(place), URL_DEADLINE_S)),
+                             name="ledger-probe", daemon=True)
+        t.start()
+        t.join(URL_DEADLINE_S + 1.0)
+        return out[0] if out else f"no answer from the database server within {URL_DEADLINE_S}s"
     t = threading.Thread(target=_probe, args=(str(place), out), name="ledger-probe", daemon=True)
     t.start()
     t.join(deadline_s + 2.0)

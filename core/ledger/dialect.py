@@ -473,6 +473,22 @@ def pool_for(url: str) -> ConnectionPool[Any]:
         return pool
 
 
+def connect_problem(url: str, timeout_s: int = 2) -> str | None:
+    """Why PostgreSQL at ``url`` cannot be reached right now (one direct connection, waiting
+    at most ``timeout_s`` whole seconds per address, libpq's ``connect_timeout``), in words;
+    None when it can. For ``exec``, which must not hold a cron job back while it finds out.
+    Never raises."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=max(2, int(timeout_s))).close()
+    except psycopg.Error as exc:
+        return str(_wrap_error(exc, None))
+    except Exception as exc:  # noqa: BLE001 - a malformed URL and the like: said, never raised
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def close_pools() -> None:
     """Close every pool of this process (tests, and a CLI command's exit)."""
     with _pools_lock:

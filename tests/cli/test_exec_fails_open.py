@@ -24,7 +24,7 @@ def wk(*args: str, cwd: Path, timeout: float = 60, stdin: str | None = None) -> 
     return subprocess.run([WK, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=stdin)
 
 
-def exec_marker(tmp_path: Path, ledger: Path, code: int = 5) -> subprocess.CompletedProcess:
+def exec_marker(tmp_path: Path, ledger: Path | str, code: int = 5) -> subprocess.CompletedProcess:
     marker = tmp_path / "ran"
     return wk("exec", "--job", "nightly", "--ledger", str(ledger), "--",
               "sh", "-c", f"echo out; touch {marker}; exit {code}", cwd=tmp_path)
@@ -125,3 +125,25 @@ def test_ctrl_c_of_exec_is_recorded_as_interrupted_not_as_a_failure(tmp_path):
         row = led.one("SELECT state, reason FROM runs")
         assert (row["state"], row["reason"]) == ("abandoned", "interrupted")
         assert not led.query("SELECT 1 FROM escalations WHERE severity = 'critical'")
+
+
+@pytest.mark.slow
+def test_an_unreachable_postgresql_ledger_still_runs_the_command(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = exec_marker(tmp_path, f"postgresql://127.0.0.1:{port}/wk")
+    assert_ran_unrecorded(res, tmp_path, "cannot connect to PostgreSQL")
+
+
+@pytest.mark.slow
+def test_a_postgresql_server_that_never_answers_still_runs_the_command(tmp_path):
+    import socket
+
+    with socket.socket() as silent:  # accepts the connection (the kernel does), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        res = exec_marker(tmp_path, f"postgresql://127.0.0.1:{silent.getsockname()[1]}/wk")
+    assert_ran_unrecorded(res, tmp_path, "PostgreSQL")
