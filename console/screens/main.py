@@ -37,7 +37,8 @@ from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
-from core.ledger import escalations, reads
+from core import actions
+from core.ledger import reads
 from core.vocabulary import ActionResult
 
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
@@ -572,7 +573,7 @@ class MainScreen(PollingScreen, Screen):
         now = self.wk.now()
 
         def work(ledger) -> list[ActionResult]:
-            return [call(escalations, ledger, i, op, now) for i in ids]
+            return [call(actions, ledger, i, op, now) for i in ids]
 
         table = self.table
         table.pinned = table.cursor_row  # rows re-sort: the next one takes this place
