@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from console.cli.common import DURATION, EXIT_CONFIG, EXIT_FINDINGS, fail, ledger_errors, open_ledger_at
-from core.ledger import outcomes
+from core.ledger.sql_store import as_store
 from core.spec.settings import JudgeSettings
 from core.supervisor import supervisor
 from core.supervisor.eval import load_corpus, replay, replay_summary, run_eval
@@ -121,14 +121,14 @@ def register(group: click.Group) -> None:
 def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...], model: str, as_json: bool) -> None:
     start = time.time() - since
     with open_ledger_at(path, read_only=True) as ledger:
-        rows = outcomes.judged_since(ledger.conn, start, REPLAY_LIMIT)
+        judged = as_store(ledger).judged_outcomes(start, limit=REPLAY_LIMIT)
 
         def gathered() -> Any:
-            for row in rows:
-                got = supervisor.gather(ledger, int(row["run_id"]))
+            for was in judged:
+                got = supervisor.gather(ledger, was.run_id)
                 if got is not None:
                     facts, history, spec, _ = got
-                    yield row, facts, history, spec
+                    yield was, facts, history, spec
         claude = _judge_settings(claude_urls[0], model) if claude_urls else None
         items, calls = replay(gathered(), claude=claude)
     summary = replay_summary(items)
@@ -138,7 +138,7 @@ def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...
                                                  if show_all or r.changed]}, default=str))
         return
     click.echo(f"{len(items)} outcome(s) recorded since {iso(start)} in {path}, re-judged by today's supervisor"
-               + (" (limit reached)" if len(rows) >= REPLAY_LIMIT else ""))
+               + (" (limit reached)" if len(judged) >= REPLAY_LIMIT else ""))
     click.echo(f"{'job':<24} {'outcomes':>8} {'escalated then':>14} {'would now':>10} {'changed':>8}")
     for job, j in sorted(summary["jobs"].items()):
         click.echo(f"{stripped_line(job, 24):<24} {j['outcomes']:>8} {j['was_escalated']:>14} {j['now_escalated']:>10}"

@@ -209,11 +209,9 @@ def judged_counts(conn: Conn, since: float) -> dict[str, Any]:
 
 def judged_since(conn: Conn, since: float, limit: int) -> list[dict[str, Any]]:
     """Top-level judged outcomes created at or after ``since`` (Unix seconds), oldest first, at
-    most ``limit``: ``run_id, job, verdict_kind, escalate, severity, verdict_reason, created_at``
-    from ``job_outcomes`` (sub-tasks excluded)."""
+    most ``limit``: whole ``job_outcomes`` rows (sub-tasks excluded)."""
     rows = conn.execute(
-        "SELECT o.run_id, o.job, o.verdict_kind, o.escalate, o.severity, o.verdict_reason, o.created_at"
-        " FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
+        "SELECT o.* FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
         " WHERE o.created_at >= ? AND o.judged_by IS NOT NULL AND r.task = ''"
         " ORDER BY o.run_id LIMIT ?", (since, limit)).fetchall()
     return [{k: row[k] for k in row.keys()} for row in rows]

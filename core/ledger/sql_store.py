@@ -20,6 +20,7 @@ from core.ledger import (
     events,
     fanout,
     hosts,
+    invariants,
     jobs,
     lifecycle,
     missions,
@@ -332,6 +333,13 @@ class SqlStore:
         return self.ledger.write(lambda conn: hosts.check_hosts(conn, sinks=sinks, owner=owner, now=now,
                                                                 actor=actor))
 
+
+    # -- audit -----------------------------------------------------------------------------------
+    def judged_outcomes(self, since: float, *, limit: int) -> list[Outcome]:
+        return [Outcome.from_row(r) for r in outcomes.judged_since(self._conn, since, limit)]
+
+    def invariant_violations(self) -> list[Any]:
+        return list(invariants.check(self._conn))
 
     # -- missions ------------------------------------------------------------------------------
     def missions_due(self, *, limit: int = 50) -> list[int]:

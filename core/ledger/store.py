@@ -386,6 +386,17 @@ class Store(Protocol):
         (``core.ledger.hosts``). Returns ``{"opened": [job], "resolved": [job]}``."""
         ...
 
+    # -- audit -----------------------------------------------------------------------------------
+    def judged_outcomes(self, since: float, *, limit: int) -> list[Outcome]:
+        """Top-level judged outcomes created at or after ``since``, oldest first, at most
+        ``limit`` (``job_outcomes``; what ``eval --ledger`` replays)."""
+        ...
+
+    def invariant_violations(self) -> list[Any]:
+        """Every query-only invariant check of the ledger (``core.ledger.invariants.check``):
+        ``Violation`` records, run-less ones (integrity) first; [] when all hold."""
+        ...
+
     # -- missions ------------------------------------------------------------------------------
     def missions_due(self, *, limit: int = 50) -> list[int]:
         """Ids of missions that are not ended (closed, aborted), oldest first: the mission

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.ledger.records import Outcome
 from core.spec.model import JobSpec
 from core.supervisor import consult
 from core.supervisor.consult import Judged
@@ -304,18 +305,18 @@ class Replayed:
         return self.was_escalate != self.now_escalate or (self.now_escalate and self.was_kind != self.now_kind)
 
 
-def replay(rows: Iterable[tuple[dict[str, Any], OutcomeFacts, list[OutcomeFacts], JobSpec | None]],
+def replay(rows: Iterable[tuple[Outcome, OutcomeFacts, list[OutcomeFacts], JobSpec | None]],
            *, claude: Any | None = None) -> tuple[list[Replayed], dict[str, int]]:
-    """Re-judge recorded outcomes. ``rows`` yields ``(job_outcomes row, facts, history, spec)``
+    """Re-judge recorded outcomes. ``rows`` yields ``(recorded outcome, facts, history, spec)``
     (``supervisor.gather`` gives the last three). Nothing is written. Returns the replayed
     outcomes and Claude call statistics."""
     calls = {"ok": 0, "cached": 0, "error": 0, "budget": 0, "rejected": 0}
     model = _model(claude, None)
     out = []
-    for row, facts, history, spec in rows:
+    for was, facts, history, spec in rows:
         v = judge(facts, history, spec, model, calls).verdict
-        out.append(Replayed(run_id=int(row["run_id"]), job=str(row["job"]), was_kind=row.get("verdict_kind"),
-                            was_escalate=bool(row.get("escalate")), now_kind=v.kind, now_escalate=v.escalate,
+        out.append(Replayed(run_id=was.run_id, job=was.job, was_kind=was.verdict_kind,
+                            was_escalate=bool(was.escalate), now_kind=v.kind, now_escalate=v.escalate,
                             now_reason=v.reason))
     return out, calls
 

@@ -69,7 +69,7 @@ def check(ledger: Ledger, settings: Any, *, now: float | None = None) -> list[Vi
     now = time.time() if now is None else now
     out: list[Violation] = []
     out.extend(invariants.ledger_schema(ledger))
-    out.extend(invariants.check(ledger.conn))
+    out.extend(SqlStore(ledger).invariant_violations())
     out.extend(_live_runs(ledger, settings, now))
     return out
 
