@@ -70,6 +70,9 @@ exec >/dev/null
 wait
 exit $st
 """
+#: The variable the monitor and its drains carry and the job never does (``SCRIPT`` unsets
+#: it): how the runner's stray search tells the monitor's helpers from the job's processes.
+MARK = "WKM_RUN"
 STREAMS = ("stdout", "stderr")
 SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick display
 #: Statuses a shell gives a job killed by signal N: 128 + N, for N up to SIGRTMAX.

@@ -262,6 +262,8 @@ class EndReason(StrEnum):
     """Its runner vanished (crash, kill -9) while the process still ran: the group was killed."""
     RUNNER_ERROR = "runner_error"
     """Its task died of an error inside a live runner."""
+    MONITOR_GONE = "monitor_gone"
+    """Its monitor was killed while the job ran, and the job's exit status could not be collected."""
     INTERRUPTED = "interrupted"
     """Its runner stopped cleanly (SIGINT/SIGTERM) and left it behind: a warning at most."""
 

@@ -330,9 +330,6 @@ class Executor:
         for note in (capture_note, capture_error):
             if note:
                 findings.append({"code": "capture_degraded", "message": note})
-        if status is None:
-            findings.append({"code": "exit_unknown", "message": (
-                "the run's monitor ended without recording the job's exit status")})
         findings.extend(budget_findings(spec, hread.data))
         if escaped:
             findings.append({"code": "escaped_processes", "message": (
@@ -376,6 +373,21 @@ class Executor:
                 await self.after_end(run_id)
             else:
                 await self.late_result(run, rc, "timed_out", cols)
+            return
+        if status is None:
+            # The monitor died before the job and the job was not this runner's to reap (no
+            # subreaper, or a re-attached run): how it ended cannot be told. Orphaned, as
+            # when its runner died too, never judged as the job's own failure.
+            reason = ("its monitor was killed while the job ran and the job's exit status could not be"
+                      " collected; the process has ended")
+            won = await self.write(lambda conn: terminal.finish(
+                conn, run_id, attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
+                reason_code=EndReason.MONITOR_GONE, reason=reason, fields=ends, outcome=cols, spec=spec,
+                retry=RETRY))
+            if won:
+                await self.after_end(run_id)
+            else:
+                await self.late_result(run, rc, "running", cols)
             return
 
         def to_verifying(conn: Conn) -> bool:

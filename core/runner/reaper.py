@@ -15,6 +15,10 @@ supervisor escalates it as a warning. Where the kernel offers no subreaper (not 
 the call fails) the environment-marker scan of every process (``core.processes.run_processes``)
 stands in, as it also does at timeouts.
 
+A run's monitor and its drains (``core.monitor``) carry ``core.monitor.MARK`` and are never
+taken for strays: when the monitor was killed they are re-parented to the runner too, and
+the runner waits for them and ends them itself (``core.runner.spawn.Monitored.drained``).
+
 A stray may also have wiped its environment (``env -i setsid …``): then it carries no marker,
 but it is still re-parented to the runner. A direct child of the runner without this
 runner's markers that the runner did not start itself (``core.processes.is_own_child``: job
@@ -40,6 +44,7 @@ import threading
 
 import psutil
 
+from core import monitor
 from core.processes import describe, is_own_child, run_processes, stop_processes
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,10 @@ class Reaper:
                     continue
                 env = p.environ()
             except (psutil.Error, OSError):
+                continue
+            if monitor.MARK in env:
+                # A run's monitor or one of its drains (``core.monitor``), left behind by a
+                # monitor that was killed: the runner's own helper, never the job's stray.
                 continue
             run = env.get("WATCHKEEPER_RUN_ID")
             if run is not None and env.get("WATCHKEEPER_RUNNER_ID") == self.runner_id:

@@ -201,6 +201,8 @@ class Monitored:
         self._child = child  # the monitor is this process's child: reap it
         self.ended_at: float | None = None
         self._monitor_rc: int | None = None  # the monitor's own exit status, once reaped
+        #: The job's status when this process reaped the job itself (its monitor died first).
+        self.job_status: int | None = None
 
     async def job_exit(self) -> None:
         """Wait until the job's own process exits."""
@@ -222,8 +224,33 @@ class Monitored:
                     return st
                 # No file (a full disk): the monitor that exited passed the status on itself.
                 rc = self._monitor_rc
-                return rc if rc is not None and rc >= 0 else None
+                if rc is not None and rc >= 0:
+                    return rc
+                # The monitor died (kill -9) before the job: the job was re-parented to this
+                # process (the runner is child subreaper) and its status is ours to collect —
+                # once the kernel has moved it over, which a monitor still dying has not yet.
+                st = self.reap_job()
+                if st is not None or time.monotonic() > deadline:
+                    return st
             await asyncio.sleep(0.005)
+
+    def reap_job(self) -> int | None:
+        """The job's status as a shell would report it (128 + N for signal N), collected here
+        when its monitor died first and the job was re-parented to this process (a child
+        subreaper); None when the job is not this process's child (no subreaper, or another
+        runner's job: its status is lost). Sets ``ended_at``. Never raises."""
+        if self.job_status is not None:
+            return self.job_status
+        try:
+            got, st = os.waitpid(self.pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            return None
+        if got != self.pid:
+            return None
+        code = os.waitstatus_to_exitcode(st)
+        self.ended_at = time.time()
+        self.job_status = 128 - code if code < 0 else code
+        return self.job_status
 
     def passed_status(self) -> int | None:
         """The job's status as the exited monitor passed it on (its own exit status), when
@@ -246,13 +273,35 @@ class Monitored:
         the end); True when it did."""
         if self.monitor is None:
             return True
+        deadline = time.monotonic() + timeout
         try:
             rc = await asyncio.wait_for(wait_gone(self.monitor, reap=self._child), timeout)
             if rc is not None:
                 self._monitor_rc = rc
-            return True
         except TimeoutError:
             return False
+        # A monitor that was killed (kill -9) leaves its drains behind, still reading: they
+        # end at the pipes' end like under a live monitor, and are waited for the same way.
+        while self.helpers_left():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(POLL_S / 5)
+        return True
+
+    def helpers_left(self) -> bool:
+        """True while a helper of the monitor (a drain: its process group, led by the
+        monitor) still runs; those re-parented to this process are reaped on the way. Never
+        raises."""
+        if self.monitor is None:
+            return False
+        with contextlib.suppress(ChildProcessError, OSError):
+            while os.waitpid(-self.monitor, os.WNOHANG)[0] > 0:
+                pass
+        try:
+            os.killpg(self.monitor, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def end_monitor(self) -> None:
         """Kill the monitor and its drains (its own process group): something the job started

@@ -292,6 +292,9 @@ def _orphan_text(f: OutcomeFacts) -> str:
                     " ended, its exit status never recorded")
     elif f.reason == EndReason.START_TIMEOUT:
         what = "never started: it stayed spawned past start_timeout (its runner died or hung while launching it)"
+    elif f.reason == EndReason.MONITOR_GONE:
+        what = ("was declared orphaned: its monitor was killed while the job ran, and the job's exit status"
+                " could not be collected when it ended")
     elif f.reason == EndReason.RUNNER_ERROR:
         what = "was declared orphaned: its task in the runner died of an error"
     else:
