@@ -12,10 +12,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from core import monitor
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import NON_TERMINAL, State
 from core.ledger.records import Escalation, Event
@@ -90,6 +92,28 @@ def _process_alive(pid: int, create_time: float | None) -> psutil.Process | None
         return None
 
 
+def _end_monitor(art: Path, grace_s: float) -> str | None:
+    """End the run's monitor (``core.monitor``) once its job is gone: it normally records the
+    job's exit and leaves on its own within ``grace_s`` seconds; one still there after that
+    (a process that left the job's group holds its output pipe) is killed with its drains
+    (its own process group). Returns a note when the monitor had to be killed, else None."""
+    deadline = time.monotonic() + max(0.0, grace_s)
+    while monitor.monitor_alive(art):
+        if time.monotonic() > deadline:
+            pid = monitor.monitor_pid(art)
+            if pid is None:
+                return None
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return None
+            except PermissionError as exc:
+                return f"cannot signal its monitor: {exc.strerror or exc}"
+            return f"its monitor (pid {pid}) and its output drains killed (SIGKILL)"
+        time.sleep(0.05)
+    return None
+
+
 def _kill_group(proc: psutil.Process, pgid: int | None, grace_s: float) -> str:
     """Stop the run's process group with the one "stop with grace" routine
     (``core.processes.stop_group``: SIGTERM, SIGKILL after ``grace_s``), or just its process
@@ -160,6 +184,11 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     proc = _process_alive(run.pid, run.pid_create_time) if not elsewhere and state != State.QUEUED and run.pid else None
     if proc is not None:
         note = _kill_group(proc, run.pgid, grace_s)
+    art = Path(run.artifacts_dir) if run.artifacts_dir and not elsewhere else None
+    ended_monitor = _end_monitor(art, grace_s) if art is not None else None
+    if ended_monitor:
+        note = (note if proc is not None else "job's process already gone") + f"; {ended_monitor}"
+    if proc is not None or ended_monitor:
         store.record_event(actor=actor, kind="abandon_kill", run_id=run_id, job=run.job, attempt=attempt, reason=note,
                            detail={"pid": run.pid, "pgid": run.pgid})
     # A fan-out parent's queued sub-tasks went with it in the transaction above; its running

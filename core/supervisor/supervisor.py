@@ -404,10 +404,13 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     spec = _job_spec(case.job)
     verdict = evaluate(facts, [], spec)
     # An operator's abandon kills the process: its death by signal is the abandon itself,
-    # not news. A process that exited on its own after the abandon (it finished its work
-    # after all) is still a late result a person must see.
-    if run.state == State.ABANDONED and detail.get("signal") is not None:
-        store.judge_late_result(run_id, escalation=None, reason="killed by the operator's abandon", owner=None)
+    # not news, and so is any exit of a process the abandon signalled (``abandon_kill``: a
+    # job that traps SIGTERM exits with a code of its own, its monitor records it). A process
+    # that exited on its own after an abandon that found none alive is still a late result
+    # a person must see.
+    if run.state == State.ABANDONED and (detail.get("signal") is not None
+                                         or store.latest_event(run_id, "abandon_kill") is not None):
+        store.judge_late_result(run_id, escalation=None, reason="ended by the operator's abandon", owner=None)
         return
     store.judge_late_result(run_id, reason="late_result", owner=spec.owner if spec else None,
                             sinks=_sinks(settings),

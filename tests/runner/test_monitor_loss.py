@@ -97,16 +97,33 @@ def _group(pgid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_abandon_of_a_live_run_ends_job_and_monitor_and_pages_nobody(rig):
-    rig.write(job("echo start; sleep 30"))
+def test_abandon_of_a_live_run_that_traps_sigterm_pages_nobody(rig):
+    # The job exits with a code of its own on the abandon's SIGTERM: still the abandon's doing.
+    rig.write(job("trap 'exit 3' TERM; echo start; sleep 30 & wait"))
     rig.start()
     run = running(rig)
     mon = monitor_of(run)
     result = actions.abandon(rig.led, run["id"], "ana", grace_s=2.0)
-    assert result.ok, result.message
-    assert "no live process" not in result.message, result.message
+    assert result.ok and "no live process" not in result.message, result.message
     assert wait_for(lambda: not pid_alive(run["pid"]) and not pid_alive(mon), timeout=10)
     assert wait_for(lambda: rig.query("SELECT 1 FROM events WHERE kind = 'late_result_judged' AND run_id = ?",
                                       (run["id"],)), timeout=15)
+    late = rig.query("SELECT detail FROM events WHERE kind = 'late_result' AND run_id = ?", (run["id"],))
+    assert json.loads(late[0]["detail"])["exit_code"] == 3
     assert rig.query("SELECT state FROM runs WHERE id = ?", (run["id"],))[0]["state"] == "abandoned"
     assert not rig.query("SELECT 1 FROM escalations WHERE kind = 'late_result'")
+
+
+@pytest.mark.slow
+def test_abandon_without_a_runner_ends_the_monitor_a_stray_kept_alive(rig):
+    # A process that left the job's group holds the output pipe: the monitor's drains never
+    # see its end, and with no runner to end them the abandon must.
+    rig.write(job("setsid sleep 30 & echo start; sleep 30"))
+    first = rig.start()
+    run = running(rig)
+    mon = monitor_of(run)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    result = actions.abandon(rig.led, run["id"], "ana", grace_s=1.0)
+    assert result.ok and "its monitor" in result.message, result.message
+    assert wait_for(lambda: not pid_alive(mon) and not _group(mon), timeout=10)
