@@ -154,6 +154,10 @@ def console_command(ledger: Path | str, who: Identity, *, config: Path | None = 
     return shlex.join(argv)
 
 
+#: Our copy of textual-serve's page, without its fonts.googleapis.com stylesheet (the page
+#: loads nothing from outside this server).
+PAGE = Path(__file__).parent / "web_page"
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: The request's identity, set by the access check.
 WHO = web.RequestKey("who", Identity)
@@ -166,7 +170,7 @@ class WebConsole(Server):
 
     def __init__(self, *, host: str, port: int, book: TokenBook | None, default: Identity,
                  command_for: Callable[[Identity], str], title: str = "Watchkeeper") -> None:
-        super().__init__("watchkeeper console", host=host, port=port, title=title)
+        super().__init__("watchkeeper console", host=host, port=port, title=title, templates_path=PAGE)
         self.book = book
         self.default = default
         self.command_for = command_for
