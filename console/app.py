@@ -18,6 +18,7 @@ from console.context import ConsoleConfig
 from console.reader import LedgerThread
 from console.screens.dialogs import ConfirmScreen, HelpScreen
 from console.screens.main import MainScreen
+from console.screenshots import without_web_fonts
 from console.widgets.palette import WatchkeeperCommands
 from core.ledger import reads
 from core.supervisor.supervisor import check_runner_gap
@@ -132,6 +133,15 @@ class WatchkeeperApp(App):
         folder (``platformdirs``: ~/.local/share/watchkeeper/screenshots on Linux) — never the
         current folder, which may be a repository."""
         return self.config.screenshot_dir or platformdirs.user_data_path("watchkeeper") / "screenshots"
+
+    def save_screenshot(self, filename: str | None = None, path: str | None = None,
+                        time_format: str | None = None) -> str:
+        """Textual's SVG screenshot (returns its path), without the export's web font sources
+        (cdnjs): a screenshot opened offline or on an air-gapped machine calls out nowhere."""
+        saved = super().save_screenshot(filename, path, time_format)
+        svg = Path(saved)
+        svg.write_text(without_web_fonts(svg.read_text(encoding="utf-8")), encoding="utf-8")
+        return saved
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """The palette's "Save screenshot": an SVG in ``screenshot_folder()`` (created when
