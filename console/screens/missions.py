@@ -152,6 +152,10 @@ class AnswerScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+#: The tree's label until the first read returns.
+LOADING = "loading missions…"
+
+
 class MissionsScreen(PollingScreen, LiveHeader, Screen):
     """The Missions view (``m`` from the main screen)."""
 
@@ -180,7 +184,9 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         # One above the other: side by side, neither the tree nor the body has room at 80
         # or 120 columns (the tree's lines ran into the body, the worker's figures were cut).
         with Vertical(id="lower"):
-            yield Tree(Text("no mission"), id="tree")
+            # "no mission" only once a read found none: until the first read returns, the
+            # view says it is reading (an empty state shown early is a false one).
+            yield Tree(Text(LOADING), id="tree")
             with VerticalScroll(id="body-scroll"):
                 yield Static(Text(""), id="body")
         yield Footer()
@@ -226,6 +232,10 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         self.mission, self.mission_workers = m, workers
         tree = self.query_one("#tree", Tree)
         if m is None:
+            if self._tree_sig != "none":
+                self._tree_sig = "none"
+                tree.reset(Text("no mission"))
+                self.query_one("#body", Static).update(Text(""))
             return
         sig = json.dumps([m.id, m.state, m.turns, m.tokens, m.question, m.report, m.reason,
                           [(w.seq, w.state, w.attempts, w.note) for w in workers]], default=str)
