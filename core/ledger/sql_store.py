@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from core.ledger import (
@@ -55,27 +54,12 @@ from core.ledger.records import (
     WorkerAttempt,
 )
 from core.ledger.runners import PastGap
-from core.ledger.store import JudgeInMove, RetryRule, Store
+from core.ledger.store import MoveVerdicts, RetryRule, Store
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason, Trigger
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class _InTransaction:
-    """A ``Ledger`` stand-in bound to one open write transaction: reads and writes go through
-    its connection, inside it (what a ``JudgeInMove`` reads sees the move it judges)."""
-
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-
-    @contextmanager
-    def read(self) -> Iterator[Conn]:
-        yield self.conn
-
-    def write(self, fn: Callable[[Conn], T], *, max_wait_s: float | None = None) -> T:
-        return fn(self.conn)
 
 
 class SqlStore:
@@ -180,28 +164,28 @@ class SqlStore:
                                    retry=self.retry)
 
     def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   judge: JudgeInMove, reason_code: EndReason, reason: str | None = None, detail: dict[str, Any] | None = None,
-                   outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
-                   handoff_error: str | None = None) -> bool | None:
+                   verdicts: MoveVerdicts, at: float, reason_code: EndReason, reason: str | None = None,
+                   detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
+                   spec: JobSpec | None = None, handoff_error: str | None = None) -> bool | None:
         lifecycle.check(from_state, to_state)
 
         def tx(conn: Conn) -> bool | None:
             if not terminal.finish(conn, run_id, attempt, from_state, to_state, actor=actor,
-                                   reason_code=reason_code, reason=reason,
+                                   reason_code=reason_code, reason=reason, at=at,
                                    detail=detail, outcome=outcome, spec=spec, handoff_error=handoff_error,
                                    retry=self.retry):
-                return None
-            # The verdict in the move's transaction (one commit instead of two). Judging that
+                return None  # the compare-and-set lost: the verdicts are discarded
+            # The verdict in the move's transaction (one commit instead of two). A write that
             # fails is undone alone and left to the caller; it never holds back the move.
-            conn.execute("SAVEPOINT judge")
+            conn.execute("SAVEPOINT verdict")
             try:
-                judged = _judge_in(conn, run_id, judge)
+                judged = _write_move_verdict(conn, run_id, verdicts)
             except Exception:
-                conn.execute("ROLLBACK TO judge")
-                log.warning("run %s: judging in the terminal move's transaction failed; judging after it",
+                conn.execute("ROLLBACK TO verdict")
+                log.warning("run %s: writing the verdict with the terminal move failed; judging after it",
                             run_id, exc_info=True)
                 judged = False
-            conn.execute("RELEASE judge")
+            conn.execute("RELEASE verdict")
             return judged
 
         return self.ledger.write(tx)
@@ -435,16 +419,18 @@ def _case(conn: Conn, run_id: int) -> JudgingCase | None:
                        prior_failures=int(prior), escalated_before=before)
 
 
-def _judge_in(conn: Conn, run_id: int, judge: JudgeInMove) -> bool:
-    case = _case(conn, run_id)
-    if case is None or case.run.state not in lifecycle.TERMINAL:
+def _write_move_verdict(conn: Conn, run_id: int, verdicts: MoveVerdicts) -> bool:
+    """Write, inside the terminal move's transaction, the one of ``verdicts`` worked out for
+    what the move did about a retry; False when there is none for it (judged after)."""
+    if not verdicts:
+        return False
+    run = _run(conn, run_id)
+    if run is None:
         return True
-    if case.outcome is not None and case.outcome.judged_by is not None:
-        return True  # judged already
-    verdict = judge(case, SqlStore(cast(Ledger, _InTransaction(conn))))
+    verdict = verdicts.get(runs.retry_queued(conn, run.lineage, run.attempt))
     if verdict is None:
         return False
-    _write_verdict(conn, run_id, verdict)
+    _write_verdict(conn, run_id, verdict)  # False: judged concurrently, the first verdict stands
     return True
 
 

@@ -100,11 +100,12 @@ class BreakerWording(Protocol):
         ...
 
 
-#: Decides, inside the transaction that ended a run, what its verdict is: given the run's
-#: judging case as that transaction sees it, and a ``Store`` whose reads see that transaction
-#: (for the job's history), return the verdict to record with the move, or None to record
-#: none now (the caller judges after the commit, e.g. to consult Claude).
-JudgeInMove = Callable[[JudgingCase, "Store"], VerdictWrite | None]
+#: The verdicts a caller worked out, outside any write transaction, for a terminal move it is
+#: about to make (``Store.settle_run``), keyed by whether the retry policy queues the next
+#: attempt in that move — the one fact of the judging case the move itself decides. A missing
+#: key records no verdict with the move (the caller judges after the commit, e.g. to consult
+#: Claude).
+MoveVerdicts = Mapping[bool, VerdictWrite]
 
 
 class Store(Protocol):
@@ -216,13 +217,15 @@ class Store(Protocol):
         ...
 
     def settle_run(self, run_id: int, attempt: int, from_state: str, to_state: str, *, actor: str,
-                   judge: JudgeInMove, reason_code: EndReason, reason: str | None = None, detail: dict[str, Any] | None = None,
-                   outcome: Mapping[str, Any] | None = None, spec: JobSpec | None = None,
-                   handoff_error: str | None = None) -> bool | None:
-        """``finish_run`` and, in the same transaction, the verdict ``judge`` returns for the
-        run's judging case as it reads after the move (``record_verdict``'s writes). A
-        ``judge`` that raises, or a verdict that fails to write, is undone alone; the move
-        still commits.
+                   verdicts: MoveVerdicts, at: float, reason_code: EndReason, reason: str | None = None,
+                   detail: dict[str, Any] | None = None, outcome: Mapping[str, Any] | None = None,
+                   spec: JobSpec | None = None, handoff_error: str | None = None) -> bool | None:
+        """``finish_run`` at ``at`` (Unix seconds, UTC: the run's ``ended_at``) and, in the same
+        transaction, the one of ``verdicts`` that matches whether the move queued a retry
+        (``record_verdict``'s writes). Nothing is judged here: the verdicts were worked out
+        before, outside any write transaction. A verdict that fails to write is undone alone;
+        the move still commits. When the move loses the compare-and-set, the verdicts are
+        discarded.
 
         Returns None when the move lost (nothing written), True when the verdict was
         recorded with it (or the run was judged already), False when none was (the caller

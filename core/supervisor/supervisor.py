@@ -26,13 +26,14 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from core.ledger import escalations, runners
 from core.ledger.connection import Ledger, StorageError
-from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
 from core.ledger.records import Job, JudgingCase, RaiseEscalation, Run, VerdictWrite
 from core.ledger.sql_store import SqlStore
 from core.ledger.store import Store
@@ -153,14 +154,17 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
     handoff_error = str(handoff_error) if handoff_error is not None else None
 
     detail = {"verification_failed": [c.name for c in vf.failed]} if vf.failed else None
-    # The verdict in the same transaction when the rules decide alone (a routine success:
-    # one commit instead of two); when Claude is to be consulted, ``judge_run`` after it.
+    # The verdict is worked out here, outside any write transaction, for the case as the move
+    # will leave it; it is written in the move's transaction when the rules decide alone (a
+    # routine success: one commit instead of two); when Claude is to be consulted, or the
+    # move lost, ``judge_run`` after it.
+    at = time.time()
+    out = {"status": status, "verification": vf.to_json(), "exit_code": exit_code, "signal": sig}
+    after = _case_after_move(case, to, code, reason, out, at)
+    verdicts = _verdicts_for_move(ledger, after, store, settings) if after is not None else {}
     judged = store.settle_run(run_id, run.attempt, State.VERIFYING, to, actor=actor, reason_code=code,
-                              reason=reason, detail=detail,
-                              spec=spec, handoff_error=handoff_error,
-                              outcome={"status": status, "verification": vf.to_json(), "exit_code": exit_code,
-                                       "signal": sig},
-                              judge=lambda c, s: _verdict_in_move(ledger, c, s, settings))
+                              reason=reason, detail=detail, at=at,
+                              spec=spec, handoff_error=handoff_error, outcome=out, verdicts=verdicts)
     if judged is False:
         judge_run(ledger, run_id, settings=settings)
     return store.run_state(run_id) or "missing"
@@ -339,17 +343,35 @@ def _needs_claude(settings: Any, facts: OutcomeFacts, history: list[OutcomeFacts
     return bool(reach.reasons(facts, history, spec, rules, first_successes=judge_settings.first_successes))
 
 
-def _verdict_in_move(ledger: Ledger, case: JudgingCase, store: Store, settings: Any) -> VerdictWrite | None:
-    """The verdict of a run judged inside the transaction that just moved it to a terminal
-    state (``Store.settle_run``), when the rules decide alone; None when the Claude judge must
-    be consulted (``judge_run`` after the commit does it)."""
-    got = _judgeable(ledger, case, store)
-    if got is None:
+def _case_after_move(case: JudgingCase, to: State, code: EndReason, reason: str | None,
+                     outcome: dict[str, Any], at: float) -> JudgingCase | None:
+    """The judging case of ``case``'s run as its terminal move (``Store.settle_run`` with these
+    arguments, at ``at`` Unix seconds) will leave it, retry not queued; None when the run has
+    no outcome row yet (the move inserts one: it is judged after the commit)."""
+    if case.outcome is None:
         return None
-    facts, history, spec, rules = got
-    if not case.run.is_subtask and _needs_claude(settings, facts, history, spec, rules):
-        return None
-    return _verdict_write(case, facts, rules, spec, settings)
+    run = replace(case.run, state=to.value, reason_code=code.value, ended_at=at,
+                  reason=reason if reason is not None else case.run.reason)
+    return replace(case, run=run, retry_queued=False,
+                   outcome=replace(case.outcome, state=to.value, reason=reason, **outcome))
+
+
+def _verdicts_for_move(ledger: Ledger, after: JudgingCase, store: Store, settings: Any) -> dict[bool, VerdictWrite]:
+    """The verdicts (``MoveVerdicts``) of the run whose terminal move will leave it as
+    ``after``, worked out outside any write transaction: one for each way the retry policy
+    may decide in the move (only "no retry" for a success), each present only when the rules
+    decide alone (no Claude judge to consult: ``judge_run`` after the commit does that)."""
+    out: dict[bool, VerdictWrite] = {}
+    for queued in (False, True) if after.run.state in {s.value for s in FAILED_STATES} else (False,):
+        case = replace(after, retry_queued=queued)
+        got = _judgeable(ledger, case, store)
+        if got is None:
+            continue
+        facts, history, spec, rules = got
+        if not case.run.is_subtask and _needs_claude(settings, facts, history, spec, rules):
+            continue
+        out[queued] = _verdict_write(case, facts, rules, spec, settings)
+    return out
 
 
 def _verdict_write(case: JudgingCase, facts: OutcomeFacts, verdict: Verdict, spec: JobSpec | None,
