@@ -85,7 +85,8 @@ def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str,
     """Move one run inside the caller's open write transaction (compare-and-set).
 
     Sets ``state``, ``updated_at`` and ``fields`` (subset of ``SETTABLE``); on a move into a
-    terminal state ``ended_at`` defaults to now and ``reason_code`` (why it ended, a closed
+    terminal state ``ended_at`` defaults to now, unless already set (a run leaving verifying
+    keeps when its process exited), and ``reason_code`` (why it ended, a closed
     code) is required and stored in ``runs.reason_code``; ``reason`` is the sentence for
     people (``runs.reason`` and the event), never read back by code. Appends a
     ``transition`` event when the update wins. Returns False when the run was not in
@@ -105,14 +106,19 @@ def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str,
     if State(to_state) in TERMINAL:
         if reason_code is None:
             raise ValueError(f"a move into {to_state} needs its reason_code (core.vocabulary.EndReason)")
-        fields.setdefault("ended_at", ts)
         fields["reason_code"] = EndReason(reason_code).value
     elif reason_code is not None:
         raise ValueError(f"reason_code is for terminal moves, not {to_state}")
     if reason is not None:
         fields.setdefault("reason", reason)
     cols = ["state = ?", "updated_at = ?"] + [f"{k} = ?" for k in fields]
-    params = [str(to_state), ts, *fields.values(), run_id, str(from_state), attempt]
+    params = [str(to_state), ts, *fields.values()]
+    if State(to_state) in TERMINAL and "ended_at" not in fields:
+        # The end already recorded (a run leaving verifying: when its process exited, e.g.
+        # the monitor's exit file for one that ended while no runner was there) stays.
+        cols.append("ended_at = COALESCE(ended_at, ?)")
+        params.append(ts)
+    params += [run_id, str(from_state), attempt]
     sql = f"UPDATE runs SET {', '.join(cols)} WHERE id = ? AND state = ? AND attempt = ?"
     if HAS_RETURNING:  # one statement instead of two on the busiest write path
         won = conn.execute(sql + " RETURNING job", params).fetchone()

@@ -70,9 +70,15 @@ def test_kill_9_of_the_runner_mid_job_the_job_completes_and_the_next_runner_reco
     # No runner is alive; the job goes on printing and ends under its monitor.
     assert wait_for(lambda: (Path(run["artifacts_dir"]) / "exit").exists(), timeout=20)
     assert not pid_alive(run["pid"])
+    exited_at = (Path(run["artifacts_dir"]) / "exit").stat().st_mtime
+    assert wait_for(lambda: time.time() > exited_at + 1.5, timeout=10)  # a re-attach clearly later
     rig.start()
     end = ended(rig, run["id"])
     assert (end["state"], end["exit_code"], end["signal"]) == ("failed", 3, None)
+    # Its true end (the monitor's exit file), not when the next runner came round to it.
+    assert end["ended_at"] == pytest.approx(exited_at, abs=0.5)
+    outcome = rig.query("SELECT duration_s FROM job_outcomes WHERE run_id = ?", (run["id"],))[0]
+    assert outcome["duration_s"] == pytest.approx(end["ended_at"] - end["started_at"], abs=0.01)
     assert end["stdout_head"] == full_ticks(10) and end["stdout_bytes"] == len(full_ticks(10))
     assert end["stderr_head"] == "done\n"
     found = rig.query("SELECT reason FROM events WHERE kind = 'reattached' AND run_id = ?", (run["id"],))
