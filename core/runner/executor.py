@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as PoolExecutor
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,6 +48,7 @@ from core.processes import (
 )
 from core.runner import spawn
 from core.runner.capture import Capture
+from core.runner.changes import LedgerChanges
 from core.runner.handoff import read_handoff
 from core.runner.reaper import Reaper
 from core.runner.strays import TreeScans
@@ -108,6 +109,9 @@ class Context:
     tree_scans: TreeScans | None = None  # one look at the process tree for runs ending together
     #: Why run ``id`` was ended by an operator's stop (``run --kill``, Ctrl-C of ``exec``), or None.
     stopped_by: Callable[[int], str | None] | None = None
+    #: Wakes loops waiting on runs they do not own (a fan-out parent on its sub-tasks): a run
+    #: of this runner ended (``Executor.announce``) or the ledger feed saw a commit.
+    changes: LedgerChanges = field(default_factory=LedgerChanges)
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -526,6 +530,7 @@ class Executor:
         ctx = self.ctx
         if fin is None:
             return
+        ctx.changes.notify()  # a fan-out parent may be waiting on this run
         if ctx.on_end is not None:
             ctx.on_end()  # a mission worker may have settled: no polling wait
         if ctx.on_finished is None:

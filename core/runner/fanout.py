@@ -20,7 +20,7 @@ from core.ledger.connection import Conn
 from core.ledger.lifecycle import State
 from core.ledger.sql_store import SqlStore
 from core.processes import signal_group
-from core.runner import spawn
+from core.runner import changes, spawn
 from core.runner.capture import Capture
 from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
 from core.spec.loader import LoadedJob, resolve_cwd
@@ -28,8 +28,10 @@ from core.spec.model import JobSpec
 from core.supervisor.policy.retry import RETRY
 from core.vocabulary import EndReason
 
-#: Seconds between two looks at a parent's sub-tasks while it waits for them.
-POLL_S = 0.2
+#: Longest a parent waits between two looks at its sub-tasks, seconds: a safety bound only.
+#: It looks again when a run of this runner ends or anything commits to the ledger
+#: (``Context.changes``); this bound covers a wake-up feed that is down.
+SAFETY_S = 30.0
 
 
 class FanoutParent:
@@ -55,16 +57,19 @@ class FanoutParent:
         await self.ex.write(lambda conn: fanout.create_children(conn, run, spec, actor=ctx.actor))
         ctx.wake()
         deadline = started + spec.timeout
-        while True:
-            settled, results = fanout.task_results(ctx.ledger.conn, run_id, spec)
-            if settled:
-                break
-            if SqlStore(ctx.ledger).run_state(run_id) != State.RUNNING:
-                return  # abandoned or orphaned meanwhile: its children settle on their own
-            if time.time() > deadline:
-                await self._timed_out(run, spec, results)
-                return
-            await asyncio.sleep(POLL_S)
+        with ctx.changes.subscribe() as changed:
+            while True:
+                changed.clear()  # before the look: a change after it still wakes the wait
+                settled, results = fanout.task_results(ctx.ledger.conn, run_id, spec)
+                if settled:
+                    break
+                if SqlStore(ctx.ledger).run_state(run_id) != State.RUNNING:
+                    return  # abandoned or orphaned meanwhile: its children settle on their own
+                now = time.time()
+                if now > deadline:
+                    await self._timed_out(run, spec, results)
+                    return
+                await changes.wait(changed, min(SAFETY_S, deadline - now + 0.01))
         out = Capture(art / "stdout.log", ctx.settings.output_cap)
         err = Capture(art / "stderr.log", ctx.settings.output_cap)
         synth_ok: bool | None = None

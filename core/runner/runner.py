@@ -270,9 +270,12 @@ class Runner:
         self.fanout = FanoutParent(self.executor)
 
     def _on_commit(self) -> None:
-        """Another connection committed: dispatch and the missions' pass look again."""
+        """A connection committed: dispatch, the missions' pass and fan-out parents look again."""
         self._nudge()
         self._mission_wake.set()
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.ctx.changes.notify()
 
     def _nudge(self) -> None:
         wake = getattr(self, "_wake", None)
