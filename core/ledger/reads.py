@@ -724,12 +724,25 @@ def run_evidence(ledger: Ledger, run_id: int, tail_chars: int = 2000) -> dict[st
     """The evidence of one finished run for a one-glance "why" (the console's preview line),
     from ``job_outcomes``: ``status``, ``verdict_reason``, and the last ``tail_chars``
     characters of stderr and stdout (``stderr_end`` / ``stdout_end``: the stored tail, else
-    the head when the output was short). None when the run has no outcome yet."""
-    return ledger.row(
+    the head when the output was short). A run with no outcome (yet) is read from the files
+    its monitor writes (``<artifacts_dir>/stdout.log``, ``stderr.log``), ``status`` and
+    ``verdict_reason`` None; None when there is no outcome and no output file either."""
+    row = ledger.row(
         "SELECT run_id, status, verdict_reason,"
         " substr(COALESCE(NULLIF(stderr_tail, ''), stderr_head, ''), -?) AS stderr_end,"
         " substr(COALESCE(NULLIF(stdout_tail, ''), stdout_head, ''), -?) AS stdout_end"
         " FROM job_outcomes WHERE run_id = ?", (tail_chars, tail_chars, run_id))
+    if row is not None:
+        return row
+    run = ledger.row("SELECT artifacts_dir FROM runs WHERE id = ?", (run_id,))
+    if run is None or not run.get("artifacts_dir"):
+        return None
+    ends = {name: read_output(Path(run["artifacts_dir"]) / f"{name}.log", head=0, tail=tail_chars * 4)
+            for name in ("stdout", "stderr")}
+    if not any(e["exists"] for e in ends.values()):
+        return None
+    return {"run_id": run_id, "status": None, "verdict_reason": None,
+            **{f"{name}_end": (e["head"] + e["tail"])[-tail_chars:] for name, e in ends.items()}}
 
 
 # -- header --------------------------------------------------------------------------------
