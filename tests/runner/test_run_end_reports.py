@@ -19,7 +19,7 @@ from core.runner.failures import FailureLog
 from core.supervisor.rules import OutcomeFacts, _failure_text
 
 
-def test_a_verifying_run_is_listed_once(ledger, tmp_path):
+def test_a_verifying_run_is_listed_once(ledger, ledger_target):
     rid = ledger.write(lambda c: runs.create(c, job="job", slot="s1", trigger="manual", actor="test",
                                              not_before=0.0, spec_hash=None))
     assert lifecycle.transition(ledger, rid, 1, "queued", "spawned", actor="test")
@@ -29,7 +29,7 @@ def test_a_verifying_run_is_listed_once(ledger, tmp_path):
     ledger.write(lambda c: outcomes.record(c, rid, state="verifying", status="success"))
     assert [r["id"] for r in runs.list_runs(ledger)] == [rid]
     assert [r["id"] for r in runs.list_runs(ledger, state="verifying")] == [rid]
-    res = CliRunner().invoke(cli, ["runs", "--ledger", str(tmp_path / "wk.db"), "--json"])
+    res = CliRunner().invoke(cli, ["runs", "--ledger", ledger_target, "--json"])
     assert res.exit_code == 0, res.output
     assert [json.loads(line)["id"] for line in res.output.splitlines() if line.strip()] == [rid]
 
@@ -47,11 +47,14 @@ def _big_insert(c: sqlite3.Connection) -> None:
         c.execute("INSERT INTO scratch VALUES (?)", (b"x" * 4000,))
 
 
-def test_a_full_disk_is_reported_as_such_not_as_a_failed_rollback(ledger):
+def test_a_full_disk_is_reported_as_such_not_as_a_failed_rollback(tmp_path):
+    # SQLite's full disk (max_page_count reached); PostgreSQL's is the server's own error
+    ledger = Ledger(tmp_path / "wk.db")
     _fill_up(ledger)
     with pytest.raises(sqlite3.OperationalError, match="full"):
         ledger.write(_big_insert)
     ledger.write(lambda c: c.execute("INSERT INTO scratch VALUES (1)"))  # usable again for small writes
+    ledger.close()
 
 
 def test_the_writer_reports_a_full_disk_to_its_callers(tmp_path):
