@@ -179,9 +179,9 @@ KEYS: tuple[Key, ...] = (
     Key("f", "follow", "Follow", "Live", "main",
         "follow: live inserts keep the selected row where it is on screen (the list scrolls with it)",
         show=False, palette="Follow selected row on/off"),
-    Key("l", "follow_output", "Follow", "Live", "run detail",
+    Key("l", "follow_output", "Follow", "Live", "run detail, escalation detail",
         "follow a running job's output as it grows (like k9s `l`, `tail -f`): the view stays at its"
-        " end; l again, or scrolling up, stops", scopes=("detail",)),
+        " end; l again, or scrolling up, stops", scopes=("detail", "escalation")),
     # -- find --------------------------------------------------------------------------------
     Key("slash", "filter", "Filter", "Find", "main",
         "filter: job:NAME state:S kind:K host:H plus free text; enter applies, esc clears. state: and "

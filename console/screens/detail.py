@@ -242,6 +242,13 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
         line.append(escaped(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False).rstrip())
         out.append_text(hanging(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ", line, width))
 
+    render_output(out, d)
+    return out
+
+
+def render_output(out: Text, d: dict[str, Any]) -> None:
+    """The run's stdout and stderr sections (head, and tail when cut) of ``reads.run_detail``
+    ``d``, each through the escaper; the run detail and the escalation detail show them."""
     for name in ("stdout", "stderr"):
         s = d[name]
         _section(out, f"{name} ({s.get('total', s['size']):,} bytes{'' if s['exists'] else ', stored excerpt'})")
@@ -250,7 +257,6 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
             out.append("\n… skipped …\n", style="dim italic")
             out.append(output(s["tail"]))
         out.append("\n")
-    return out
 
 
 class DetailScreen(PollingScreen, Screen):

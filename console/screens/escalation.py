@@ -1,6 +1,7 @@
 """Escalation detail: what the escalation is and why, each occurrence (run, when, why), who
 acknowledged, snoozed or resolved it and when, and the notifications sent with their
-delivery state. ``enter`` on an occurrence opens that run; ``a`` / ``s`` / ``R`` act on this
+delivery state; while its latest run is still running, that run's output, growing (``l``
+follows it). ``enter`` on an occurrence opens that run; ``a`` / ``s`` / ``R`` act on this
 escalation. Live like the other screens (a poll of ``PRAGMA data_version``); every ledger
 string goes through ``console.safe_text``."""
 
@@ -21,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from console import keys
 from console.labels import label
 from console.safe_text import escaped, escaped_line
-from console.screens.detail import DetailScreen
+from console.screens.detail import LIVE_STATES, DetailScreen, render_output
 from console.screens.dialogs import SnoozeScreen
 from console.screens.operator_actions import refuse_read_only
 from console.screens.polling import LiveHeader, PollingScreen
@@ -138,6 +139,9 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         super().__init__()
         self.esc_id = esc_id
         self.detail: dict[str, Any] | None = None
+        #: ``reads.run_detail`` of the latest run while it is live (its output grows), else None.
+        self.live_run: dict[str, Any] | None = None
+        self.following = False  # l: keep the view at the end of the latest run's output
 
 
     def compose(self) -> ComposeResult:
@@ -147,6 +151,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
             yield Static(Text("── Occurrences ", style="bold"), id="occ-title")
             yield DataTable(id="occurrences", cursor_type="row", zebra_stripes=False)
             yield Static(Text(""), id="acts")
+            yield Static(Text(""), id="output")
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -161,17 +166,28 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
-        """Re-read the escalation when the ledger changed (``force``: regardless)."""
+        """Re-read the escalation when the ledger changed (``force``: regardless); every poll
+        while its latest run is live, since that run's output grows in its files, not in the
+        ledger."""
+
+        def read_all(ledger: Any, now: float) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            detail = reads.escalation_detail(ledger, self.esc_id)
+            latest = (detail or {}).get("escalation", {}).get("latest_run_id")
+            run = reads.run_detail(ledger, int(latest), events_limit=1) if latest is not None else None
+            return detail, run if run is not None and run["run"]["state"] in LIVE_STATES else None
+
         try:
-            read, detail = await self.live_read(lambda ledger, now: reads.escalation_detail(ledger, self.esc_id),
-                                                have=self.detail is not None, force=force)
+            read, got = await self.live_read(read_all, have=self.detail is not None,
+                                             force=force or self.live_run is not None)
         except Exception as exc:
             if self.detail is None:
                 self.query_one("#summary", Static).update(Text(escaped(f"could not read escalation {self.esc_id}: {exc}")))
             return
         if read:
-            self.detail = detail
-            self._show()
+            changed = got != (self.detail, self.live_run)
+            self.detail, self.live_run = got
+            if changed or self.polls <= 1:
+                self._show()
 
     def _show(self) -> None:
         now = self.wk.now()
@@ -198,6 +214,28 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         if occ:
             table.move_cursor(row=min(row, len(occ) - 1))
         self.query_one("#acts", Static).update(render_acts(self.detail, now))
+        self._show_output()
+
+    def _show_output(self) -> None:
+        """The latest run's output while it is live (nothing once it ended: its run detail,
+        ``enter``, has it all); kept at its end while ``following``."""
+        box = self.query_one("#output", Static)
+        run = self.live_run
+        self.refresh_bindings()  # l is offered only while the latest run is live
+        box.display = run is not None  # no room taken once the run ended
+        if run is None:
+            self.following = False
+            box.update(Text(""))
+            return
+        out = Text(end="")
+        out.append(f"── Output of run {run['run']['id']} ({run['run']['state']}; l follows it) ", style="bold")
+        out.append("─" * 12, style="dim")
+        out.append("\n")
+        render_output(out, run)
+        box.update(out)
+        if self.following:
+            body = self.query_one("#body", VerticalScroll)
+            body.call_after_refresh(lambda: body.scroll_end(animate=False))
 
     @on(DataTable.RowSelected, "#occurrences")
     def _open_run(self, event: DataTable.RowSelected) -> None:
@@ -211,6 +249,18 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "follow_output" and self.live_run is None and not self.following:
+            return False  # no running output to follow: l is off the footer and does nothing
+        return super().check_action(action, parameters)
+
+    def action_follow_output(self) -> None:
+        """l: follow the latest run's output (the view stays at its end as it grows), or stop."""
+        self.following = not self.following
+        if self.following:
+            self.query_one("#body", VerticalScroll).scroll_end(animate=False)
+        self.header_show()
 
     def action_cursor(self, step: int) -> None:
         """j / k: move the list's cursor (the arrows do it through the table itself)."""

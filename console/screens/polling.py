@@ -93,7 +93,8 @@ class LiveHeader:
                 self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
         cfg = self.wk.config  # type: ignore[attr-defined]
         self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False,  # type: ignore[attr-defined]
-                                       follow=False, read_only=cfg.read_only, operator=cfg.operator)
+                                       follow=getattr(self, "following", False), read_only=cfg.read_only,
+                                       operator=cfg.operator)
 
     def header_start(self) -> None:
         """On mount: draw the header with the figures of the screen underneath (when it has
