@@ -99,31 +99,22 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
         fail(f"no ledger at {p} (start a runner, or pass --ledger)")
     if must_exist and not p.is_file():
         fail(f"{p}: not a Watchkeeper ledger (not a regular file)")
-    try:
-        ledger = Ledger(p, read_only=read_only)
-    except (StorageError, LedgerError, OSError) as exc:
-        fail(f"{p}: {describe_ledger_error(exc, read_only=read_only)}")
-    if read_only:
-        try:
-            version = ledger.schema_version
-        except (StorageError, OSError) as exc:
-            ledger.close()
-            fail(f"{p}: {describe_ledger_error(exc, read_only=True)}")
-        if version < SCHEMA_VERSION:
-            ledger.close()
-            if version == 0:
-                fail(f"{p}: not a Watchkeeper ledger (no Watchkeeper schema)")
-            fail(f"{p}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
-                 "start `watchkeeper run` on it once to migrate")
-    return ledger
+    return _open(p, str(p), read_only=read_only, no_schema="not a Watchkeeper ledger (no Watchkeeper schema)")
 
 
 def _open_url(url: str, *, read_only: bool) -> Ledger:
     """``open_ledger_at`` for a PostgreSQL ledger: one line naming the masked URL on failure."""
     global _current_ledger
     name = _current_ledger = mask_url(url)
+    return _open(url, name, read_only=read_only, no_schema="no Watchkeeper schema yet (run `watchkeeper ledger init URL`)")
+
+
+def _open(target: Path | str, name: str, *, read_only: bool, no_schema: str) -> Ledger:
+    """Open ``target`` (a SQLite path or a PostgreSQL URL); any failure is one line naming
+    ``name`` (the path, or the URL with its password masked). A reader also needs the current
+    schema: ``no_schema`` says what to do when there is none."""
     try:
-        ledger = Ledger(url, read_only=read_only)
+        ledger = Ledger(target, read_only=read_only)
     except (StorageError, LedgerError, OSError) as exc:
         fail(f"{name}: {describe_ledger_error(exc, read_only=read_only)}")
     if read_only:
@@ -135,7 +126,7 @@ def _open_url(url: str, *, read_only: bool) -> Ledger:
         if version < SCHEMA_VERSION:
             ledger.close()
             if version == 0:
-                fail(f"{name}: no Watchkeeper schema yet (run `watchkeeper ledger init URL`)")
+                fail(f"{name}: {no_schema}")
             fail(f"{name}: written by an older Watchkeeper (schema {version} < {SCHEMA_VERSION}); "
                  "start `watchkeeper run` on it once to migrate")
     return ledger
