@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from console.cli.main import cli
 from core.ledger.connection import Ledger, NotALedger
+from tests.kit.cli import wk
 
 
 def _foreign(tmp_path: Path) -> Path:
@@ -75,7 +76,10 @@ def test_exec_does_not_make_a_foreign_database_a_ledger(tmp_path: Path):
     # write Watchkeeper's tables into the file.
     db = _foreign(tmp_path)
     before = _digest(db)
-    res = CliRunner().invoke(cli, ["exec", "--job", "x", "--ledger", str(db), "--", "true"])
+    # The real command, not CliRunner: failing open, exec replaces its own process with the
+    # wrapped command (os.execvpe), which would replace the test's.
+    res = wk("exec", "--job", "x", "--ledger", str(db), "--", "sh", "-c", "exit 7", cwd=tmp_path)
+    assert res.returncode == 7  # the command ran and its status passed through
     assert "not a Watchkeeper ledger: a SQLite database of something else" in res.stderr
     assert _digest(db) == before
     assert {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")} == {"foo"}

@@ -59,6 +59,8 @@ def add_run(conn: sqlite3.Connection, job: str, state: str = "queued", *, lineag
     if artifacts_root is not None:
         live["artifacts_dir"] = str(artifacts_root / str(run_id))
     path = PATHS[state]
+    if state == "abandoned" and any(v is not None for v in live.values()):
+        path = ["spawned", "running", "abandoned"]  # it had a process (pid, artifacts) when abandoned
     code = None
     if state in _END_CODES:
         code = EndReason(reason_code or (reason if reason in EndReason._value2member_map_ else None)
