@@ -14,7 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+# Soak: 45 s on an idle 2-core machine (over a third of the 120-s timeout); `make torture` is
+# the long version. Open defect: 5 late_result escalations after abandons (closing note).
+@pytest.mark.soak
 def test_short_torture_leaves_a_clean_ledger_and_no_processes():
     proc = subprocess.run([sys.executable, "-m", "bench.torture", "--runs", "60", "--kills", "4", "--seconds", "40",
                            "--seed", "7", "--json"], capture_output=True, text=True, timeout=110, cwd=ROOT)
