@@ -47,86 +47,83 @@ def _runtime_errors(ledger_place: str, limit: int) -> tuple[list[dict[str, Any]]
         return [], f"{ledger_path}: cannot read ledger: {exc}"
 
 
-def register(group: click.Group) -> None:
-    """Add ``check`` to the ``watchkeeper`` command group."""
+@click.command("check")
+@click.argument("spec_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: ok, errors, jobs, recorded errors.")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Also show spec errors a running runner recorded on hot reload.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000),
+              help="How many recorded errors to show.")
+def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int) -> None:
+    """Validate the job specs in DIR (and DIR/watchkeeper.toml).
 
-    @group.command("check")
-    @click.argument("spec_dir", metavar="DIR", type=click.Path(path_type=Path))
-    @click.option("--json", "as_json", is_flag=True, help="One JSON document: ok, errors, jobs, recorded errors.")
-    @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-                  help="Also show spec errors a running runner recorded on hot reload.")
-    @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000),
-                  help="How many recorded errors to show.")
-    def check(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int) -> None:
-        """Validate the job specs in DIR (and DIR/watchkeeper.toml).
+    Every error is printed on its own line as
+    FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. A valid job is also checked against
+    this machine: its cwd must be a folder and every program it starts (command,
+    fallback, synthesize, tasks, verify) must be found and executable (JSON: these
+    errors have "check": "preflight"). Without errors, the valid jobs are
+    listed with their schedule and next run. Exit status: 0 all valid, 1 errors found,
+    2 DIR does not exist. Errors recorded in the ledger (--ledger) are shown but do
+    not change the exit status: they may already be fixed.
 
-        Every error is printed on its own line as
-        FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. A valid job is also checked against
-        this machine: its cwd must be a folder and every program it starts (command,
-        fallback, synthesize, tasks, verify) must be found and executable (JSON: these
-        errors have "check": "preflight"). Without errors, the valid jobs are
-        listed with their schedule and next run. Exit status: 0 all valid, 1 errors found,
-        2 DIR does not exist. Errors recorded in the ledger (--ledger) are shown but do
-        not change the exit status: they may already be fixed.
-
-        \b
-        Example:
-          watchkeeper check sample_jobs
-          watchkeeper check sample_jobs --json | jq '.errors[].text'
-          watchkeeper check sample_jobs --ledger watchkeeper.db
-        """
-        if not spec_dir.exists():
-            fail(f"{spec_dir}: no such folder", EXIT_NOT_FOUND)
-        if not spec_dir.is_dir():
-            fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
-        result = load_dir(spec_dir)
-        errors = [e.to_dict() for e in result.errors]
-        # Valid specs that could not start here (missing cwd or program), before anything runs.
-        for _name, job in sorted(result.jobs.items()):
-            errors.extend({**e.to_dict(), "check": "preflight"} for e in preflight(job))
-        # Mission definitions (DIR/missions/*.toml) and the worker jobs they name.
-        errors.extend({**e.to_dict(), "check": "mission"} for e in check_missions(spec_dir, set(result.jobs)))
-        settings_ok = True
-        retention_line: str | None = None
-        try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
-            retention_line = load_settings(spec_dir).retention.summary()
-        except SettingsError as exc:
-            settings_ok = False  # `run` refuses to start (exit 3): no job would run at all
-            problems = exc.problems or [{"file": str(spec_dir), "line": None, "field": None, "message": str(exc)}]
-            for p in problems:
-                where = p["file"] + (f":{p['line']}" if p["line"] else "")
-                text = f"{where}: field '{p['field']}': {p['message']}" if p["field"] else f"{where}: {p['message']}"
-                # values from the file or a variable: shown, never obeyed
-                errors.append({"file": shown(p["file"]), "line": p["line"], "job": None, "field": p["field"],
-                               "message": shown(p["message"]), "text": shown(text), "check": "settings"})
-        now = time.time()
-        jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
-                 "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}
-                for name, j in sorted(result.jobs.items())]
-        recorded: list[dict[str, Any]] = []
-        ledger_note = None
-        if ledger_path is not None:
-            recorded, ledger_note = _runtime_errors(ledger_path, limit)
-        if as_json:
-            click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
-                                   "errors": errors, "jobs": jobs, "retention": retention_line,
-                                   "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
+    \b
+    Example:
+      watchkeeper check sample_jobs
+      watchkeeper check sample_jobs --json | jq '.errors[].text'
+      watchkeeper check sample_jobs --ledger watchkeeper.db
+    """
+    if not spec_dir.exists():
+        fail(f"{spec_dir}: no such folder", EXIT_NOT_FOUND)
+    if not spec_dir.is_dir():
+        fail(f"{spec_dir}: not a folder (give the folder that holds the job specs)", EXIT_NOT_FOUND)
+    result = load_dir(spec_dir)
+    errors = [e.to_dict() for e in result.errors]
+    # Valid specs that could not start here (missing cwd or program), before anything runs.
+    for _name, job in sorted(result.jobs.items()):
+        errors.extend({**e.to_dict(), "check": "preflight"} for e in preflight(job))
+    # Mission definitions (DIR/missions/*.toml) and the worker jobs they name.
+    errors.extend({**e.to_dict(), "check": "mission"} for e in check_missions(spec_dir, set(result.jobs)))
+    settings_ok = True
+    retention_line: str | None = None
+    try:  # the folder's watchkeeper.toml and the WATCHKEEPER_* variables, as `run` will see them
+        retention_line = load_settings(spec_dir).retention.summary()
+    except SettingsError as exc:
+        settings_ok = False  # `run` refuses to start (exit 3): no job would run at all
+        problems = exc.problems or [{"file": str(spec_dir), "line": None, "field": None, "message": str(exc)}]
+        for p in problems:
+            where = p["file"] + (f":{p['line']}" if p["line"] else "")
+            text = f"{where}: field '{p['field']}': {p['message']}" if p["field"] else f"{where}: {p['message']}"
+            # values from the file or a variable: shown, never obeyed
+            errors.append({"file": shown(p["file"]), "line": p["line"], "job": None, "field": p["field"],
+                           "message": shown(p["message"]), "text": shown(text), "check": "settings"})
+    now = time.time()
+    jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
+             "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}
+            for name, j in sorted(result.jobs.items())]
+    recorded: list[dict[str, Any]] = []
+    ledger_note = None
+    if ledger_path is not None:
+        recorded, ledger_note = _runtime_errors(ledger_path, limit)
+    if as_json:
+        click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
+                               "errors": errors, "jobs": jobs, "retention": retention_line,
+                               "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
+    else:
+        for err in errors:
+            click.echo(shown(err["text"]))
+        if errors and not settings_ok:
+            click.echo(f"{len(errors)} error(s) in {spec_dir}; `watchkeeper run` would not start (invalid"
+                       " settings, exit 3): no job would run until they are fixed.", err=True)
+        elif errors:
+            click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
+                       err=True)
         else:
-            for err in errors:
-                click.echo(shown(err["text"]))
-            if errors and not settings_ok:
-                click.echo(f"{len(errors)} error(s) in {spec_dir}; `watchkeeper run` would not start (invalid"
-                           " settings, exit 3): no job would run until they are fixed.", err=True)
-            elif errors:
-                click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
-                           err=True)
-            else:
-                _print_table(jobs)
-                if retention_line is not None:
-                    click.echo(retention_line)
-            if ledger_path is not None:
-                _print_recorded(recorded, ledger_note)
-        sys.exit(1 if errors else 0)
+            _print_table(jobs)
+            if retention_line is not None:
+                click.echo(retention_line)
+        if ledger_path is not None:
+            _print_recorded(recorded, ledger_note)
+    sys.exit(1 if errors else 0)
 
 
 def _print_table(jobs: list[dict[str, Any]]) -> None:
@@ -152,3 +149,7 @@ def _print_recorded(recorded: list[dict[str, Any]], note: str | None) -> None:
     click.echo("spec errors recorded by the runner (newest first):")
     for item in recorded:
         click.echo(f"  {_when(item['at'])}  {shown(item['text'])}")
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (check_cmd,)

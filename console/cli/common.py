@@ -1,5 +1,6 @@
-"""Helpers shared by the CLI areas: exit codes, one-line errors, opening the ledger with a
-clear message instead of a traceback, and bounded parameter types.
+"""Helpers shared by the CLI areas: exit codes, one-line errors, the one place that opens the
+settings (``open_settings``) and the ledger (``open_ledger``, ``open_ledger_at``) with a clear
+message instead of a traceback, the options every area repeats, and bounded parameter types.
 
 Error style everywhere: ``error: …`` on stderr, then exit with
 
@@ -31,6 +32,7 @@ from core.ledger.connection import (
 )
 from core.ledger.dialect import is_url, mask_url
 from core.spec.model import DURATION_LIMIT_MESSAGE, parse_duration
+from core.spec.settings import Settings, SettingsError, load_settings
 from core.text import invisible, quoted, safe_text
 
 EXIT_OK = 0
@@ -82,6 +84,27 @@ def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
 
 #: A short, human explanation of why a ledger cannot be used (``core.ledger.connection``).
 describe_ledger_error = describe_error
+
+
+def open_settings(spec_dir: str | Path | None = None, config: str | Path | None = None,
+                  **overrides: Any) -> Settings:
+    """The settings every command works with (``core.spec.settings.load_settings``):
+    ``SPEC_DIR/watchkeeper.toml`` or ``config``, then ``WATCHKEEPER_*`` variables, then
+    ``overrides`` given on the command line (a None override is ignored, e.g. ``ledger=None``
+    without --ledger). Bad settings exit 3 (``EXIT_CONFIG``) with one line naming the file,
+    line and field."""
+    try:
+        return load_settings(spec_dir, config, **overrides)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_CONFIG)
+
+
+def open_ledger(ledger_path: str | None, *, must_exist: bool = True, read_only: bool = False) -> Ledger:
+    """Open the ledger named by --ledger, else $WATCHKEEPER_LEDGER, else the default (see
+    ``open_settings``), or exit 2 with one clear line (missing, not a ledger, newer schema,
+    unreadable); exit 3 on bad settings."""
+    settings = open_settings(ledger=ledger_path)
+    return open_ledger_at(settings.ledger, read_only=read_only, must_exist=must_exist)
 
 
 def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: bool = True) -> Ledger:
@@ -244,6 +267,12 @@ def ledger_option(f: Any) -> Any:
     ./watchkeeper.db); a ``postgresql://`` URL names a PostgreSQL ledger."""
     return click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
                         help="Ledger file or postgresql:// URL [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")(f)
+
+
+def config_option(f: Any) -> Any:
+    """``--config FILE`` → ``config_path`` (str or None: watchkeeper.toml in the spec folder)."""
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+                        help="Settings file [default: watchkeeper.toml in the spec folder].")(f)
 
 
 def as_option(f: Any) -> Any:

@@ -11,10 +11,17 @@ from typing import Any
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_NOT_FOUND, EXIT_USAGE, fail, open_ledger_at, prepare_places
+from console.cli.common import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    fail,
+    open_ledger_at,
+    open_settings,
+    prepare_places,
+)
 from console.cli.runs import stop_mode, stop_options
 from core.ledger.dialect import is_url
-from core.spec.settings import Settings, SettingsError, load_settings
+from core.spec.settings import Settings
 
 
 def _console_options(f: Any) -> Any:
@@ -44,14 +51,6 @@ def _console_options(f: Any) -> Any:
     for opt in reversed(opts):
         f = opt(f)
     return f
-
-
-def _settings(spec_dir: str | None, ledger_path: str | None, config: str | None, theme: str | None,
-              refresh: float | None, operator: str | None) -> Settings:
-    try:
-        return load_settings(spec_dir, config, ledger=ledger_path, theme=theme, refresh=refresh, operator=operator)
-    except SettingsError as exc:
-        fail(str(exc), EXIT_CONFIG)
 
 
 def _app(settings: Settings, read_only: bool, screenshot_dir: str | None, *, watch_runner: bool = False,
@@ -106,106 +105,109 @@ def _quiet_logging(path: Path) -> None:
     root.addHandler(handler)
 
 
-def register(group: click.Group) -> None:
-    @group.command("console")
-    @_console_options
-    def console_cmd(ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
-                    theme: str | None, refresh: float | None, operator: str | None,
-                    screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None) -> None:
-        """Open the console on a ledger written by a separate `watchkeeper run`.
+@click.command("console")
+@_console_options
+def console_cmd(ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
+                theme: str | None, refresh: float | None, operator: str | None,
+                screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None) -> None:
+    """Open the console on a ledger written by a separate `watchkeeper run`.
 
-        \b
-        Keys: ? help, 1-4 views, enter detail, a ack, s snooze, r retry, x abandon, q quit.
-        Several consoles may attach to one ledger at once.
+    \b
+    Keys: ? help, 1-4 views, enter detail, a ack, s snooze, r retry, x abandon, q quit.
+    Several consoles may attach to one ledger at once.
 
-        With --web the same console is served to browsers (one console per tab); on loopback
-        (the default) no token is needed, any other --bind needs one (--token-file, or one is
-        generated and printed once). A token's name is the operator its actions are
-        attributed to.
+    With --web the same console is served to browsers (one console per tab); on loopback
+    (the default) no token is needed, any other --bind needs one (--token-file, or one is
+    generated and printed once). A token's name is the operator its actions are
+    attributed to.
 
-        \b
-        Example:
-          watchkeeper console --ledger /var/lib/watchkeeper/ledger.db --read-only
-          watchkeeper console --web --ledger /var/lib/watchkeeper/ledger.db   # http://127.0.0.1:8080/
-        """
-        _check_web_flags(web, bind, token_file)
-        settings = _settings(None, ledger_path, config, theme, refresh, operator)
-        if not is_url(settings.ledger) and not Path(settings.ledger).exists():
-            fail(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", EXIT_NOT_FOUND)
-        # Open it once here, so a file that is not a ledger, a newer schema or read-only
-        # media is one clear line instead of a console that cannot draw anything.
-        open_ledger_at(settings.ledger, read_only=read_only).close()
-        if web:
-            _serve_web(settings, bind, token_file, read_only, config)
-            return
-        _quiet_logging(log_beside(settings, ".console.log"))
-        _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
+    \b
+    Example:
+      watchkeeper console --ledger /var/lib/watchkeeper/ledger.db --read-only
+      watchkeeper console --web --ledger /var/lib/watchkeeper/ledger.db   # http://127.0.0.1:8080/
+    """
+    _check_web_flags(web, bind, token_file)
+    settings = open_settings(None, config, ledger=ledger_path, theme=theme, refresh=refresh, operator=operator)
+    if not is_url(settings.ledger) and not Path(settings.ledger).exists():
+        fail(f"no ledger at {settings.ledger}; start `watchkeeper run DIR` or pass --ledger", EXIT_NOT_FOUND)
+    # Open it once here, so a file that is not a ledger, a newer schema or read-only
+    # media is one clear line instead of a console that cannot draw anything.
+    open_ledger_at(settings.ledger, read_only=read_only).close()
+    if web:
+        _serve_web(settings, bind, token_file, read_only, config)
+        return
+    _quiet_logging(log_beside(settings, ".console.log"))
+    _app(settings, read_only, screenshot_dir, watch_runner=True).run(mouse=not no_mouse)
 
-    @group.command("up")
-    @click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
-    @_console_options
-    @stop_options
-    def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
-               theme: str | None, refresh: float | None, operator: str | None,
-               screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None,
-               drain: bool, kill: bool) -> None:
-        """Run the jobs in SPEC_DIR and open the console on them, in one process.
+@click.command("up")
+@click.argument("spec_dir", type=click.Path(exists=True, file_okay=False))
+@_console_options
+@stop_options
+def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only: bool, no_mouse: bool,
+           theme: str | None, refresh: float | None, operator: str | None,
+           screenshot_dir: str | None, web: bool, bind: str, token_file: Path | None,
+           drain: bool, kill: bool) -> None:
+    """Run the jobs in SPEC_DIR and open the console on them, in one process.
 
-        Quitting the console (q, then y) stops the runner cleanly: it asks first, saying how
-        many runs are in flight; no new run starts once confirmed. Running jobs keep running
-        under their monitors and the next `up` or `run` re-attaches them (--drain waits up to
-        shutdown_grace for them first, --kill ends them).
+    Quitting the console (q, then y) stops the runner cleanly: it asks first, saying how
+    many runs are in flight; no new run starts once confirmed. Running jobs keep running
+    under their monitors and the next `up` or `run` re-attaches them (--drain waits up to
+    shutdown_grace for them first, --kill ends them).
 
-        With --web the console is served to browsers instead (see `watchkeeper console
-        --help`); Ctrl-C stops the server and the runner.
+    With --web the console is served to browsers instead (see `watchkeeper console
+    --help`); Ctrl-C stops the server and the runner.
 
-        \b
-        Example:
-          watchkeeper up sample_jobs --ledger demo/watchkeeper.db
-          watchkeeper up sample_jobs --web --bind 0.0.0.0:8080 --token-file ~/.config/watchkeeper/tokens.toml
-        """
-        from core.runner.runner import Runner
+    \b
+    Example:
+      watchkeeper up sample_jobs --ledger demo/watchkeeper.db
+      watchkeeper up sample_jobs --web --bind 0.0.0.0:8080 --token-file ~/.config/watchkeeper/tokens.toml
+    """
+    from core.runner.runner import Runner
 
-        _check_web_flags(web, bind, token_file)
-        settings = _settings(spec_dir, ledger_path, config, theme, refresh, operator)
-        # create and migrate before either side opens it; a bad place is one line, exit 2
-        prepare_places(settings.ledger, settings.artifacts_dir)
-        from console.cli.runs import start_metrics
+    _check_web_flags(web, bind, token_file)
+    settings = open_settings(spec_dir, config, ledger=ledger_path, theme=theme, refresh=refresh, operator=operator)
+    # create and migrate before either side opens it; a bad place is one line, exit 2
+    prepare_places(settings.ledger, settings.artifacts_dir)
+    from console.cli.runs import start_metrics
 
-        # the [metrics] bind setting serves /metrics here as it does for `watchkeeper run`
-        stop_metrics = start_metrics(settings.metrics.bind, settings.ledger, "metrics.bind")
-        _quiet_logging(log_beside(settings, ".log"))
-        runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill))
-        failure: list[BaseException] = []
+    # the [metrics] bind setting serves /metrics here as it does for `watchkeeper run`
+    stop_metrics = start_metrics(settings.metrics.bind, settings.ledger, "metrics.bind")
+    _quiet_logging(log_beside(settings, ".log"))
+    runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill))
+    failure: list[BaseException] = []
 
-        def run_runner() -> None:
-            try:
-                asyncio.run(runner.run())
-            except BaseException as exc:  # shown after the console closes
-                failure.append(exc)
-                logging.getLogger("watchkeeper.up").exception("runner stopped with an error")
-
-        thread = threading.Thread(target=run_runner, name="wk-runner", daemon=True)
-        thread.start()
+    def run_runner() -> None:
         try:
-            if web:
-                # each tab is a console of its own on the ledger; Ctrl-C ends the server, then the runner
-                _serve_web(settings, bind, token_file, read_only, str(Path(config).absolute()) if config else None)
-            else:
-                # Quitting asks first (runs in flight) and stops the scheduler before the console
-                # closes, so no run starts while it does.
-                _app(settings, read_only, screenshot_dir, stop_runner=lambda: runner.request_stop("console quit"),
-                     stop_mode=runner.stop_mode).run(mouse=not no_mouse)
-        finally:
-            runner.request_stop("web console stopped" if web else "console quit")
-            thread.join(timeout=settings.shutdown_grace + 15)
-            if stop_metrics is not None:
-                stop_metrics()
-        if failure:
-            raise click.ClickException(f"runner failed: {failure[0]}")
-        if thread.is_alive():
-            click.echo("runner did not stop in time; exiting anyway", err=True)
-        else:
-            from console.cli.runs import print_stopped
+            asyncio.run(runner.run())
+        except BaseException as exc:  # shown after the console closes
+            failure.append(exc)
+            logging.getLogger("watchkeeper.up").exception("runner stopped with an error")
 
-            print_stopped(runner.stop_reason, runner.left_behind)
+    thread = threading.Thread(target=run_runner, name="wk-runner", daemon=True)
+    thread.start()
+    try:
+        if web:
+            # each tab is a console of its own on the ledger; Ctrl-C ends the server, then the runner
+            _serve_web(settings, bind, token_file, read_only, str(Path(config).absolute()) if config else None)
+        else:
+            # Quitting asks first (runs in flight) and stops the scheduler before the console
+            # closes, so no run starts while it does.
+            _app(settings, read_only, screenshot_dir, stop_runner=lambda: runner.request_stop("console quit"),
+                 stop_mode=runner.stop_mode).run(mouse=not no_mouse)
+    finally:
+        runner.request_stop("web console stopped" if web else "console quit")
+        thread.join(timeout=settings.shutdown_grace + 15)
+        if stop_metrics is not None:
+            stop_metrics()
+    if failure:
+        raise click.ClickException(f"runner failed: {failure[0]}")
+    if thread.is_alive():
+        click.echo("runner did not stop in time; exiting anyway", err=True)
+    else:
+        from console.cli.runs import print_stopped
+
+        print_stopped(runner.stop_reason, runner.left_behind)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (console_cmd, up_cmd)

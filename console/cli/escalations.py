@@ -17,7 +17,6 @@ import click
 
 from console.cli.common import (
     DURATION,
-    EXIT_CONFIG,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
     ID,
@@ -26,15 +25,15 @@ from console.cli.common import (
     fail,
     ledger_errors,
     ledger_option,
+    open_ledger,
     open_ledger_at,
     open_ledger_prefer_write,
+    open_settings,
     shown,
 )
 from core import actions
 from core.ledger import escalations as esc_api
-from core.ledger.connection import Ledger
 from core.ledger.runs import job_known
-from core.spec.settings import SettingsError, load_settings
 from core.supervisor import supervisor
 from core.text import iso, quoted, short_age
 
@@ -43,19 +42,6 @@ TAIL_POLL_S = 0.2
 #: tail also checks for a runner gap this often, so a dead runner shows up over ssh.
 TAIL_GAP_CHECK_S = 5.0
 SEV_COLOURS = {"critical": "red", "warning": "yellow", "info": "cyan"}
-
-
-def _settings(ledger_path: str | None, config_path: str | None = None):
-    try:
-        return load_settings(None, config_path, ledger=ledger_path)
-    except SettingsError as exc:
-        fail(str(exc), EXIT_CONFIG)
-
-
-def _open(ledger_path: str | None, *, read_only: bool = False) -> tuple[Ledger, Any]:
-    """The ledger (exit 2 with one line when missing or unusable) and the settings."""
-    settings = _settings(ledger_path)
-    return open_ledger_at(settings.ledger, read_only=read_only), settings
 
 
 def _colour() -> bool:
@@ -112,182 +98,186 @@ def _json_row(e: dict[str, Any]) -> str:
                        "last_seen_iso": iso(e.get("last_seen"))}, default=str)
 
 
-def register(group: click.Group) -> None:
-    """Add the escalation commands to the ``watchkeeper`` group."""
+@click.command("escalations")
+@click.option("--state", type=click.Choice(["open", "acknowledged", "snoozed", "resolved", "active", "all"]),
+              default="active", show_default=True, help="Which escalations to list.")
+@click.option("--job", default=None, help="Only this job.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@ledger_option
+@ledger_errors
+def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
+    """List escalations (active ones by default), newest activity first.
 
-    @group.command("escalations")
-    @click.option("--state", type=click.Choice(["open", "acknowledged", "snoozed", "resolved", "active", "all"]),
-                  default="active", show_default=True, help="Which escalations to list.")
-    @click.option("--job", default=None, help="Only this job.")
-    @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    @ledger_option
-    @ledger_errors
-    def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
-        """List escalations (active ones by default), newest activity first.
+    \b
+    Example:
+      watchkeeper escalations --state open --json
+    """
+    ledger = open_ledger(ledger_path, read_only=True)
+    with ledger:
+        rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
+        if job and not rows and not job_known(ledger, job):
+            fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+    widths = fitted_widths(rows)
+    if rows and not as_json:
+        click.echo(header_line(widths))
+    for e in rows:
+        click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths))
+    if not rows and not as_json:
+        which = "" if state == "all" else f"{state} "
+        click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
 
-        \b
-        Example:
-          watchkeeper escalations --state open --json
-        """
-        ledger, _ = _open(ledger_path, read_only=True)
+def _finish(res: Any) -> None:
+    if not res.ok:  # "error: no escalation 9999", as every command says a failure
+        fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_LOST)
+    click.echo(shown(res.message))
+
+@click.command("ack")
+@click.argument("esc_id", type=ID)
+@as_option
+@ledger_option
+@ledger_errors
+def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
+    """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
+
+    \b
+    Example:
+      watchkeeper ack 7 --as ana
+    """
+    settings = open_settings(ledger=ledger_path)
+    ledger = open_ledger_at(settings.ledger)
+    with ledger:
+        _finish(actions.acknowledge(ledger, esc_id, operator or settings.operator))
+
+@click.command("snooze")
+@click.argument("esc_id", type=ID)
+@click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
+              help="How long, e.g. 30m, 2h (at most 10 years).")
+@as_option
+@ledger_option
+@ledger_errors
+def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str | None) -> None:
+    """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
+
+    \b
+    Example:
+      watchkeeper snooze 7 --for 2h
+    """
+    seconds = for_
+    settings = open_settings(ledger=ledger_path)
+    ledger = open_ledger_at(settings.ledger)
+    with ledger:
+        _finish(actions.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
+
+@click.command("resolve")
+@click.argument("esc_id", type=ID)
+@as_option
+@ledger_option
+@ledger_errors
+def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
+    """Resolve escalation ESC_ID by hand.
+
+    \b
+    Example:
+      watchkeeper resolve 7 --as ana
+    """
+    settings = open_settings(ledger=ledger_path)
+    ledger = open_ledger_at(settings.ledger)
+    with ledger:
+        _finish(actions.resolve(ledger, esc_id, operator or settings.operator))
+
+@click.command("tail")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--since", default=None, type=DURATION,
+              help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="watchkeeper.toml: its notify sinks hear a runner gap this tail opens.")
+@ledger_option
+@ledger_errors
+def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger_path: str | None) -> None:
+    """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
+
+    A runner gap it sees is opened as the runner_gap escalation, owned by the gone
+    runner's owner; with --config its sinks are notified (else the next runner or
+    `sweep --config` sends what is owed).
+
+    \b
+    Example:
+      ssh host watchkeeper tail | grep critical
+    """
+    start = time.time() - (since or 0.0)
+    settings = open_settings(config=config_path, ledger=ledger_path)
+    # Writable when it can be, so the runner-gap check below can record; read-only media
+    # still get a tail of what exists.
+    ledger = open_ledger_prefer_write(settings.ledger)
+    # A closed pipe ends us quietly instead of a traceback (ssh host watchkeeper tail | head).
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    colour = _colour() and not as_json
+    cursor = (start, 0)
+    next_gap = 0.0
+    if not as_json and sys.stdout.isatty():  # a heading for a person; a pipe gets only escalation lines
+        click.echo(header_line())
+    try:
         with ledger:
-            rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
-            if job and not rows and not job_known(ledger, job):
-                fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
-        widths = fitted_widths(rows)
-        if rows and not as_json:
-            click.echo(header_line(widths))
-        for e in rows:
-            click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths))
-        if not rows and not as_json:
-            which = "" if state == "all" else f"{state} "
-            click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
-
-    def _finish(res: Any) -> None:
-        if not res.ok:  # "error: no escalation 9999", as every command says a failure
-            fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_LOST)
-        click.echo(shown(res.message))
-
-    @group.command("ack")
-    @click.argument("esc_id", type=ID)
-    @as_option
-    @ledger_option
-    @ledger_errors
-    def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Acknowledge escalation ESC_ID (exit 1 if someone else was first).
-
-        \b
-        Example:
-          watchkeeper ack 7 --as ana
-        """
-        ledger, settings = _open(ledger_path)
-        with ledger:
-            _finish(actions.acknowledge(ledger, esc_id, operator or settings.operator))
-
-    @group.command("snooze")
-    @click.argument("esc_id", type=ID)
-    @click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
-                  help="How long, e.g. 30m, 2h (at most 10 years).")
-    @as_option
-    @ledger_option
-    @ledger_errors
-    def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str | None) -> None:
-        """Snooze escalation ESC_ID; it reopens afterwards unless the job recovered.
-
-        \b
-        Example:
-          watchkeeper snooze 7 --for 2h
-        """
-        seconds = for_
-        ledger, settings = _open(ledger_path)
-        with ledger:
-            _finish(actions.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
-
-    @group.command("resolve")
-    @click.argument("esc_id", type=ID)
-    @as_option
-    @ledger_option
-    @ledger_errors
-    def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
-        """Resolve escalation ESC_ID by hand.
-
-        \b
-        Example:
-          watchkeeper resolve 7 --as ana
-        """
-        ledger, settings = _open(ledger_path)
-        with ledger:
-            _finish(actions.resolve(ledger, esc_id, operator or settings.operator))
-
-    @group.command("tail")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-    @click.option("--since", default=None, type=DURATION,
-                  help="Also show changes from this long ago, e.g. 1h (at most 10 years).")
-    @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
-                  help="watchkeeper.toml: its notify sinks hear a runner gap this tail opens.")
-    @ledger_option
-    @ledger_errors
-    def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger_path: str | None) -> None:
-        """Follow new and changed escalations, one line each, until Ctrl-C or a closed pipe.
-
-        A runner gap it sees is opened as the runner_gap escalation, owned by the gone
-        runner's owner; with --config its sinks are notified (else the next runner or
-        `sweep --config` sends what is owed).
-
-        \b
-        Example:
-          ssh host watchkeeper tail | grep critical
-        """
-        start = time.time() - (since or 0.0)
-        settings = _settings(ledger_path, config_path)
-        # Writable when it can be, so the runner-gap check below can record; read-only media
-        # still get a tail of what exists.
-        ledger = open_ledger_prefer_write(settings.ledger)
-        # A closed pipe ends us quietly instead of a traceback (ssh host watchkeeper tail | head).
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        colour = _colour() and not as_json
-        cursor = (start, 0)
-        next_gap = 0.0
-        if not as_json and sys.stdout.isatty():  # a heading for a person; a pipe gets only escalation lines
-            click.echo(header_line())
+            while True:
+                if time.monotonic() >= next_gap:
+                    next_gap = time.monotonic() + TAIL_GAP_CHECK_S
+                    try:
+                        supervisor.check_runner_gap(ledger, sinks=settings.notify, owner=settings.runner_owner)
+                    except Exception:  # read-only media etc.: tail keeps showing what exists
+                        pass
+                rows = esc_api.changed_since(ledger, cursor[0], cursor[1])
+                for e in rows:
+                    click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour))
+                    cursor = (e["updated_at"], e["id"])
+                sys.stdout.flush()
+                if not rows:
+                    time.sleep(TAIL_POLL_S)
+    except (KeyboardInterrupt, BrokenPipeError):
         try:
-            with ledger:
-                while True:
-                    if time.monotonic() >= next_gap:
-                        next_gap = time.monotonic() + TAIL_GAP_CHECK_S
-                        try:
-                            supervisor.check_runner_gap(ledger, sinks=settings.notify, owner=settings.runner_owner)
-                        except Exception:  # read-only media etc.: tail keeps showing what exists
-                            pass
-                    rows = esc_api.changed_since(ledger, cursor[0], cursor[1])
-                    for e in rows:
-                        click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour))
-                        cursor = (e["updated_at"], e["id"])
-                    sys.stdout.flush()
-                    if not rows:
-                        time.sleep(TAIL_POLL_S)
-        except (KeyboardInterrupt, BrokenPipeError):
-            try:
-                sys.stdout.close()
-            except BrokenPipeError:
-                pass
+            sys.stdout.close()
+        except BrokenPipeError:
+            pass
 
-    @group.command("report")
-    @click.option("--since", default="24h", show_default=True, type=DURATION,
-                  help="Window, e.g. 1h, 7d (at most 10 years).")
-    @click.option("--json", "as_json", is_flag=True)
-    @ledger_option
-    @ledger_errors
-    def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
-        """Runs judged, share silent, escalations by kind, notifications sent and failed.
+@click.command("report")
+@click.option("--since", default="24h", show_default=True, type=DURATION,
+              help="Window, e.g. 1h, 7d (at most 10 years).")
+@click.option("--json", "as_json", is_flag=True)
+@ledger_option
+@ledger_errors
+def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
+    """Runs judged, share silent, escalations by kind, notifications sent and failed.
 
-        \b
-        Example:
-          watchkeeper report --since 24h
-        """
-        start = time.time() - since
-        ledger, _ = _open(ledger_path, read_only=True)
-        with ledger:
-            rep = supervisor.report(ledger, start)
-        if as_json:
-            click.echo(json.dumps(rep, default=str))
-            return
-        share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
-        click.echo(f"since {iso(start)} ({short_age(time.time() - start)} ago)")
-        click.echo(f"runs judged     {rep['runs']}")
-        click.echo(f"silent          {rep['silent']} ({share})")
-        click.echo(f"notes           {rep['notes']}")
-        click.echo(f"escalated       {rep['escalated']}")
-        click.echo("escalations by kind:")
-        kinds = rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]
-        # Columns sized to their content: a long kind (mission_worker_failed) keeps the counts aligned.
-        kw = max(len(shown(r["kind"])) for r in kinds)
-        ew = max(len(str(r["escalations"])) for r in kinds)
-        ow = max(len(str(r["occurrences"] or 0)) for r in kinds)
-        for r in kinds:
-            click.echo(f"  {shown(r['kind']):<{kw}} {r['escalations']:>{ew}} escalation(s),"
-                       f" {r['occurrences'] or 0:>{ow}} occurrence(s)")
-        n = rep["notifications"]
-        click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}"
-                   + (f", cancelled {n['cancelled']}" if n.get("cancelled") else ""))
+    \b
+    Example:
+      watchkeeper report --since 24h
+    """
+    start = time.time() - since
+    ledger = open_ledger(ledger_path, read_only=True)
+    with ledger:
+        rep = supervisor.report(ledger, start)
+    if as_json:
+        click.echo(json.dumps(rep, default=str))
+        return
+    share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
+    click.echo(f"since {iso(start)} ({short_age(time.time() - start)} ago)")
+    click.echo(f"runs judged     {rep['runs']}")
+    click.echo(f"silent          {rep['silent']} ({share})")
+    click.echo(f"notes           {rep['notes']}")
+    click.echo(f"escalated       {rep['escalated']}")
+    click.echo("escalations by kind:")
+    kinds = rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]
+    # Columns sized to their content: a long kind (mission_worker_failed) keeps the counts aligned.
+    kw = max(len(shown(r["kind"])) for r in kinds)
+    ew = max(len(str(r["escalations"])) for r in kinds)
+    ow = max(len(str(r["occurrences"] or 0)) for r in kinds)
+    for r in kinds:
+        click.echo(f"  {shown(r['kind']):<{kw}} {r['escalations']:>{ew}} escalation(s),"
+                   f" {r['occurrences'] or 0:>{ow}} occurrence(s)")
+    n = rep["notifications"]
+    click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}"
+               + (f", cancelled {n['cancelled']}" if n.get("cancelled") else ""))
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (escalations_cmd, ack_cmd, snooze_cmd, resolve_cmd, tail_cmd, report_cmd)

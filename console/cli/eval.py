@@ -33,89 +33,88 @@ def _judge_settings(base_url: str, model: str) -> JudgeSettings:
                          model=model, timeout=10.0, max_retries=1, max_calls_per_hour=100_000)
 
 
-def register(group: click.Group) -> None:
-    @group.command("eval")
-    @click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False))
-    @click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False),
-                  help="Replay this ledger's recorded outcomes with today's judge instead (shadow mode).")
-    @click.option("--since", default="7d", show_default=True, type=DURATION,
-                  help="With --ledger: outcomes recorded in this window, e.g. 24h, 7d.")
-    @click.option("--all", "show_all", is_flag=True, help="With --ledger: list every outcome, not only changed ones.")
-    @click.option("--claude-base-url", "claude_urls", multiple=True,
-                  help="Also judge through the Claude path at this Messages API URL (e.g. a local fake); repeatable.")
-    @click.option("--mood", "moods", multiple=True, type=click.Choice(MOODS),
-                  help="Also judge through a fake model that measures the pipeline: oracle (the label, with a real"
-                       " quote: the ceiling), ungrounded (escalates on invented quotes: must change nothing),"
-                       " quote-anything (escalates on any real line: routine pages bounded by reach); repeatable.")
-    @click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
-    @click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
-    @click.option("--json", "as_json", is_flag=True)
-    @ledger_errors
-    def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all: bool,
-                 claude_urls: tuple[str, ...], moods: tuple[str, ...], model: str, show_misses: bool,
-                 as_json: bool) -> None:
-        """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases; default
-        tests/eval/corpus.jsonl when run from the project folder): hard-class
-        recall, soft-anomaly recall, routine not paged and precision, each with rules alone,
-        through every --mood and every --claude-base-url; with a model in the path, reach (of
-        the cases to escalate that the rules left silent, the share put before the model).
-        Exit 1, naming each, when a goal is missed.
+@click.command("eval")
+@click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False),
+              help="Replay this ledger's recorded outcomes with today's judge instead (shadow mode).")
+@click.option("--since", default="7d", show_default=True, type=DURATION,
+              help="With --ledger: outcomes recorded in this window, e.g. 24h, 7d.")
+@click.option("--all", "show_all", is_flag=True, help="With --ledger: list every outcome, not only changed ones.")
+@click.option("--claude-base-url", "claude_urls", multiple=True,
+              help="Also judge through the Claude path at this Messages API URL (e.g. a local fake); repeatable.")
+@click.option("--mood", "moods", multiple=True, type=click.Choice(MOODS),
+              help="Also judge through a fake model that measures the pipeline: oracle (the label, with a real"
+                   " quote: the ceiling), ungrounded (escalates on invented quotes: must change nothing),"
+                   " quote-anything (escalates on any real line: routine pages bounded by reach); repeatable.")
+@click.option("--model", default=JudgeSettings().model, show_default=True, help="Model for the Claude path.")
+@click.option("--show-misses", is_flag=True, help="List every case judged against its label.")
+@click.option("--json", "as_json", is_flag=True)
+@ledger_errors
+def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all: bool,
+             claude_urls: tuple[str, ...], moods: tuple[str, ...], model: str, show_misses: bool,
+             as_json: bool) -> None:
+    """Measure the judge on a labelled CORPUS (JSONL of raw-evidence cases; default
+    tests/eval/corpus.jsonl when run from the project folder): hard-class
+    recall, soft-anomaly recall, routine not paged and precision, each with rules alone,
+    through every --mood and every --claude-base-url; with a model in the path, reach (of
+    the cases to escalate that the rules left silent, the share put before the model).
+    Exit 1, naming each, when a goal is missed.
 
-        With --ledger PATH, re-judge the outcomes recorded there since --since with today's
-        supervisor and print what it would have escalated or silenced next to what it did.
-        Nothing is written to the ledger.
+    With --ledger PATH, re-judge the outcomes recorded there since --since with today's
+    supervisor and print what it would have escalated or silenced next to what it did.
+    Nothing is written to the ledger.
 
-        \b
-        Example:
-          watchkeeper eval tests/eval/corpus.jsonl
-          watchkeeper eval --mood oracle --mood ungrounded --mood quote-anything
-          watchkeeper eval --ledger demo/watchkeeper.db --since 7d
-        """
-        if ledger_path is not None:
-            _replay(ledger_path, since, show_all, claude_urls, model, as_json)
-            return
-        if corpus is None and Path(DEFAULT_CORPUS).is_file():
-            corpus = DEFAULT_CORPUS
-        if corpus is None:
-            fail(f"give a CORPUS file (no {DEFAULT_CORPUS} here), or --ledger PATH to replay a ledger", EXIT_CONFIG)
-        try:
-            cases = load_corpus(corpus)
-        except (OSError, ValueError) as exc:
-            fail(str(exc), EXIT_CONFIG)
-        passes: list[tuple[str, Any, dict[str, int]]] = []
-        rep, calls = run_eval(cases)
-        passes.append(("rules alone", rep, calls))
-        for mood in moods:
-            rep_m, calls_m = run_eval(cases, mood=mood)
-            if mood == "ungrounded":
-                rep_m.same_as = rep
-            passes.append((f"rules + {mood}", rep_m, calls_m))
-        for url in claude_urls:
-            rep2, calls2 = run_eval(cases, claude=_judge_settings(url, model))
-            passes.append((f"rules + claude ({url})", rep2, calls2))
-        ok = all(r.meets_goals() for _, r, _ in passes)
-        if as_json:
-            click.echo(json.dumps([{**r.to_json(lbl), "claude_calls": c} for lbl, r, c in passes]))
-        else:
-            by_cls: dict[str, int] = {}
-            for case in cases:
-                by_cls[case.cls] = by_cls.get(case.cls, 0) + 1
-            click.echo(f"{len(cases)} cases from {corpus} ("
-                       + ", ".join(f"{n} {k}" for k, n in sorted(by_cls.items())) + ")")
-            for lbl, r, c in passes:
-                for line in r.lines(lbl):
-                    click.echo(line)
-                if c.get("error") or c.get("budget") or c.get("cached"):
-                    click.echo(f"  model calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
-                               f" (rules verdict kept), {c['budget']} over budget")
-                for missed in r.missed_goals():
-                    click.echo(f"  GOAL MISSED: {missed}")
-                if show_misses:
-                    for m in r.misses:
-                        click.echo(f"  miss: {stripped_line(m)}")
-            click.echo("goals met" if ok else "GOALS MISSED")
-        if not ok:
-            raise SystemExit(EXIT_FINDINGS)
+    \b
+    Example:
+      watchkeeper eval tests/eval/corpus.jsonl
+      watchkeeper eval --mood oracle --mood ungrounded --mood quote-anything
+      watchkeeper eval --ledger demo/watchkeeper.db --since 7d
+    """
+    if ledger_path is not None:
+        _replay(ledger_path, since, show_all, claude_urls, model, as_json)
+        return
+    if corpus is None and Path(DEFAULT_CORPUS).is_file():
+        corpus = DEFAULT_CORPUS
+    if corpus is None:
+        fail(f"give a CORPUS file (no {DEFAULT_CORPUS} here), or --ledger PATH to replay a ledger", EXIT_CONFIG)
+    try:
+        cases = load_corpus(corpus)
+    except (OSError, ValueError) as exc:
+        fail(str(exc), EXIT_CONFIG)
+    passes: list[tuple[str, Any, dict[str, int]]] = []
+    rep, calls = run_eval(cases)
+    passes.append(("rules alone", rep, calls))
+    for mood in moods:
+        rep_m, calls_m = run_eval(cases, mood=mood)
+        if mood == "ungrounded":
+            rep_m.same_as = rep
+        passes.append((f"rules + {mood}", rep_m, calls_m))
+    for url in claude_urls:
+        rep2, calls2 = run_eval(cases, claude=_judge_settings(url, model))
+        passes.append((f"rules + claude ({url})", rep2, calls2))
+    ok = all(r.meets_goals() for _, r, _ in passes)
+    if as_json:
+        click.echo(json.dumps([{**r.to_json(lbl), "claude_calls": c} for lbl, r, c in passes]))
+    else:
+        by_cls: dict[str, int] = {}
+        for case in cases:
+            by_cls[case.cls] = by_cls.get(case.cls, 0) + 1
+        click.echo(f"{len(cases)} cases from {corpus} ("
+                   + ", ".join(f"{n} {k}" for k, n in sorted(by_cls.items())) + ")")
+        for lbl, r, c in passes:
+            for line in r.lines(lbl):
+                click.echo(line)
+            if c.get("error") or c.get("budget") or c.get("cached"):
+                click.echo(f"  model calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
+                           f" (rules verdict kept), {c['budget']} over budget")
+            for missed in r.missed_goals():
+                click.echo(f"  GOAL MISSED: {missed}")
+            if show_misses:
+                for m in r.misses:
+                    click.echo(f"  miss: {stripped_line(m)}")
+        click.echo("goals met" if ok else "GOALS MISSED")
+    if not ok:
+        raise SystemExit(EXIT_FINDINGS)
 
 
 def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...], model: str, as_json: bool) -> None:
@@ -155,3 +154,7 @@ def _replay(path: str, since: float, show_all: bool, claude_urls: tuple[str, ...
             click.echo(f"        why: {stripped_line(r.now_reason, 160)}")
     if not items:
         click.echo("nothing recorded in that window")
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (eval_cmd,)

@@ -15,13 +15,14 @@ from console.cli.common import (
     EXIT_CONFIG,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
+    config_option,
     fail,
     ledger_name,
     ledger_option,
     open_ledger_at,
+    open_settings,
     shown,
 )
-from console.cli.runs import config_option, open_settings
 from console.cli.usable import ledger_problem
 from core.ledger.dialect import is_url, mask_url
 from core.ledger.jobs import job_row
@@ -30,10 +31,6 @@ from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
 from core.spec.settings import Settings
 from core.spec.source_map import validation_line
 from core.text import quoted, stripped_line
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(exec_cmd)
 
 
 def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
@@ -158,3 +155,7 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
                    + (f": {shown(tail[0])}" if tail else "")
                    + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)
     raise SystemExit(result.exit_status)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (exec_cmd,)

@@ -15,10 +15,6 @@ from core.spec import crontab
 from core.text import safe_text
 
 
-def register(cli: click.Group) -> None:
-    cli.add_command(import_crontab_cmd)
-
-
 def _watchkeeper_path() -> str:
     # cron's PATH is short: the rewritten lines name this very program by its full path.
     argv0 = Path(sys.argv[0])
@@ -110,3 +106,7 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         click.echo(f"skipped {safe_text(str(bad))}", err=True)
     if imp.refused:
         raise SystemExit(EXIT_FINDINGS)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (import_crontab_cmd,)

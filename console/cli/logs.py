@@ -13,18 +13,23 @@ from pathlib import Path
 
 import click
 
-from console.cli.common import EXIT_NOT_FOUND, ID, fail, ledger_errors, ledger_option, shown, shown_lines
-from console.cli.runs import finished_line, open_ledger
+from console.cli.common import (
+    EXIT_NOT_FOUND,
+    ID,
+    fail,
+    ledger_errors,
+    ledger_option,
+    open_ledger,
+    shown,
+    shown_lines,
+)
+from console.cli.runs import finished_line
 from core import monitor
 from core.ledger.lifecycle import TERMINAL
 from core.ledger.sql_store import SqlStore
 
 #: Seconds between two looks at the output file and the run's state while following.
 FOLLOW_POLL_S = 0.2
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(logs_cmd)
 
 
 def _emit(data: bytes) -> None:
@@ -104,3 +109,7 @@ def _verdict(store: SqlStore, run_id: int) -> None:
                          (run.ended_at - run.started_at) if run.ended_at and run.started_at else None,
                          run.exit_code, run.signal, run.reason)
     click.echo(f"run {run_id}: {line.strip()}" + ("" if run.state in TERMINAL else f" ({shown(run.state)})"))
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (logs_cmd,)

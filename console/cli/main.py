@@ -1,9 +1,9 @@
-"""The ``watchkeeper`` command. Subcommands live in small modules, one per area, each
-exposing ``register(group)``."""
+"""The ``watchkeeper`` command. Subcommands live in small modules, one per area; each defines
+its click commands (and groups) at module level and lists them in ``COMMANDS``, which this
+module adds to the group. Settings and the ledger are opened through ``console.cli.common``."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import logging
 import os
@@ -13,17 +13,32 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from console.cli import (
+    check,
+    console,
+    escalations,
+    eval,
+    exec_cmd,
+    import_crontab,
+    jobs,
+    ledger_cmd,
+    logs,
+    mcp,
+    mission,
+    notify,
+    prune,
+    runs,
+    service,
+    sweep,
+)
 from core.ledger.connection import SCHEMA_VERSION
 from core.spec.source_map import validation_line
 from core.text import safe_text
 
-# Areas, each a module with register(group). Kept as names so one broken area cannot hide
-# the others' --help.
-AREAS = ("console.cli.runs", "console.cli.jobs", "console.cli.check", "console.cli.sweep", "console.cli.escalations",
-         "console.cli.console", "console.cli.prune",
-         "console.cli.import_crontab", "console.cli.service", "console.cli.eval",
-         "console.cli.mission", "console.cli.mcp", "console.cli.exec_cmd", "console.cli.notify",
-         "console.cli.ledger_cmd", "console.cli.logs")
+#: The areas, each a module with a ``COMMANDS`` tuple (``--help`` lists commands by name, so
+#: this order shows nowhere).
+AREAS = (runs, jobs, check, sweep, escalations, console, prune, import_crontab, service, eval, mission, mcp,
+         exec_cmd, notify, ledger_cmd, logs)
 
 
 class _Group(click.Group):
@@ -71,7 +86,8 @@ def cli(verbose: int) -> None:
 
 
 for _area in AREAS:
-    importlib.import_module(_area).register(cli)
+    for _command in _area.COMMANDS:
+        cli.add_command(_command)
 
 
 def main() -> None:

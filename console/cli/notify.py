@@ -10,13 +10,9 @@ from pathlib import Path
 
 import click
 
-from console.cli.common import EXIT_CONFIG, EXIT_FINDINGS, EXIT_NOT_FOUND, fail, shown
-from core.spec.settings import CONFIG_NAME, SettingsError, load_settings
+from console.cli.common import EXIT_FINDINGS, EXIT_NOT_FOUND, fail, open_settings, shown
+from core.spec.settings import CONFIG_NAME
 from core.supervisor import notify as core_notify
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(notify_group)
 
 
 @click.group("notify")
@@ -50,10 +46,7 @@ def notify_test_cmd(spec_dir: str, config_path: str | None, sink_names: tuple[st
       watchkeeper notify test sample_jobs
       watchkeeper notify test --config /etc/watchkeeper/watchkeeper.toml --sink ops-mail
     """
-    try:
-        settings = load_settings(spec_dir, config=config_path)
-    except SettingsError as exc:
-        fail(str(exc), EXIT_CONFIG)
+    settings = open_settings(spec_dir, config_path)
     where = config_path or str(Path(spec_dir) / CONFIG_NAME)
     sinks = list(settings.notify)
     if not sinks:
@@ -87,3 +80,7 @@ def notify_test_cmd(spec_dir: str, config_path: str | None, sink_names: tuple[st
         click.echo(f"{len(results) - failed} of {len(results)} sink(s) delivered", err=True)
     if failed:
         raise SystemExit(EXIT_FINDINGS)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (notify_group,)

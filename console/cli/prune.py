@@ -12,19 +12,16 @@ from console.cli.common import (
     DURATION,
     EXIT_CONFIG,
     EXIT_FINDINGS,
+    config_option,
     fail,
     ledger_errors,
     ledger_option,
     open_ledger_at,
+    open_settings,
     shown,
 )
-from console.cli.runs import config_option, open_settings
 from core.ledger import retention
 from core.text import quoted, short_age
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(prune_cmd)
 
 
 class _Size(click.ParamType):
@@ -155,3 +152,7 @@ def prune_cmd(spec_dir: str | None, ledger_path: str | None, config_path: str | 
         _print(rep)
     if rep.artifact_errors:
         raise SystemExit(EXIT_FINDINGS)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (prune_cmd,)

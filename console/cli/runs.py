@@ -6,38 +6,36 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from console.cli.common import (
-    EXIT_CONFIG,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     ID,
     as_option,
+    config_option,
     confirm_or_exit,
     fail,
     ledger_errors,
     ledger_name,
     ledger_option,
-    open_ledger_at,
+    open_ledger,
+    open_settings,
     prepare_places,
     shown,
     shown_lines,
     yes_option,
 )
 from console.evidence import handoff_fields, verification_rows
-from core.ledger.connection import Ledger
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.reads import run_detail
 from core.ledger.runs import job_known, list_runs, run_time
 from core.ledger.sql_store import SqlStore
 from core.processes import signal_name
-from core.spec.settings import SettingsError, load_settings
-from core.text import duration, iso, local_hms, quoted, short_age
+from core.text import duration, iso, local_hms, quoted
 
 STATE_COLOURS = {"succeeded": "green", "failed": "red", "timed_out": "red", "orphaned": "magenta",
                  "blocked": "yellow", "abandoned": "bright_black", "running": "cyan", "queued": "blue"}
@@ -50,25 +48,6 @@ def use_colour() -> bool:
 def styled_state(state: str) -> str:
     text = f"{state:<10}"
     return click.style(text, fg=STATE_COLOURS.get(state)) if use_colour() else text
-
-
-def config_option(f: Any) -> Any:
-    return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
-                        help="Settings file [default: watchkeeper.toml in the spec folder].")(f)
-
-
-def open_settings(spec_dir: str | None = None, config: str | None = None, **overrides: Any):
-    try:
-        return load_settings(spec_dir, config, **overrides)
-    except SettingsError as exc:
-        fail(str(exc), EXIT_CONFIG)
-
-
-def open_ledger(ledger_path: str | None, *, must_exist: bool = True, read_only: bool = False) -> Ledger:
-    """Open the ledger named by --ledger / WATCHKEEPER_LEDGER / default, or exit 2 with one
-    clear line (missing, not a ledger, newer schema, unreadable); exit 3 on bad settings."""
-    settings = open_settings(None, None, ledger=ledger_path)
-    return open_ledger_at(settings.ledger, read_only=read_only, must_exist=must_exist)
 
 
 #: How long a run ran: the one compact style (``core.text.duration``).
@@ -89,16 +68,6 @@ def finished_line(ended_at: float, job: str, attempt: int, state: str, duration:
     if reason and state != "succeeded":
         line += f"  ({shown(reason, 200)})"
     return line
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(run_cmd)
-    cli.add_command(runs_cmd)
-    cli.add_command(show_cmd)
-    cli.add_command(trigger_cmd)
-    cli.add_command(abandon_cmd)
-    cli.add_command(retry_cmd)
-    cli.add_command(jobs_cmd)
 
 
 def stop_options(fn: Any) -> Any:
@@ -462,69 +431,5 @@ def retry_cmd(run_id: int, operator: str | None, ledger_path: str | None, yes: b
         raise SystemExit(EXIT_FINDINGS)
 
 
-@click.command("jobs")
-@ledger_option
-@click.option("--json", "as_json", is_flag=True, help="JSON lines, one job (or invalid spec file) each.")
-@ledger_errors
-def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
-    """List jobs: schedule, next run, last outcome, breaker state, success rate; then the
-    spec files that do not load, each with its error as FILE:LINE: job 'NAME': MESSAGE.
-
-    A paused job shows `paused` as its next run. A job whose file has an error since its
-    last good load keeps running that spec; its error is shown under it.
-
-    \b
-    Example:
-      watchkeeper jobs --ledger demo/watchkeeper.db
-    """
-    import time as _time
-
-    from core.ledger.reads import invalid_specs, jobs_page
-    from core.supervisor.policy.words import next_run_word
-
-    now = _time.time()
-    rows: list[dict[str, Any]] = []
-    with open_ledger(ledger_path, read_only=True) as ledger:
-        cursor = None
-        while True:
-            page = jobs_page(ledger, now=now, after=cursor, limit=500)
-            rows.extend(page.rows)
-            cursor = page.cursor
-            if cursor is None:
-                break
-        invalid = invalid_specs(ledger, never_loaded=True, limit=10000)
-        errors = {r["job"]: r["text"] for r in invalid_specs(ledger, limit=10000) if r["loaded"]}
-    if as_json:
-        for r in rows:
-            r["loaded"] = True
-            r["spec_error"] = errors.get(r["name"]) or r.get("last_error")
-            click.echo(json.dumps(r, default=str))
-        for inv in invalid:
-            click.echo(json.dumps({"name": inv["job"] or None, "loaded": False, "enabled": 0, "source": inv["source"],
-                                   "line": inv["line"], "field": inv["field"], "spec_error": inv["text"],
-                                   "first_seen": inv["first_seen"], "last_seen": inv["last_seen"]}))
-        return
-    if not rows and not invalid:
-        click.echo("no jobs (a runner records jobs when it loads their specs)")
-        return
-    click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
-    for r in rows:
-        # The console's Jobs view gives the same answer (reads.job_next_run): paused, the
-        # breaker's trial slot after its cool-down, a one-shot's `at`.
-        nxt = next_run_word(r["next_run"], r.get("next_held"), now)
-        rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
-        brk = r["breaker_state"] or "closed"
-        if brk == "open" and r.get("breaker_until"):
-            brk += f" {short_age(r['breaker_until'] - now)}"  # a daily job cools down for a day
-        name = r["name"] + ("" if r["enabled"] else " (removed)")
-        last = "partial" if r.get("last_status") == "partial" else str(r["last_state"] or "-")
-        click.echo(f"{shown(name, 22):<22} {shown(r['schedule_text'] or '-', 18):<18} {nxt:<10.10}"
-                   f" {last:<10} {brk:<10} {rate:>7}")
-        error = errors.get(r["name"]) or r.get("last_error")
-        if error:
-            click.echo(f"  ! spec error (the last good spec still runs): {shown(error, 200)}")
-    for inv in invalid:
-        name = inv["job"] or Path(inv["source"]).name
-        click.echo(f"{shown(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
-        click.echo(f"  ! spec error (never loaded): {shown(inv['text'], 200)}")
-
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (run_cmd, runs_cmd, show_cmd, trigger_cmd, abandon_cmd, retry_cmd)

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import click
 
-from console.cli.common import EXIT_FINDINGS, EXIT_USAGE, fail
-from console.cli.runs import open_settings
+from console.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_USAGE,
+    fail,
+    open_settings,
+)
 from core.spec.settings import CONFIG_NAME, Settings
 
 SWEEP_EVERY_S = 60
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(service_group)
 
 
 @click.group("service")
@@ -335,3 +335,7 @@ def uninstall_cmd(user: bool, name: str, unit_dir: str | None, now: bool) -> Non
         fail(f"no {name} units in {target}")
     if now:
         _systemctl(user, "daemon-reload")
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (service_group,)

@@ -11,43 +11,22 @@ from typing import Any
 import click
 
 from console.cli.common import (
-    EXIT_CONFIG,
-    fail,
     ledger_errors,
     ledger_option,
     open_ledger_at,
+    open_settings,
     shown,
     shown_lines,
 )
 from core.ledger import runners as core_status
-from core.ledger.connection import Ledger
-from core.spec.settings import Settings, SettingsError, load_settings
 from core.sweep import doctor as core_doctor
 from core.sweep import sweep as core_sweep
 from core.sweep import watch as core_watch
 
 
-def register(cli: click.Group) -> None:
-    cli.add_command(sweep_cmd)
-    cli.add_command(status_cmd)
-    cli.add_command(doctor_cmd)
-
-
 def _config_option(f: Any) -> Any:
     return click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True), default=None,
                         help="watchkeeper.toml to read settings (lease, heartbeat, …) from.")(f)
-
-
-def _settings(ledger_path: str | None, config_path: str | None) -> Settings:
-    try:
-        return load_settings(None, config=config_path, ledger=ledger_path)
-    except SettingsError as exc:
-        fail(str(exc), EXIT_CONFIG)
-
-
-def _open(settings: Settings, *, read_only: bool = False) -> Ledger:
-    """The ledger, or exit 2 with one clear line (missing, not a ledger, unusable)."""
-    return open_ledger_at(settings.ledger, read_only=read_only)
 
 
 def _print_report(report: core_sweep.SweepReport, watched: core_watch.WatchReport, as_json: bool) -> None:
@@ -95,8 +74,8 @@ def sweep_cmd(ledger_path: str | None, config_path: str | None, loop: bool, inte
       watchkeeper sweep --ledger demo/watchkeeper.db           # one pass, e.g. from cron
       watchkeeper sweep --ledger demo/watchkeeper.db --loop    # a second watcher
     """
-    settings = _settings(ledger_path, config_path)
-    led = _open(settings)
+    settings = open_settings(config=config_path, ledger=ledger_path)
+    led = open_ledger_at(settings.ledger)
     failed = False
 
     def on_report(report: core_sweep.SweepReport) -> None:
@@ -141,8 +120,8 @@ def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bo
       watchkeeper status --ledger demo/watchkeeper.db
       no runner since 04:12, 7m ago
     """
-    settings = _settings(ledger_path, config_path)
-    led = _open(settings, read_only=True)
+    settings = open_settings(config=config_path, ledger=ledger_path)
+    led = open_ledger_at(settings.ledger, read_only=True)
     try:
         st = core_status.status(led, all_runners=all_runners, host=host)
     finally:
@@ -173,8 +152,8 @@ def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, a
       watchkeeper doctor --ledger demo/watchkeeper.db
       watchkeeper doctor --ledger demo/watchkeeper.db --repair --json
     """
-    settings = _settings(ledger_path, config_path)
-    led = _open(settings, read_only=not repair)
+    settings = open_settings(config=config_path, ledger=ledger_path)
+    led = open_ledger_at(settings.ledger, read_only=not repair)
     try:
         report = core_doctor.diagnose(led, settings, repair=repair)
     finally:
@@ -190,3 +169,7 @@ def doctor_cmd(ledger_path: str | None, config_path: str | None, repair: bool, a
             click.echo(shown_lines(str(v)) + ("  (repairable: --repair)" if v.repairable and not repair else ""))
         click.echo("ledger ok" if report.ok else f"{len(report.violations)} violation(s)")
     sys.exit(0 if report.ok else 1)
+
+
+#: The commands this module adds to ``watchkeeper`` (console.cli.main).
+COMMANDS: tuple[click.Command, ...] = (sweep_cmd, status_cmd, doctor_cmd)

@@ -16,7 +16,8 @@ from core.spec.model import load_dir
 
 def _cli() -> click.Group:
     group = click.Group("watchkeeper")
-    cli_check.register(group)
+    for command in cli_check.COMMANDS:
+        group.add_command(command)
     return group
 
 
