@@ -262,8 +262,8 @@ def monitors(quick: bool) -> list[Figure]:
     spawn time per run (``core.runner.spawn.start_monitored``, until the job's pid is known)
     against the bare pipe spawn the runner used before (``asyncio.create_subprocess_exec``
     with both streams piped, in the same process and window), and the memory its monitor and
-    drains cost per run: unique (USS: what the run adds) and resident (RSS: shared pages of
-    sh/head counted again for every process)."""
+    drains and deadline keeper cost per run (every job has a timeout): unique (USS: what the
+    run adds) and resident (RSS: shared pages of sh/head counted again for every process)."""
     import asyncio
 
     from core.runner import spawn
@@ -273,7 +273,7 @@ def monitors(quick: bool) -> list[Figure]:
     async def measure(folder: Path) -> tuple[float, float, float, float]:
         t0 = time.perf_counter()
         mons = [await spawn.start_monitored(["sleep", "600"], cwd=None, env=dict(os.environ), art=folder / str(i),
-                                            cap=1 << 20) for i in range(n)]
+                                            cap=1 << 20, timeout=3600, grace=5) for i in range(n)]
         mon_ms = (time.perf_counter() - t0) * 1000 / n
         await asyncio.sleep(1.0)  # every drain is up
         alive = sum(psutil.pid_exists(m.pid) for m in mons)

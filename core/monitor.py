@@ -16,9 +16,12 @@ session of its own; the monitor
   rest is counted by ``dd`` and only its last TAIL bytes are kept (``STREAM.tail``), so a job
   printing 2 GB leaves at most ``output_cap`` bytes per stream on disk, and the pipe is
   always drained, so the job never blocks on it;
+* keeps the job's deadline itself (``TIMER``, which leaves as soon as the monitor does): at
+  the timeout it marks ``timed_out`` and ends the job's process group (SIGTERM, SIGKILL
+  after the grace), so a timeout holds while no runner is there;
 * waits for the job and writes its status to ``exit`` (``$?`` as the shell reports it, a
-  newline-terminated integer), then waits for the drains and exits with that status too (so
-  the runner that started it still learns the status when a full disk kept ``exit`` empty).
+  newline-terminated integer, over the blank line ``prepare`` made, so a full disk still
+  keeps it), then waits for the drains and exits with that status too.
 
 Nothing in it depends on the runner: the runner can be killed with -9 and the job still
 completes, its output and status on disk. A runner that starts re-attaches a run whose
@@ -28,8 +31,9 @@ left an ``exit`` file (``finish_output``). A run is orphaned only when neither i
 A shell reports death by signal N as status 128 + N, the same as ``exit 128+N``: statuses
 129-192 are recorded as the signal (``decode_status``), as a shell user reads them.
 
-Files in the artifacts folder (all written by the monitor, except the FIFOs the runner makes):
-``monitor.pid``, ``stdout.fifo``/``stderr.fifo`` (removed at the end), ``STREAM.log`` (head;
+Files in the artifacts folder (all written by the monitor, except what ``prepare`` makes: the
+FIFOs and the blank lines): ``monitor.pid``, ``job.pid``, ``timed_out`` (empty),
+``stdout.fifo``/``stderr.fifo``/``timer.fifo`` (removed at the end), ``STREAM.log`` (head;
 after ``finish_output`` the whole kept output, with an omission marker when over the cap),
 ``STREAM.count`` (dd's report), ``STREAM.tail`` (tail, folded into the log at the end),
 ``exit``.
@@ -47,33 +51,59 @@ import psutil
 
 #: The monitor's name in its argv (``$0``): how a monitor is recognised in the process table.
 NAME = "watchkeeper-monitor"
-#: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, then the job's argv.
+#: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, timeout and grace
+#: (seconds; timeout 0: no deadline), the deadline keeper's script (``TIMER``), then the job's argv.
 #: ``WKM_RUN``/``WKM_RUNNER`` become the job's ``WATCHKEEPER_RUN_ID``/``_RUNNER_ID``: the
 #: monitor and its drains carry no run marker, so nothing that ends a run's leftover
 #: processes (the reaper, the sweep) mistakes them for the job's. The job is started in the
 #: foreground through an inner ``sh`` that prints its own pid and ``exec``s it: a background
 #: job (``&``) of a non-interactive shell would ignore SIGINT and SIGQUIT for good.
-SCRIPT = r"""d=$1 h=$2 t=$3
-shift 3
+SCRIPT = r"""d=$1 h=$2 t=$3 T=$4 g=$5 x=$6
+shift 6
 exec </dev/null
-echo $$ >"$d/monitor.pid"
+echo $$ 1<>"$d/monitor.pid"
 ub=; command -v stdbuf >/dev/null && ub="stdbuf -o0"
+dp=
 for s in stdout stderr; do
   { $ub head -c "$h" >"$d/$s.log"
     LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
+  dp="$dp $!"
 done
-WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; unset WKM_RUN WKM_RUNNER
-exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@"
+if [ "$T" != 0 ]; then
+  exec 4<>"$d/timer.fifo"
+  setsid sh -c "$x" "$d" "$T" "$g" <"$d/timer.fifo" 4>&- >/dev/null 2>&1 &
+fi
+WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; echo $$ 1<>"$0/job.pid"
+unset WKM_RUN WKM_RUNNER
+exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@" 4>&-
 st=$?
-echo $st >"$d/exit"
-exec >/dev/null
-wait
+echo $st 1<>"$d/exit"
+exec 4>&- >/dev/null
+wait $dp
 exit $st
+"""
+#: The deadline keeper a monitor starts for a job with a timeout, in a session of its own
+#: (never one of the monitor's drains). Arguments: folder, timeout and grace (s); its stdin is
+#: the folder's ``timer.fifo``, whose only writer is the monitor: when the monitor ends (the
+#: job's status written) or is killed, the keeper reads the end of it and leaves at once, so
+#: it never outlives its monitor. When the timeout comes first, and the job's status is still
+#: not written (its pid cannot have been reused), it marks ``timed_out`` and sends SIGTERM to
+#: the job's process group, SIGKILL ``grace`` s later: the timeout holds while no runner is
+#: there. A runner's watchdog keeps the same deadline and marks the same file
+#: (``mark_timed_out``); whichever comes first ends the job.
+TIMER = r"""timeout "$1" head -c1 >/dev/null
+[ $? = 124 ] || exit 0
+read p <"$0/job.pid"; read e <"$0/exit"
+[ -n "$p" ] && [ -z "$e" ] && : >"$0/timed_out" && kill -TERM -"$p" || exit 0
+sleep "$2"
+kill -KILL -"$p"
 """
 #: The variable the monitor and its drains carry and the job never does (``SCRIPT`` unsets
 #: it): how the runner's stray search tells the monitor's helpers from the job's processes.
 MARK = "WKM_RUN"
 STREAMS = ("stdout", "stderr")
+#: The FIFOs ``prepare`` makes: the job's two streams and the deadline keeper's stdin.
+FIFOS = ("stdout.fifo", "stderr.fifo", "timer.fifo")
 SLICE = 4096  # bytes of head and of tail copied into job_outcomes for quick display
 #: Statuses a shell gives a job killed by signal N: 128 + N, for N up to SIGRTMAX.
 MAX_SIGNAL = 64
@@ -84,11 +114,19 @@ def shell() -> str:
     return "/bin/sh"
 
 
-def argv(art: Path, cap: int, job_argv: list[str]) -> list[str]:
+def argv(art: Path, cap: int, job_argv: list[str], *, timeout: float = 0.0, grace: float = 0.0) -> list[str]:
     """The monitor's command line for a job ``job_argv`` whose output goes to folder ``art``,
-    ``cap`` bytes kept per stream (first half as head, the rest as tail)."""
+    ``cap`` bytes kept per stream (first half as head, the rest as tail); with ``timeout``
+    (seconds, > 0) the monitor ends the job's process group at that deadline itself (SIGTERM,
+    SIGKILL ``grace`` seconds later), runner or not (``TIMER``)."""
     head = cap // 2
-    return [shell(), "-c", SCRIPT, NAME, str(art), str(head), str(cap - head), *job_argv]
+    return [shell(), "-c", SCRIPT, NAME, str(art), str(head), str(cap - head), _seconds(timeout),
+            _seconds(grace), TIMER, *job_argv]
+
+
+def _seconds(s: float) -> str:
+    """``s`` as ``sleep`` reads it: plain decimals, never an exponent; 0 when not positive."""
+    return f"{s:.3f}".rstrip("0").rstrip(".") if s > 0 else "0"
 
 
 def env(job_env: dict[str, str]) -> dict[str, str]:
@@ -99,23 +137,49 @@ def env(job_env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+#: Files the monitor writes its one line into over a blank line made by ``prepare`` (``1<>``:
+#: no truncation, no new disk block), so a full disk still keeps the pids and the exit status.
+LINE_FILES = ("monitor.pid", "job.pid", "exit")
+BLANK = b" " * 23 + b"\n"
+
+
 def prepare(art: Path) -> None:
     """Make ``art`` ready for a monitor: leftovers of an earlier start removed, the two FIFOs
-    made. Raises ``OSError`` when the folder is unusable (the run cannot start)."""
+    made, ``LINE_FILES`` blank. Raises ``OSError`` when the folder is unusable (the run
+    cannot start)."""
     art.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for name in ("monitor.pid", "exit", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))):
+    for name in ("timed_out", "timer.fifo", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))):
         with contextlib.suppress(FileNotFoundError):
             (art / name).unlink()
-    for s in STREAMS:
-        os.mkfifo(art / f"{s}.fifo", 0o600)
+    for name in LINE_FILES:
+        fd = os.open(art / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, BLANK)
+        finally:
+            os.close(fd)
+    for fifo in FIFOS:
+        os.mkfifo(art / fifo, 0o600)
+
+
+def _first_int(path: Path) -> int | None:
+    """The integer on the first line of ``path``: None while it is blank (``prepare``), cut
+    short (no newline yet), missing or not a number. Never raises."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    line, nl, _ = text.partition("\n")
+    if not nl:
+        return None
+    try:
+        return int(line.strip())
+    except ValueError:
+        return None
 
 
 def monitor_pid(art: Path) -> int | None:
     """The pid in ``art/monitor.pid``, or None."""
-    try:
-        return int((art / "monitor.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
+    return _first_int(art / "monitor.pid")
 
 
 def monitor_alive(art: Path) -> bool:
@@ -138,16 +202,21 @@ def monitor_alive(art: Path) -> bool:
 def exit_status(art: Path) -> int | None:
     """The status the monitor recorded for the job (``$?``), None while it has not (the job
     still runs, or the monitor died first). Never raises."""
-    try:
-        text = (art / "exit").read_text()
-    except OSError:
-        return None
-    if not text.endswith("\n"):
-        return None  # being written
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
+    return _first_int(art / "exit")
+
+
+def timed_out(art: Path) -> bool:
+    """True when the job of folder ``art`` was ended at its deadline (by its monitor's
+    ``TIMER`` or a runner's watchdog: ``mark_timed_out``). Never raises."""
+    return os.path.lexists(art / "timed_out")
+
+
+def mark_timed_out(art: Path) -> None:
+    """Record that the job of folder ``art`` reached its deadline, before it is signalled, so
+    whichever runner records its end (this one, or the next after a stop) says timed out.
+    An empty file: only an inode, never a disk block. Never raises."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(art / "timed_out", os.O_WRONLY | os.O_CREAT, 0o600))
 
 
 def exit_time(art: Path) -> float | None:
@@ -224,7 +293,7 @@ def finish_output(art: Path, stream: str) -> Output:
                 fh.write(marker(omitted))
             while chunk := src.read(1 << 16):
                 fh.write(chunk)
-    for p in (tail_p, count_p, art / f"{stream}.fifo"):
+    for p in (tail_p, count_p, art / f"{stream}.fifo", art / "timer.fifo"):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
     head = tail = b""
@@ -255,7 +324,7 @@ def over_cap(art: Path, stream: str) -> bool:
         return False
     if _size(tail) or _dd_count(art / f"{stream}.count"):
         return True
-    return not (art / "exit").exists()
+    return exit_status(art) is None
 
 
 def read_output(art: Path, stream: str) -> bytes:

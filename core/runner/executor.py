@@ -225,7 +225,8 @@ class Executor:
             return
         try:
             mon = await spawn.start_monitored(argv, cwd=resolve_cwd(lj), env=env, art=art,
-                                              cap=ctx.settings.output_cap)
+                                              cap=ctx.settings.output_cap, timeout=self.timeout_of(spec, run)[0],
+                                              grace=spec.grace)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
@@ -265,15 +266,21 @@ class Executor:
         started = float(run["started_at"] or time.time())
         timeout, wall_budget = self.timeout_of(spec, run)
         # The deadline is kept by the watchdog thread, so a ledger lock held elsewhere
-        # (which can stall this loop) never delays a timeout kill.
-        ctx.watchdog.watch(run_id, mon.pid, max(0.0, started + timeout - time.time()), spec.grace)
+        # (which can stall this loop) never delays a timeout kill; it counts from the run's
+        # start, so a re-attached run past it is ended at once. The monitor keeps the same
+        # deadline while no runner is there; whichever fires marks the folder ``timed_out``
+        # first, so the runner that records the end says timed out. A job that already
+        # ended (re-attached after its end) is not watched: its pid may be reused.
+        if monitor.exit_status(art) is None:
+            ctx.watchdog.watch(run_id, mon.pid, max(0.0, started + timeout - time.time()), spec.grace,
+                               on_term=lambda _pgid: monitor.mark_timed_out(art))
         try:
             await mon.job_exit()
         except asyncio.CancelledError:
             # Runner stopping: the job goes on under its monitor; the next runner re-attaches it.
             ctx.watchdog.cancel(run_id)
             raise
-        timed_out = ctx.watchdog.fired(run_id)
+        timed_out = ctx.watchdog.fired(run_id) or monitor.timed_out(art)
         ctx.watchdog.cancel(run_id)
         status = await mon.status()
         escaped: list[dict[str, Any]] = []

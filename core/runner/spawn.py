@@ -205,8 +205,10 @@ class Monitored:
         self.job_status: int | None = None
 
     async def job_exit(self) -> None:
-        """Wait until the job's own process exits."""
-        await wait_gone(self.pid)
+        """Wait until the job's own process exits (at once when its monitor already recorded
+        the exit: the pid may belong to another process by now)."""
+        if monitor.exit_status(self.art) is None:
+            await wait_gone(self.pid)
 
     async def status(self) -> int | None:
         """The job's status (``$?``) from the monitor's ``exit`` file, waiting up to
@@ -312,9 +314,11 @@ class Monitored:
 
 
 async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], art: Path,
-                          cap: int) -> Monitored:
+                          cap: int, timeout: float = 0.0, grace: float = 0.0) -> Monitored:
     """Start ``argv`` under a per-run monitor (``core.monitor``) writing to folder ``art``,
-    ``cap`` bytes kept per stream. Returns once the job's pid is known.
+    ``cap`` bytes kept per stream; with ``timeout`` (seconds, > 0) the monitor itself ends
+    the job at that deadline (SIGTERM, SIGKILL ``grace`` seconds later), runner or not.
+    Returns once the job's pid is known.
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad cwd), or
@@ -324,7 +328,7 @@ async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[
     _check_program(argv, cwd, env)
     monitor.prepare(art)
     loop = asyncio.get_running_loop()
-    popen = start_child(monitor.argv(art, cap, [str(a) for a in argv]), stdin=subprocess.DEVNULL,
+    popen = start_child(monitor.argv(art, cap, [str(a) for a in argv], timeout=timeout, grace=grace), stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=monitor.env(dict(env)),
                         start_new_session=True, close_fds=True)
     reader = asyncio.StreamReader(loop=loop)

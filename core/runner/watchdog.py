@@ -29,6 +29,7 @@ class Deadline:
     deadline: float
     grace: float
     on_kill: Callable[[int], None] | None = None
+    on_term: Callable[[int], None] | None = None
     term_sent_at: float | None = None
     kill_sent: bool = False
     done: bool = False
@@ -49,12 +50,13 @@ class Watchdog:
         self._thread.start()
 
     def watch(self, key: int, pgid: int, timeout: float, grace: float,
-              on_kill: Callable[[int], None] | None = None) -> None:
+              on_kill: Callable[[int], None] | None = None, on_term: Callable[[int], None] | None = None) -> None:
         """Start watching run ``key`` (process group ``pgid``): SIGTERM after ``timeout``
-        seconds, SIGKILL ``grace`` seconds later. ``on_kill(pgid)`` runs on this thread
-        after the SIGKILL (e.g. to hunt processes that escaped the group)."""
+        seconds, SIGKILL ``grace`` seconds later. ``on_term(pgid)`` runs on this thread just
+        before the SIGTERM (e.g. to mark the run's folder timed out, so a later runner knows);
+        ``on_kill(pgid)`` after the SIGKILL (e.g. to hunt processes that escaped the group)."""
         with self._cond:
-            d = Deadline(key, pgid, time.monotonic() + timeout, grace, on_kill)
+            d = Deadline(key, pgid, time.monotonic() + timeout, grace, on_kill, on_term)
             self._items[key] = d
             heapq.heappush(self._heap, (d.deadline, next(self._seq), key))
             self._cond.notify()
@@ -104,6 +106,11 @@ class Watchdog:
                     action = signal.SIGKILL
                 else:
                     continue
+            if action == signal.SIGTERM and d.on_term is not None:
+                try:
+                    d.on_term(d.pgid)
+                except Exception:  # a mark that fails must not stop the kill
+                    pass
             signal_group(d.pgid, action)  # outside the lock: a signal never waits on the loop
             if action == signal.SIGKILL and d.on_kill is not None:
                 try:

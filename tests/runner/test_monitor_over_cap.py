@@ -29,7 +29,7 @@ def test_output_past_the_cap_is_over_it_while_the_job_runs_and_after(tmp_path):
     proc = _start(tmp_path, 8192, f"head -c 20000 /dev/zero; until [ -e {gate} ]; do sleep 0.02; done")
     try:
         assert wait_for(lambda: monitor.over_cap(tmp_path, "stdout"), timeout=20)
-        assert not (tmp_path / "exit").exists()
+        assert monitor.exit_status(tmp_path) is None
     finally:
         gate.touch()
     assert proc.wait(timeout=20) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core import monitor
 from core.ledger import lifecycle
 from core.sweep.doctor import check
 from core.sweep.sweep import Sweeper
@@ -48,7 +49,8 @@ max_attempts = 2
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait()
     assert pid_alive(first["pid"]), "the job outlives its runner (own session)"
-    monitor_pid = int((Path(first["artifacts_dir"]) / "monitor.pid").read_text())
+    monitor_pid = monitor.monitor_pid(Path(first["artifacts_dir"]))
+    assert monitor_pid is not None
     os.killpg(monitor_pid, signal.SIGKILL)  # its monitor too: nothing keeps the exit status
 
     rig.start()

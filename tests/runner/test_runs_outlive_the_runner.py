@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from core import monitor
 from core.ledger import runners
 from tests.kit.runners import PY, ROOT
 from tests.kit.sweep import pid_alive, wait_for
@@ -68,7 +69,7 @@ def test_kill_9_of_the_runner_mid_job_the_job_completes_and_the_next_runner_reco
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     # No runner is alive; the job goes on printing and ends under its monitor.
-    assert wait_for(lambda: (Path(run["artifacts_dir"]) / "exit").exists(), timeout=20)
+    assert wait_for(lambda: monitor.exit_status(Path(run["artifacts_dir"])) is not None, timeout=20)
     assert not pid_alive(run["pid"])
     exited_at = (Path(run["artifacts_dir"]) / "exit").stat().st_mtime
     assert wait_for(lambda: time.time() > exited_at + 1.5, timeout=10)  # a re-attach clearly later

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core import monitor
 from core.sweep.sweep import Sweeper
 from tests.kit.runners import Runners
 from tests.kit.sweep import (
@@ -65,7 +66,9 @@ def test_leftover_in_the_group_of_a_dead_leader_is_killed_at_restart(rig):
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait()
     # Its monitor too: nothing can tell how the run ended, so the sweep's leftover kill applies.
-    os.killpg(int((Path(run["artifacts_dir"]) / "monitor.pid").read_text()), signal.SIGKILL)
+    mon = monitor.monitor_pid(Path(run["artifacts_dir"]))
+    assert mon is not None
+    os.killpg(mon, signal.SIGKILL)
     assert wait_for(lambda: not pid_alive(run["pid"]), timeout=10), "the leader ends on its own"
     leftover = members(run["pgid"], run["id"])
     assert len(leftover) == 1 and psutil.Process(leftover[0]).cmdline() == ["sleep", "200"]
