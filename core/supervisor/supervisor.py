@@ -11,7 +11,7 @@ Entry points (the runner and the sweep call them from pool threads, each with it
   (``core.supervisor.rules``), optionally annotated/raised by Claude (``core.supervisor.claude``), written to
   ``job_outcomes`` and turned into escalations (``core.ledger.escalations``). Idempotent per run.
 * ``note_late_result(ledger, run_id, settings=...)`` — a result arrived after its run was
-  declared orphaned or abandoned: a hard ``late_result`` escalation.
+  declared orphaned: a hard ``late_result`` escalation (after an abandon: recorded, silent).
 * ``periodic(ledger, settings)`` — every heartbeat: runner-gap check, snooze expiry, outbox
   delivery (bounded time).
 
@@ -407,7 +407,8 @@ def _verdict_write(case: JudgingCase, facts: OutcomeFacts, verdict: Verdict, spe
 
 def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> None:
     """Open or count a ``late_result`` escalation for a run whose result arrived after it was
-    declared orphaned or abandoned (the runner has recorded the ``late_result`` event).
+    declared orphaned (the runner has recorded the ``late_result`` event); for an abandoned
+    run, record the judgement silently (an operator already decided about it).
 
     Idempotent per run: a ``late_result_judged`` event marks it done. The run's terminal state
     and verdict are not changed.
@@ -425,14 +426,17 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
                          signal=detail.get("signal"), late_result=True)
     spec = _job_spec(case.job)
     verdict = evaluate(facts, [], spec)
-    # An operator's abandon kills the process: its death by signal is the abandon itself,
-    # not news, and so is any exit of a process the abandon signalled (``abandon_kill``: a
-    # job that traps SIGTERM exits with a code of its own, its monitor records it). A process
-    # that exited on its own after an abandon that found none alive is still a late result
-    # a person must see.
-    if run.state == State.ABANDONED and (detail.get("signal") is not None
-                                         or store.latest_event(run_id, "abandon_kill") is not None):
-        store.judge_late_result(run_id, escalation=None, reason="ended by the operator's abandon", owner=None)
+    # An abandoned run's later end is never news a person must be paged for: the operator (or
+    # an operator's stop with --kill) already decided about this run. Its death by the
+    # abandon's signal, a trapped SIGTERM's own exit code, or the job ending by itself while
+    # the abandon was being carried out (the ``abandon_kill`` event is written only after the
+    # kill, so it cannot tell these apart in time) are all recorded in the audit trail — the
+    # ``late_result`` event with the real status — and judged silently.
+    if run.state == State.ABANDONED:
+        killed = detail.get("signal") is not None or store.latest_event(run_id, "abandon_kill") is not None
+        store.judge_late_result(run_id, escalation=None, owner=None,
+                                reason="ended by the operator's abandon" if killed
+                                else "ended after the operator's abandon; the operator had decided")
         return
     store.judge_late_result(run_id, reason="late_result", owner=spec.owner if spec else None,
                             sinks=_sinks(settings),

@@ -97,8 +97,6 @@ def _group(pgid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open defect: since the judge moved outside the write transaction "
-                   "(e9e6bcb) a SIGTERM-trapping job's exit after an abandon can still page late_result")
 def test_abandon_of_a_live_run_that_traps_sigterm_pages_nobody(rig):
     # The job exits with a code of its own on the abandon's SIGTERM: still the abandon's doing.
     rig.write(job("trap 'exit 3' TERM; echo start; sleep 30 & wait"))
