@@ -28,23 +28,24 @@ from typing import Any
 from core.ledger import lifecycle, outcomes, runs
 from core.ledger.connection import Conn, Row
 from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.records import Run
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason, Trigger, sql_set
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
 
 
-def create_children(conn: Conn, parent: dict[str, Any], spec: JobSpec, *, actor: str,
+def create_children(conn: Conn, parent: Run, spec: JobSpec, *, actor: str,
                     now: float | None = None) -> list[int]:
-    """Insert attempt 1 of every sub-task of ``spec`` under ``parent`` (a ``runs`` row);
+    """Insert attempt 1 of every sub-task of ``spec`` under ``parent`` (the parent run);
     idempotent (a restart never duplicates children). Returns the new run ids."""
     ts = now if now is not None else time.time()
     ids = []
     for task in spec.tasks:
-        rid = runs.create(conn, job=parent["job"], slot=parent["slot"] + f"#{parent['attempt']}", task=task.name,
-                          trigger=Trigger.FANOUT, parent_run_id=parent["id"], spec_hash=spec.spec_hash(),
+        rid = runs.create(conn, job=parent.job, slot=parent.slot + f"#{parent.attempt}", task=task.name,
+                          trigger=Trigger.FANOUT, parent_run_id=parent.id, spec_hash=spec.spec_hash(),
                           not_before=ts, now=ts, actor=actor,
-                          detail={"parent_run_id": parent["id"], "task": task.name}, if_absent=True)
+                          detail={"parent_run_id": parent.id, "task": task.name}, if_absent=True)
         if rid is not None:
             ids.append(rid)
     return ids

@@ -15,6 +15,7 @@ from typing import Any
 from core.ledger import breaker, jobs, outcomes, runs
 from core.ledger.connection import Conn, add_event
 from core.ledger.lifecycle import LIVE
+from core.ledger.records import Run
 from core.spec import schedule
 from core.spec.model import JobSpec
 from core.vocabulary import Trigger, sql_set
@@ -105,11 +106,11 @@ def live_runs_of_parent(conn: Conn, parent_run_id: int) -> int:
 
 
 def finished_row(conn: Conn, run_id: int) -> dict[str, Any] | None:
-    """What the runner prints for a finished run: ``runs`` id, job, task, attempt, state,
-    exit_code, signal, reason, started_at, ended_at and ``job_outcomes.duration_s`` (seconds)."""
+    """What the runner reports of a finished run: every ``runs`` column and
+    ``job_outcomes.duration_s`` (seconds; None without an outcome)."""
     row = conn.execute(
-        "SELECT r.id, r.job, r.task, r.attempt, r.state, r.exit_code, r.signal, r.reason, r.started_at, r.ended_at,"
-        " o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?", (run_id,)).fetchone()
+        "SELECT r.*, o.duration_s FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id WHERE r.id = ?",
+        (run_id,)).fetchone()
     return None if row is None else dict(row)
 
 
@@ -119,7 +120,7 @@ LATE_EVIDENCE = ("stdout_bytes", "stderr_bytes", "stdout_head", "stdout_tail", "
                  "output_truncated")
 
 
-def record_late_result(conn: Conn, run: dict[str, Any], *, actor: str, exit_code: int | None,
+def record_late_result(conn: Conn, run: Run, *, actor: str, exit_code: int | None,
                        signal: int | None, expected: str, evidence: dict[str, Any] | None = None) -> str:
     """A run's process ended after someone else settled it: append a ``late_result`` event
     (never a state change). Returns the run's state now ("missing" when the row is gone).
@@ -128,11 +129,11 @@ def record_late_result(conn: Conn, run: dict[str, Any], *, actor: str, exit_code
     written to the run's outcome, so a run abandoned or orphaned while it still wrote output
     shows the bytes and lines it really produced (the settling side could not count them).
     """
-    state = runs.state_of(conn, run["id"]) or "missing"
+    state = runs.state_of(conn, run.id) or "missing"
     kept = {k: v for k, v in (evidence or {}).items() if k in LATE_EVIDENCE}
     if kept and state != "missing":
-        outcomes.record(conn, run["id"], **kept)
-    add_event(conn, actor=actor, kind="late_result", run_id=run["id"], job=run["job"], attempt=run["attempt"],
+        outcomes.record(conn, run.id, **kept)
+    add_event(conn, actor=actor, kind="late_result", run_id=run.id, job=run.job, attempt=run.attempt,
               from_state=state, reason=f"exit after run was {state}",
               detail={"exit_code": exit_code, "signal": signal, "expected_state": expected})
     return state

@@ -648,3 +648,22 @@ class EscalationMove:
     before: Escalation | None
     #: True when it was moved (False: it was not in a state the move starts from).
     moved: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedRun:
+    """A queued run that is due, as the dispatcher reads it (``Store.due_runs``): the run and
+    the state of its fan-out parent (None for a run without a parent, or whose parent row is
+    gone)."""
+
+    run: Run
+    parent_state: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedRun:
+    """A run after its end, as the runner reports it (``Store.finished_run``): the run and its
+    outcome's ``duration_s`` (seconds; None while it has no outcome)."""
+
+    run: Run
+    duration_s: float | None = None

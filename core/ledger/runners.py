@@ -27,7 +27,7 @@ from core.ledger import escalations, hosts
 from core.ledger.connection import Conn, Ledger, add_event, row_dict
 from core.ledger.jobs import paused_jobs
 from core.ledger.lifecycle import LIVE, NON_TERMINAL
-from core.ledger.records import Runner
+from core.ledger.records import Run, Runner
 from core.liveness import RunnerLiveness
 from core.text import age, safe_text, short_age, utc_hms
 from core.vocabulary import EscalationKind, sql_set
@@ -381,20 +381,22 @@ def record_stopped(conn: Conn, runner_id: str, *, actor: str, left_running: list
     return left
 
 
-def reattach_run(conn: Conn, run: Mapping[str, Any], *, runner_id: str, lease_s: float,
+def reattach_run(conn: Conn, run: Run | Mapping[str, Any], *, runner_id: str, lease_s: float,
                  reason: str, now: float | None = None) -> bool:
     """Inside a write transaction: runner ``runner_id`` takes over the live run ``run`` (a
-    ``runs`` mapping with ``id``, ``attempt``, ``state``, ``runner_id``) that an earlier runner
+    ``Run``, or a ``runs`` mapping with its columns) that an earlier runner
     of this host left behind; compare-and-set on (state, attempt, previous runner), so two
     starting runners never both take it. Renews its lease (``lease_s`` seconds) and appends a
     ``reattached`` event (``reason``: what the new runner found: still running, or ended while
     no runner was there). Returns whether it was taken."""
     at = time.time() if now is None else now
+    if not isinstance(run, Run):
+        run = Run.from_row(run)
     cur = conn.execute("UPDATE runs SET runner_id = ?, lease_until = ? WHERE id = ? AND attempt = ? AND state = ?"
-                       " AND runner_id = ?", (runner_id, at + lease_s, run["id"], run["attempt"], run["state"],
-                                               run["runner_id"]))
+                       " AND runner_id = ?", (runner_id, at + lease_s, run.id, run.attempt, run.state,
+                                               run.runner_id))
     if cur.rowcount != 1:
         return False
-    add_event(conn, actor=f"runner:{runner_id}", kind="reattached", run_id=run["id"], job=run["job"],
-              attempt=run["attempt"], reason=reason, detail={"previous_runner": run["runner_id"]}, at=at)
+    add_event(conn, actor=f"runner:{runner_id}", kind="reattached", run_id=run.id, job=run.job,
+              attempt=run.attempt, reason=reason, detail={"previous_runner": run.runner_id}, at=at)
     return True

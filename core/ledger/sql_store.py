@@ -15,6 +15,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from core.ledger import (
+    adoption,
+    breaker,
     escalations,
     events,
     fanout,
@@ -36,6 +38,7 @@ from core.ledger.records import (
     Escalation,
     EscalationMove,
     Event,
+    FinishedRun,
     HistoryOutcome,
     Job,
     JudgingCase,
@@ -46,6 +49,7 @@ from core.ledger.records import (
     Notification,
     Outcome,
     PauseChange,
+    QueuedRun,
     RaiseEscalation,
     Run,
     Runner,
@@ -54,7 +58,7 @@ from core.ledger.records import (
     WorkerAttempt,
 )
 from core.ledger.runners import PastGap
-from core.ledger.store import MoveVerdicts, RetryRule, Store
+from core.ledger.store import BreakerWording, MoveVerdicts, RetryRule, Store
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason, Trigger
 
@@ -317,6 +321,82 @@ class SqlStore:
         return self.ledger.write(lambda conn: hosts.check_hosts(conn, sinks=sinks, owner=owner, now=now,
                                                                 actor=actor))
 
+
+    # -- the runner ------------------------------------------------------------------------
+    def register_runner(self, *, runner_id: str, hostname: str, boot_id: str | None, pid: int,
+                        pid_create_time: float | None, labels: Sequence[str], heartbeat_s: float, lease_s: float,
+                        version: str, spec_dir: str, actor: str, owner: str | None = None) -> None:
+        self.ledger.write(lambda conn: runners.register_runner(
+            conn, runner_id=runner_id, hostname=hostname, boot_id=boot_id, pid=pid, pid_create_time=pid_create_time,
+            labels=labels, heartbeat_s=heartbeat_s, lease_s=lease_s, version=version, spec_dir=spec_dir,
+            actor=actor, owner=owner))
+
+    def queue_slot(self, spec: JobSpec, slot: str, not_before: float, trigger: str, *, actor: str,
+                   now: float | None = None) -> int | None:
+        return self.ledger.write(lambda conn: queue.queue_slot(conn, spec, slot, not_before, trigger,
+                                                               actor=actor, now=now))
+
+    def adopt_job(self, spec: JobSpec, *, source: str | None, line: int | None, actor: str) -> str:
+        return str(self.ledger.write(lambda conn: adoption.upsert_job(conn, spec, source=source, line=line,
+                                                                      actor=actor)))
+
+    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float) -> Run:
+        return Run.from_row(self.ledger.write(lambda conn: adoption.start_run(conn, spec, actor=actor,
+                                                                              lease_s=lease_s)))
+
+    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float) -> Run:
+        return Run.from_row(self.ledger.write(lambda conn: adoption.claim(conn, run.id, run.attempt, actor=actor,
+                                                                          lease_s=lease_s)))
+
+    def queued_retry(self, lineage: str, after_attempt: int) -> Run | None:
+        row = adoption.queued_retry(self._conn, lineage, after_attempt)
+        return None if row is None else Run.from_row(row)
+
+    def due_runs(self, now: float, *, limit: int) -> list[QueuedRun]:
+        return [QueuedRun(run=Run.from_row(r), parent_state=r["parent_state"])
+                for r in queue.due_queued(self._conn, now, limit)]
+
+    def next_queued_at(self) -> float | None:
+        return queue.next_queued_at(self._conn)
+
+    def live_run_count(self, *, job: str | None = None, parent_run_id: int | None = None) -> int:
+        if (job is None) == (parent_run_id is None):
+            raise ValueError("live_run_count: give exactly one of job and parent_run_id")
+        if job is not None:
+            return queue.live_runs_of_job(self._conn, job)
+        assert parent_run_id is not None
+        return queue.live_runs_of_parent(self._conn, parent_run_id)
+
+    def claim_run(self, run: Run, *, runner_id: str, actor: str, now: float, lease_s: float,
+                  host: str | None = None, boot_id: str | None = None) -> bool:
+        return bool(self.ledger.write(lambda conn: lifecycle.apply(
+            conn, run.id, run.attempt, lifecycle.State.QUEUED, lifecycle.State.SPAWNED, actor=actor,
+            fields={"runner_id": runner_id, "spawned_at": now, "lease_until": now + lease_s,
+                    "host": host, "boot_id": boot_id})))
+
+    def finished_run(self, run_id: int) -> FinishedRun | None:
+        row = queue.finished_row(self._conn, run_id)
+        return None if row is None else FinishedRun(run=Run.from_row(row), duration_s=row["duration_s"])
+
+    def breaker_state(self, job: str) -> str:
+        return breaker.state_of(self._conn, job)[0]
+
+    def record_breaker(self, spec: JobSpec, run_id: int, state: str, *, actor: str, words: BreakerWording,
+                       owner: str | None, sinks: Sequence[Any]) -> str | None:
+        return self.ledger.write(lambda conn: breaker.record(conn, spec, run_id, state, actor=actor, words=words,
+                                                             owner=owner, sinks=sinks))
+
+    def subtask_results(self, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:
+        return fanout.task_results(self._conn, parent_id, spec)
+
+    def worker_input(self, mission_id: int, seq: int) -> dict[str, Any] | None:
+        return missions.worker_input(self._conn, mission_id, seq)
+
+    def record_spec_errors(self, errors: Sequence[Any], *, actor: str) -> None:
+        def tx(conn: Conn) -> None:
+            for err in errors:
+                add_event(conn, actor=actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
+        self.ledger.write(tx)
 
     # -- audit -----------------------------------------------------------------------------------
     def judged_outcomes(self, since: float, *, limit: int) -> list[Outcome]:

@@ -31,6 +31,7 @@ from core.ledger.records import (
     BreakerFailure,
     EscalationMove,
     Event,
+    FinishedRun,
     HistoryOutcome,
     Job,
     JudgingCase,
@@ -41,6 +42,7 @@ from core.ledger.records import (
     Notification,
     Outcome,
     PauseChange,
+    QueuedRun,
     RaiseEscalation,
     Run,
     Runner,
@@ -387,6 +389,107 @@ class Store(Protocol):
         heartbeating while another host's runner is alive, and for each job pinned only to
         down hosts; resolve them once a runner there heartbeats again
         (``core.ledger.hosts``). Returns ``{"opened": [job], "resolved": [job]}``."""
+        ...
+
+    # -- the runner ------------------------------------------------------------------------
+    def register_runner(self, *, runner_id: str, hostname: str, boot_id: str | None, pid: int,
+                        pid_create_time: float | None, labels: Sequence[str], heartbeat_s: float, lease_s: float,
+                        version: str, spec_dir: str, actor: str, owner: str | None = None) -> None:
+        """Record a starting runner (``runners`` row: host, boot id, pid and its create time,
+        heartbeat and lease seconds) with a ``runner_started`` event."""
+        ...
+
+    def queue_slot(self, spec: JobSpec, slot: str, not_before: float, trigger: str, *, actor: str,
+                   now: float | None = None) -> int | None:
+        """Queue attempt 1 of ``spec``'s scheduled slot ``slot`` (due at ``not_before``) with its
+        ``run_queued`` event, unless the breaker, a pause, an overlap or a newer slot holds it
+        back (each recorded as its own event; ``core.ledger.queue.queue_slot``). Returns the
+        new run id, None when nothing was queued (also when another runner queued the slot)."""
+        ...
+
+    def adopt_job(self, spec: JobSpec, *, source: str | None, line: int | None, actor: str) -> str:
+        """Write the ``jobs`` row of ``spec`` alone (``watchkeeper exec``'s job; no other job is
+        touched), enabled, with ``spec_loaded`` / ``spec_changed`` when it is new or differs.
+        Returns ``"added"``, ``"changed"`` or ``"unchanged"``."""
+        ...
+
+    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float) -> Run:
+        """Attempt 1 of a new lineage of ``spec`` (trigger ``exec``) created and moved
+        ``queued → spawned`` in one transaction, so no runner sharing the ledger claims it;
+        leased for ``lease_s`` seconds. Returns the run as moved."""
+        ...
+
+    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float) -> Run:
+        """``queued → spawned`` of retry ``run`` for ``watchkeeper exec`` (compare-and-set on
+        state and attempt), leased for ``lease_s`` seconds. Returns the run as moved.
+
+        Raises:
+            LookupError: someone else moved it first (a runner, an operator).
+        """
+        ...
+
+    def queued_retry(self, lineage: str, after_attempt: int) -> Run | None:
+        """The ``queued`` next attempt (``after_attempt + 1``) of ``lineage`` that the retry
+        policy created, or None."""
+        ...
+
+    def due_runs(self, now: float, *, limit: int) -> list[QueuedRun]:
+        """Up to ``limit`` queued runs with ``not_before <= now``, oldest first, each with its
+        fan-out parent's state (``runs``)."""
+        ...
+
+    def next_queued_at(self) -> float | None:
+        """The earliest ``not_before`` of any queued run (None: nothing queued): how long the
+        dispatcher may sleep."""
+        ...
+
+    def live_run_count(self, *, job: str | None = None, parent_run_id: int | None = None) -> int:
+        """How many spawned, running or verifying runs count against a concurrency limit: of
+        ``job``'s own runs (sub-tasks not counted), or of the sub-tasks of ``parent_run_id``.
+
+        Raises:
+            ValueError: neither or both of ``job`` and ``parent_run_id`` given.
+        """
+        ...
+
+    def claim_run(self, run: Run, *, runner_id: str, actor: str, now: float, lease_s: float,
+                  host: str | None = None, boot_id: str | None = None) -> bool:
+        """Claim queued ``run`` for ``runner_id``: ``queued → spawned`` compare-and-set on its
+        (state, attempt), setting ``runner_id``, ``spawned_at = now``, a first lease of
+        ``lease_s`` seconds and this host (``host``, ``boot_id``), with its event. False: another
+        runner (or an operator) got there first, nothing written."""
+        ...
+
+    def finished_run(self, run_id: int) -> FinishedRun | None:
+        """The run and its outcome's duration, read after its end (None: no such run)."""
+        ...
+
+    def breaker_state(self, job: str) -> str:
+        """``jobs.breaker_state`` of ``job`` (closed, open, half_open); closed for an unknown job."""
+        ...
+
+    def record_breaker(self, spec: JobSpec, run_id: int, state: str, *, actor: str, words: BreakerWording,
+                       owner: str | None, sinks: Sequence[Any]) -> str | None:
+        """Move ``spec``'s breaker after run ``run_id`` ended in ``state`` (``core.ledger.breaker``:
+        open after too many failures, close on a trial's success), with its escalation and
+        outbox rows, in one transaction. Returns the new breaker state when it changed, else None."""
+        ...
+
+    def subtask_results(self, parent_id: int, spec: JobSpec) -> tuple[bool, list[dict[str, Any]]]:
+        """(every sub-task settled?, one result per task of ``spec``) for fan-out parent
+        ``parent_id``. Each result is the JSON document ``synthesize`` reads
+        (``core.ledger.fanout.task_results``: task, settled, state, status, attempts, run_id,
+        exit_code, signal, reason, result, error, stdout_tail)."""
+        ...
+
+    def worker_input(self, mission_id: int, seq: int) -> dict[str, Any] | None:
+        """The JSON document mission worker ``seq`` of ``mission_id`` is started with (its task,
+        the mission's goal, earlier deliveries); None when there is no such worker."""
+        ...
+
+    def record_spec_errors(self, errors: Sequence[Any], *, actor: str) -> None:
+        """A ``spec_error`` event per error of a spec load (``core.spec.loader.SpecError``:
+        its sentence as the reason, ``to_dict()`` as the detail), in one transaction."""
         ...
 
     # -- audit -----------------------------------------------------------------------------------

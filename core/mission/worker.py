@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from core.ledger import missions as ml
-from core.ledger.connection import Conn
+from core.ledger.records import Run
+from core.ledger.store import Store
 from core.spec.model import JobSpec
 
 AGENT_MODULE = "core.mission.agent"
@@ -42,8 +42,7 @@ def command_for(spec: JobSpec, settings: Any) -> list[str] | None:
     return [sys.executable, "-m", AGENT_MODULE]
 
 
-def env_for(spec: JobSpec, run: Mapping[str, Any], settings: Any, conn: Conn,
-            run_dir: Path) -> dict[str, str]:
+def env_for(spec: JobSpec, run: Run, settings: Any, store: Store, run_dir: Path) -> dict[str, str]:
     """Extra environment for an agent run and/or a mission worker run (empty otherwise).
 
     Writes ``mission_input.json`` into ``run_dir`` (the run's artifacts folder) for a mission
@@ -60,9 +59,9 @@ def env_for(spec: JobSpec, run: Mapping[str, Any], settings: Any, conn: Conn,
             env["ANTHROPIC_API_KEY"] = key
         if judge is not None and judge.base_url:
             env["ANTHROPIC_BASE_URL"] = judge.base_url
-    where = ml.parse_slot(run.get("slot"))
+    where = ml.parse_slot(run.slot)
     if where is not None:
-        doc = ml.worker_input(conn, *where)
+        doc = store.worker_input(*where)
         if doc is not None:
             env["WATCHKEEPER_MISSION_ID"], env["WATCHKEEPER_MISSION_SEQ"] = str(where[0]), str(where[1])
             path = run_dir / INPUT_FILE

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
-from core.ledger import lifecycle, queue
-from core.ledger.lifecycle import TERMINAL, State
+from core.ledger.lifecycle import TERMINAL
+from core.ledger.records import Run
+from core.ledger.store import Store
 from core.spec.loader import LoadedJob
 
 #: Queued rows read per free slot: rows of jobs at their own limit are skipped, so read a
@@ -27,9 +26,9 @@ READ_AHEAD = 4
 
 @dataclass
 class Claimed:
-    """A run this runner now owns (``spawned``): its ``runs`` row as a dict, and its job."""
+    """A run this runner now owns (``spawned``, as it was claimed), and its job."""
 
-    run: dict[str, Any]
+    run: Run
     job: LoadedJob
 
 
@@ -37,8 +36,8 @@ class Dispatcher:
     """Claims queued runs of ``jobs`` whose ``not_before`` has passed.
 
     Args:
-        write: runs ``fn(conn)`` in one write transaction and returns its result.
-        read: runs ``fn(conn)`` on a read connection and returns its result.
+        store: gives the calling thread's store (``core.ledger.store.Store``; a tick runs in
+            a pool thread, and its writes join the runner's group commits).
         runner_id: written to ``runs.runner_id`` of a claimed run.
         actor: who the events name (``runner:<id>``).
         lease_s: the first lease of a claimed run, seconds.
@@ -48,11 +47,9 @@ class Dispatcher:
             this runner claims.
     """
 
-    def __init__(self, *, write: Callable[[Callable[[Any], Any]], Any], read: Callable[[Callable[[Any], Any]], Any],
-                 runner_id: str, actor: str, lease_s: float, host: str | None = None,
-                 boot_id: str | None = None, labels: Sequence[str] = ()) -> None:
-        self._write = write
-        self._read = read
+    def __init__(self, *, store: Callable[[], Store], runner_id: str, actor: str, lease_s: float,
+                 host: str | None = None, boot_id: str | None = None, labels: Sequence[str] = ()) -> None:
+        self._store = store
         self.runner_id = runner_id
         self.actor = actor
         self.lease_s = lease_s
@@ -67,34 +64,36 @@ class Dispatcher:
         folder) stay queued; sub-tasks of an ended parent stay for the sweep."""
         if room <= 0:
             return []
-        rows = self._read(lambda conn: queue.due_queued(conn, now, max(room * READ_AHEAD, 16)))
+        store = self._store()
+        due = store.due_runs(now, limit=max(room * READ_AHEAD, 16))
         claimed: list[Claimed] = []
         live: dict[str, int] = {}  # per limit key: live runs counted so far
-        for run in rows:
+        for queued in due:
+            run = queued.run
             if len(claimed) >= room:
                 break
-            lj = self.jobs.get(run["job"])
+            lj = self.jobs.get(run.job)
             if lj is None:
                 continue
             spec = lj.spec
             if spec.hosts and not self.names.intersection(spec.hosts):
                 continue  # pinned to other hosts: theirs to claim (a host_down says when they are all gone)
-            if run["task"] and spec.kind == "fanout" and run["parent_run_id"] is not None:
-                key = f"{run['job']}#{run['parent_run_id']}"  # sub-tasks: bounded per parent
-                if run["parent_state"] is None or run["parent_state"] in TERMINAL:
+            if run.task and spec.kind == "fanout" and run.parent_run_id is not None:
+                key = f"{run.job}#{run.parent_run_id}"  # sub-tasks: bounded per parent
+                if queued.parent_state is None or queued.parent_state in TERMINAL:
                     continue  # nobody waits for it any more: the sweep abandons it (parent_ended)
                 if key not in live:
-                    parent = run["parent_run_id"]
-                    live[key] = self._read(partial(queue.live_runs_of_parent, parent_run_id=parent))
-            elif not run["task"]:
-                key = run["job"]
+                    live[key] = store.live_run_count(parent_run_id=run.parent_run_id)
+            elif not run.task:
+                key = run.job
                 if key not in live:
-                    live[key] = self._read(partial(queue.live_runs_of_job, job=run["job"]))
+                    live[key] = store.live_run_count(job=run.job)
             else:
                 continue  # a sub-task of a job that is no longer a fan-out: for the sweep/doctor
             if live[key] >= spec.concurrency:
                 continue
-            if not self._claim(run, now):
+            if not store.claim_run(run, runner_id=self.runner_id, actor=self.actor, now=now, lease_s=self.lease_s,
+                                   host=self.host, boot_id=self.boot_id):
                 continue  # another runner claimed it
             live[key] += 1
             claimed.append(Claimed(run, lj))
@@ -102,10 +101,4 @@ class Dispatcher:
 
     def next_due(self) -> float | None:
         """The earliest ``not_before`` of any queued run (Unix seconds; None: nothing queued)."""
-        return self._read(queue.next_queued_at)
-
-    def _claim(self, run: dict[str, Any], now: float) -> bool:
-        return bool(self._write(lambda conn: lifecycle.apply(
-            conn, run["id"], run["attempt"], State.QUEUED, State.SPAWNED, actor=self.actor,
-            fields={"runner_id": self.runner_id, "spawned_at": now, "lease_until": now + self.lease_s,
-                    "host": self.host, "boot_id": self.boot_id})))
+        return self._store().next_queued_at()

@@ -25,15 +25,18 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as PoolExecutor
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from core import monitor, runas
-from core.ledger import breaker, lifecycle, outcomes, queue, terminal
-from core.ledger.connection import Conn, Ledger
+from core.ledger import lifecycle
+from core.ledger.connection import Ledger
 from core.ledger.lifecycle import State
+from core.ledger.loop_store import LoopStore
+from core.ledger.records import Run
 from core.ledger.sql_store import SqlStore
+from core.ledger.store import Store
 from core.ledger.writer import Writer
 from core.mission import worker as mission_worker
 from core.processes import (
@@ -59,7 +62,7 @@ from core.spec.settings import Settings
 from core.supervisor import supervisor
 from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
-from core.vocabulary import EndReason, RunCommand
+from core.vocabulary import BreakerState, EndReason, RunCommand
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,7 +93,8 @@ class Context:
     ``writer`` takes every write; ``ledger`` is the event loop's read connection (its own
     ``write`` goes through ``writer`` too, blocking: startup only); ``thread_ledger()``
     gives the calling pool thread its own; ``jobs()`` the current specs; ``wake()`` nudges
-    the dispatcher.
+    the dispatcher. The loop writes through ``loop_store`` (the writer, awaited) and reads
+    through ``store()`` (the calling thread's store).
     """
 
     settings: Settings
@@ -112,6 +116,15 @@ class Context:
     #: Wakes loops waiting on runs they do not own (a fan-out parent on its sub-tasks): a run
     #: of this runner ended (``Executor.announce``) or the ledger feed saw a commit.
     changes: LedgerChanges = field(default_factory=LedgerChanges)
+    loop_store: LoopStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.loop_store = LoopStore(self.writer, retry=RETRY)
+
+    def store(self) -> Store:
+        """The calling thread's store: reads on that thread's own connection
+        (``thread_ledger()``), writes through the writer."""
+        return SqlStore(self.thread_ledger(), retry=RETRY)
 
 
 def budget_findings(spec: JobSpec, handoff: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -135,9 +148,9 @@ def _rc(status: int | None) -> int | None:
     return -sig if sig is not None else code
 
 
-def task_of(spec: JobSpec, run: Mapping[str, Any]) -> Any:
-    """The fan-out sub-task spec of ``run`` (its ``task`` column), None for an ordinary run."""
-    return next((t for t in spec.tasks if t.name == run.get("task")), None) if run.get("task") else None
+def task_of(spec: JobSpec, run: Run) -> Any:
+    """The fan-out sub-task spec of ``run`` (its ``task``), None for an ordinary run."""
+    return next((t for t in spec.tasks if t.name == run.task), None) if run.task else None
 
 
 async def pump(stream: asyncio.StreamReader | None, cap: Capture) -> None:
@@ -158,27 +171,27 @@ class Executor:
         self.ctx = ctx
 
     # -- the command a run starts with ---------------------------------------------------
-    def command_for(self, spec: JobSpec, run: Mapping[str, Any]) -> list[str]:
+    def command_for(self, spec: JobSpec, run: Run) -> list[str]:
         task = task_of(spec, run)
         if task is not None:
             return spec.argv(task.command)
         agent = mission_worker.command_for(spec, self.ctx.settings)
         if agent is not None:
             return agent
-        if run.get("worker") == RunCommand.FALLBACK and spec.fallback is not None:
+        if run.worker == RunCommand.FALLBACK and spec.fallback is not None:
             return spec.argv(spec.fallback)
         return spec.argv()
 
-    def env_for(self, spec: JobSpec, run: Mapping[str, Any], handoff: Path) -> dict[str, str]:
+    def env_for(self, spec: JobSpec, run: Run, handoff: Path) -> dict[str, str]:
         env = dict(os.environ)
         env.update(spec.env)
         env.update({
-            "WATCHKEEPER_RUN_ID": str(run["id"]),
+            "WATCHKEEPER_RUN_ID": str(run.id),
             "WATCHKEEPER_RUNNER_ID": self.ctx.runner_id,
-            "WATCHKEEPER_ATTEMPT": str(run["attempt"]),
+            "WATCHKEEPER_ATTEMPT": str(run.attempt),
             "WATCHKEEPER_HANDOFF": str(handoff),
             "WATCHKEEPER_JOB": spec.name,
-            "WATCHKEEPER_LINEAGE": run["lineage"],
+            "WATCHKEEPER_LINEAGE": run.lineage,
         })
         if spec.max_steps is not None:
             env["WATCHKEEPER_MAX_STEPS"] = str(spec.max_steps)
@@ -186,16 +199,16 @@ class Executor:
         if task is not None:
             env.update(task.env)
             env["WATCHKEEPER_TASK"] = task.name
-            env["WATCHKEEPER_PARENT_RUN_ID"] = str(run["parent_run_id"])
-        env.update(mission_worker.env_for(spec, run, self.ctx.settings, self.ctx.ledger.conn, handoff.parent))
+            env["WATCHKEEPER_PARENT_RUN_ID"] = str(run.parent_run_id)
+        env.update(mission_worker.env_for(spec, run, self.ctx.settings, self.ctx.store(), handoff.parent))
         return env
 
     # -- one run -------------------------------------------------------------------------
-    async def execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
+    async def execute(self, run: Run, lj: LoadedJob) -> None:
         """Run ``run`` (claimed, ``spawned``) to its outcome: the job starts under its
         per-run monitor (``core.monitor``), then ``follow`` watches it to its end."""
         ctx, spec = self.ctx, lj.spec
-        run_id, attempt = run["id"], run["attempt"]
+        run_id, attempt = run.id, run.attempt
         art = ctx.settings.artifacts_dir / str(run_id)
         degraded = None
         try:
@@ -230,11 +243,10 @@ class Executor:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
             return
-        fields = {"pid": mon.pid, "pgid": mon.pid, "pid_create_time": create_time(mon.pid),
+        fields: dict[str, Any] = {"pid": mon.pid, "pgid": mon.pid, "pid_create_time": create_time(mon.pid),
                   "started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
-        won = await self.write(lambda conn: lifecycle.apply(
-            conn, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor, fields=fields,
-            detail={"pid": mon.pid, "argv": argv[:20]}))
+        won = await ctx.loop_store.start_run(run_id, attempt, actor=ctx.actor, fields=fields,
+                                             detail={"pid": mon.pid, "argv": argv[:20]})
         if not won:
             # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
             signal_group(mon.pid, signal.SIGKILL)
@@ -243,9 +255,9 @@ class Executor:
             await mon.drained(DRAIN_AFTER_EXIT_S)
             await self.late_result(run, _rc(status), "spawned")
             return
-        await self.follow({**run, **fields}, lj, mon, capture_note=degraded)
+        await self.follow(replace(run, state=State.RUNNING.value, **fields), lj, mon, capture_note=degraded)
 
-    def timeout_of(self, spec: JobSpec, run: Mapping[str, Any]) -> tuple[float, bool]:
+    def timeout_of(self, spec: JobSpec, run: Run) -> tuple[float, bool]:
         """(seconds, whether it is the ``budget.wall``) the run may take."""
         task_spec = task_of(spec, run)
         timeout = task_spec.timeout if task_spec is not None else spec.timeout
@@ -253,17 +265,17 @@ class Executor:
             return spec.budget.wall, True
         return timeout, False
 
-    async def follow(self, run: dict[str, Any], lj: LoadedJob, mon: spawn.Monitored, *,
+    async def follow(self, run: Run, lj: LoadedJob, mon: spawn.Monitored, *,
                      reattached: bool = False, capture_note: str | None = None) -> None:
         """Watch a running run (started here, or re-attached from an earlier runner with
         ``reattached``) to its end and record it: timeout and grace continue from the run's
         ``started_at``; the exit status and output come from its monitor's files, so a run
         that ended while no runner was there is recorded as it really ended."""
         ctx, spec = self.ctx, lj.spec
-        run_id, attempt = run["id"], run["attempt"]
+        run_id, attempt = run.id, run.attempt
         art = mon.art
         handoff_path = art / "handoff.json"
-        started = float(run["started_at"] or time.time())
+        started = float(run.started_at or time.time())
         timeout, wall_budget = self.timeout_of(spec, run)
         # The deadline is kept by the watchdog thread, so a ledger lock held elsewhere
         # (which can stall this loop) never delays a timeout kill; it counts from the run's
@@ -292,7 +304,7 @@ class Executor:
             if reaper is None:
                 # Without a subreaper, what left the group (setsid, setpgid) but carries the run
                 # id is found by a scan of every process: only here, at a timeout.
-                escaped = await asyncio.to_thread(kill_escaped, run_id, str(run.get("runner_id") or ctx.runner_id),
+                escaped = await asyncio.to_thread(kill_escaped, run_id, str(run.runner_id or ctx.runner_id),
                                                   exclude_pgid=mon.pid)
                 escaped_how = "killed "
         # Drain what is left (the monitor exits once its drains read the pipes to the end);
@@ -307,7 +319,7 @@ class Executor:
             # group (setsid, double fork): ended now, whatever the outcome, success included.
             # "Created after the run started" on the kernel's clock, as psutil reads it (its
             # boot time is whole seconds): the leader's own create time, not time.time().
-            leader_created = run.get("pid_create_time")
+            leader_created = run.pid_create_time
             since = float(leader_created) if leader_created is not None else started - 1.0
             escaped, last = await self._end_strays(reaper, run_id, since, spec.grace, mon.pid)
             escaped_how = f"ended ({signal_name(last) or 'exited meanwhile'}) when the run ended: "
@@ -315,7 +327,7 @@ class Executor:
         # holds it (it left the group, and no subreaper found it) must not keep the run open.
         if not drained and not await mon.drained(0.5):
             if not escaped and reaper is None:
-                escaped = await asyncio.to_thread(find_escaped, run_id, str(run.get("runner_id") or ctx.runner_id),
+                escaped = await asyncio.to_thread(find_escaped, run_id, str(run.runner_id or ctx.runner_id),
                                                   exclude_pgid=mon.pid)
                 escaped_how = "still running, holding the output pipe: "
             mon.end_monitor()
@@ -344,11 +356,11 @@ class Executor:
         findings.extend(budget_findings(spec, hread.data))
         if escaped:
             findings.append({"code": "escaped_processes", "message": (
-                escaped_how + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in escaped[:10])
+                escaped_how + ", ".join(f"pid {p['pid']} ({p['cmd']})" for p in escaped[:10])
                 + " — started by the job but outside its process group")})
         if in_group:
             findings.append({"code": "left_in_group", "message": (
-                "ended (SIGKILL) when the run ended: " + ", ".join(f"pid {e['pid']} ({e['cmd']})" for e in in_group[:10])
+                "ended (SIGKILL) when the run ended: " + ", ".join(f"pid {p['pid']} ({p['cmd']})" for p in in_group[:10])
                 + " — still running in the job's process group after its main process exited")})
         cols: dict[str, Any] = {
             "exit_code": exit_code, "signal": sig, "duration_s": ended - started,
@@ -362,10 +374,10 @@ class Executor:
             # Ended by an operator's stop (``run --kill``, Ctrl-C of ``exec``): recorded as
             # such, never judged as the job's own failure.
             outcome = {**cols, "status": "abandoned", "reason": "interrupted"}
-            won = await self.write(lambda conn: terminal.finish(
-                conn, run_id, attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor,
+            won = await ctx.loop_store.finish(
+                run_id, attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor,
                 reason_code=EndReason.OPERATOR, reason="interrupted",
-                fields=ends, outcome=outcome, spec=spec, detail={"by": stopped_by}))
+                fields=ends, outcome=outcome, spec=spec, detail={"by": stopped_by})
             if won:
                 await self.after_end(run_id)
             else:
@@ -377,9 +389,9 @@ class Executor:
             if sig == signal.SIGKILL:  # the watchdog's SIGKILL came after the grace
                 reason += f"; SIGTERM ignored, killed {spec.grace:g}s later"
             outcome = {**cols, "status": "timed_out"}
-            won = await self.write(lambda conn: terminal.finish(
-                conn, run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason_code=code,
-                reason=reason, fields=ends, outcome=outcome, spec=spec, retry=RETRY))
+            won = await ctx.loop_store.finish(
+                run_id, attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor, reason_code=code,
+                reason=reason, fields=ends, outcome=outcome, spec=spec)
             if won:
                 await self.after_end(run_id)
             else:
@@ -391,26 +403,20 @@ class Executor:
             # when its runner died too, never judged as the job's own failure.
             reason = ("its monitor was killed while the job ran and the job's exit status could not be"
                       " collected; the process has ended")
-            won = await self.write(lambda conn: terminal.finish(
-                conn, run_id, attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
-                reason_code=EndReason.MONITOR_GONE, reason=reason, fields=ends, outcome=cols, spec=spec,
-                retry=RETRY))
+            won = await ctx.loop_store.finish(
+                run_id, attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
+                reason_code=EndReason.MONITOR_GONE, reason=reason, fields=ends, outcome=cols, spec=spec)
             if won:
                 await self.after_end(run_id)
             else:
                 await self.late_result(run, rc, "running", cols)
             return
 
-        def to_verifying(conn: Conn) -> bool:
-            if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
-                                   fields=ends):
-                return False
-            outcomes.record(conn, run_id, state=State.VERIFYING.value,
-                            status="success" if exit_code == 0 else "failed", **cols)
-            return True
         # Queued to the writer now (so a shutdown still commits it), and awaited by the settle
         # thread rather than the loop: one thread hop for everything after the exit.
-        verifying = ctx.writer.submit(to_verifying)
+        verifying = ctx.loop_store.enter_verifying(
+            run_id, attempt, actor=ctx.actor, fields=ends,
+            outcome={"status": "success" if exit_code == 0 else "failed", **cols})
         won, fin = await self.in_pool(self._settle_after, verifying, run_id)
         if not won:
             await self.late_result(run, rc, "running", cols)
@@ -462,10 +468,6 @@ class Executor:
             log.exception("the shared look at the process tree failed; looking for this run alone")
             return None
 
-    async def write(self, fn: Callable[[Conn], T]) -> T:
-        """``fn(conn)`` in the writer thread's next group commit; awaited, never blocking."""
-        return await self.ctx.writer.run(fn)
-
     async def in_pool(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the settle pool (the supervisor's threads)."""
         return await asyncio.get_running_loop().run_in_executor(self.ctx.settle_pool, fn, *args)
@@ -492,28 +494,28 @@ class Executor:
         """Stop ``proc``'s whole process group with ``grace`` (``core.processes.stop_child``)."""
         await stop_child(proc.pid, proc.wait, grace)
 
-    async def spawn_failed(self, run: dict[str, Any], art: str, message: str) -> None:
+    async def spawn_failed(self, run: Run, art: str, message: str) -> None:
         ctx = self.ctx
-        run_id = run["id"]
+        run_id = run.id
         reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
-        won = await self.write(lambda conn: terminal.finish(
-            conn, run_id, run["attempt"], State.SPAWNED, State.FAILED, actor=ctx.actor,
+        won = await ctx.loop_store.finish(
+            run_id, run.attempt, State.SPAWNED, State.FAILED, actor=ctx.actor,
             reason_code=EndReason.SPAWN_FAILED, reason=reason,
             fields={"artifacts_dir": art}, detail={"error": message[:2000]},
-            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []}, retry=RETRY))
+            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []})
         if won:
             await self.after_end(run_id)
 
-    async def late_result(self, run: dict[str, Any], rc: int | None, expected: str,
+    async def late_result(self, run: Run, rc: int | None, expected: str,
                           evidence: dict[str, Any] | None = None) -> None:
         """The process ended after someone else settled its run: record, never flip.
         ``evidence``: the capture's outcome columns (its output counts and slices)."""
         ctx = self.ctx
         exit_code = rc if rc is not None and rc >= 0 else None
         sig = -rc if rc is not None and rc < 0 else None
-        await self.write(lambda conn: queue.record_late_result(conn, run, actor=ctx.actor, exit_code=exit_code,
-                                                               signal=sig, expected=expected, evidence=evidence))
-        await self.in_pool(self._note_late_result, run["id"])
+        await ctx.loop_store.record_late_result(run, actor=ctx.actor, exit_code=exit_code, signal=sig,
+                                                expected=expected, evidence=evidence)
+        await self.in_pool(self._note_late_result, run.id)
 
     def _note_late_result(self, run_id: int) -> None:
         try:
@@ -573,34 +575,34 @@ class Executor:
 
     def _finished_sync(self, run_id: int) -> Finished | None:
         """In a pool thread: the run's breaker, and its line for ``on_finished``."""
-        led = self.ctx.thread_ledger()
-        row = queue.finished_row(led.conn, run_id)
-        if row is None:
+        store = self.ctx.store()
+        fin = store.finished_run(run_id)
+        if fin is None:
             return None
-        self.record_breaker(led, run_id, row)
-        name = f"{row['job']}/{row['task']}" if row["task"] else row["job"]
-        return Finished(row["id"], name, row["attempt"], row["state"], row["duration_s"], row["exit_code"],
-                        row["signal"], row["reason"], row["ended_at"] or time.time())
+        run = fin.run
+        self.record_breaker(store, run)
+        name = f"{run.job}/{run.task}" if run.task else run.job
+        return Finished(run.id, name, run.attempt, run.state, fin.duration_s, run.exit_code,
+                        run.signal, run.reason, run.ended_at or time.time())
 
-    def record_breaker(self, led: Ledger, run_id: int, row: Mapping[str, Any]) -> None:
-        """Move the job's breaker after run ``run_id`` ended (``row``: its ``runs`` row)."""
+    def record_breaker(self, store: Store, run: Run) -> None:
+        """Move the job's breaker after ``run`` ended (as read after its end)."""
         ctx = self.ctx
-        if row["task"] or row["state"] not in lifecycle.TERMINAL:
+        if run.task or run.state not in lifecycle.TERMINAL:
             return
-        lj = ctx.jobs().get(row["job"])
+        lj = ctx.jobs().get(run.job)
         if lj is None:
             return
-        if row["state"] == State.SUCCEEDED and breaker.state_of(led.conn, row["job"])[0] == breaker.CLOSED:
+        if run.state == State.SUCCEEDED and store.breaker_state(run.job) == BreakerState.CLOSED:
             return  # a success on a closed breaker changes nothing: skip the write transaction
         try:
-            changed = led.write(lambda conn: breaker.record(
-                conn, lj.spec, run_id, row["state"], actor=ctx.actor, words=BREAKER, owner=lj.spec.owner,
-                sinks=ctx.settings.notify))
+            changed = store.record_breaker(lj.spec, run.id, run.state, actor=ctx.actor, words=BREAKER,
+                                           owner=lj.spec.owner, sinks=ctx.settings.notify)
         except Exception:
-            log.exception("breaker update failed for run %s", run_id)
+            log.exception("breaker update failed for run %s", run.id)
             return
-        if changed == breaker.OPEN:
+        if changed == BreakerState.OPEN:
             log.warning("circuit breaker for %s opened after run %s (cooldown %gs)",
-                        row["job"], run_id, lj.spec.breaker.cooldown)
-        elif changed == breaker.CLOSED:
-            log.warning("circuit breaker for %s closed: trial run %s succeeded", row["job"], run_id)
+                        run.job, run.id, lj.spec.breaker.cooldown)
+        elif changed == BreakerState.CLOSED:
+            log.warning("circuit breaker for %s closed: trial run %s succeeded", run.job, run.id)

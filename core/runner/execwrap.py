@@ -22,12 +22,12 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 from core import liveness
-from core.ledger import adoption
 from core.ledger.connection import Ledger
+from core.ledger.loop_store import LoopStore
+from core.ledger.records import Run
+from core.ledger.sql_store import SqlStore
 from core.ledger.writer import Writer, WriterLedger
 from core.processes import signal_group
 from core.runner.executor import Context, Executor
@@ -55,17 +55,20 @@ class ExecResult:
     stderr_tail: str | None
 
 
-def exit_status(end: dict[str, Any]) -> int:
-    """The command's own exit code; 128 + N for death by signal N (as a shell reports it);
-    127 when it could not start; 1 for any other end without an exit code (orphaned,
-    abandoned). A run that exited 0 but failed verification exits 1: the cron line failed."""
-    if end["exit_code"] is not None:
-        if end["exit_code"] == 0 and end["state"] != RunState.SUCCEEDED:
+def exit_status(end: Run | None) -> int:
+    """The command's own exit code of the ended run ``end``; 128 + N for death by signal N (as
+    a shell reports it); 127 when it could not start; 1 for any other end without an exit code
+    (orphaned, abandoned, or no run at all). A run that exited 0 but failed verification exits
+    1: the cron line failed."""
+    if end is None:
+        return 1
+    if end.exit_code is not None:
+        if end.exit_code == 0 and end.state != RunState.SUCCEEDED:
             return 1
-        return int(end["exit_code"])
-    if end["signal"] is not None:
-        return 128 + int(end["signal"])
-    if end.get("reason_code") == EndReason.SPAWN_FAILED:
+        return int(end.exit_code)
+    if end.signal is not None:
+        return 128 + int(end.signal)
+    if end.reason_code == EndReason.SPAWN_FAILED:
         return 127
     return 1
 
@@ -121,23 +124,22 @@ class ExecWrapper:
                       jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None,
                       stopped_by=self._stopped_by)
         executor = Executor(ctx)
+        store = SqlStore(ledger)
         loop = asyncio.get_running_loop()
-        current: dict[str, Any] = {}
+        current: list[Run] = []  # the attempt running now, for a forwarded signal
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self._forward, sig, ledger, current)
+                loop.add_signal_handler(sig, self._forward, sig, store, current)
         try:
             spec = self.job.spec
             if self.record is not None:
-                ledger.write(partial(adoption.upsert_job, spec=self.record[0], source=self.record[1],
-                                     line=self.job.line, actor=self.actor))
-            run = ledger.write(lambda c: adoption.start_run(c, spec, actor=self.actor, lease_s=settings.lease))
+                store.adopt_job(self.record[0], source=self.record[1], line=self.job.line, actor=self.actor)
+            run = store.start_adopted_run(spec, actor=self.actor, lease_s=settings.lease)
             attempts = 0
             while True:
                 attempts += 1
-                current.clear()
-                current.update(run)
-                renew = asyncio.create_task(self._renew(writer, run["id"]))
+                current[:] = [run]
+                renew = asyncio.create_task(self._renew(ctx.loop_store, run.id))
                 self.command_started = True
                 try:
                     await executor.execute(run, self.job)
@@ -145,21 +147,19 @@ class ExecWrapper:
                     renew.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await renew
-                retry = adoption.queued_retry(ledger.conn, run["lineage"], run["attempt"])
+                retry = store.queued_retry(run.lineage, run.attempt)
                 if retry is None or self._signalled is not None:
                     break
-                await asyncio.sleep(max(0.0, retry["not_before"] - time.time()))
+                await asyncio.sleep(max(0.0, retry.not_before - time.time()))
                 try:
-                    run = ledger.write(partial(adoption.claim, run_id=retry["id"], attempt=retry["attempt"],
-                                               actor=self.actor, lease_s=settings.lease))
+                    run = store.claim_adopted_retry(retry, actor=self.actor, lease_s=settings.lease)
                 except LookupError:
                     break  # a runner (or an operator) took it: it is theirs now
-            end = adoption.run_end(ledger.conn, run["id"]) or {
-                "state": "missing", "exit_code": None, "signal": None, "reason": None, "reason_code": None,
-                "stderr_tail": None}
+            end, outcome = store.run(run.id), store.outcome(run.id)
             await asyncio.to_thread(self._deliver)
-            return ExecResult(run["id"], end["state"], exit_status(end), attempts, end.get("reason"),
-                              end.get("stderr_tail"))
+            stderr = (outcome.stderr_tail or outcome.stderr_head) if outcome is not None else None
+            return ExecResult(run.id, end.state if end is not None else "missing", exit_status(end), attempts,
+                              end.reason if end is not None else None, stderr)
         finally:
             if install_signal_handlers and threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGINT, signal.SIGTERM):
@@ -178,21 +178,21 @@ class ExecWrapper:
             return None
         return f"watchkeeper exec received {signal.Signals(self._signalled).name}"
 
-    async def _renew(self, writer: Writer, run_id: int) -> None:
+    async def _renew(self, loop_store: LoopStore, run_id: int) -> None:
         """Renew the run's lease every heartbeat through the writer thread: a ledger another
         process holds locked never stalls this loop (and the job's output)."""
         while True:
             await asyncio.sleep(self.settings.heartbeat)
             try:
-                await writer.run(lambda c: adoption.renew_lease(c, run_id, time.time() + self.settings.lease))
+                await loop_store.renew_lease(run_id, lease_s=self.settings.lease)
             except Exception as exc:  # a locked or full disk: the next beat retries, the lease has slack
                 log.warning("lease renewal of run %s failed (%s); retrying next beat", run_id, exc)
 
-    def _forward(self, sig: int, ledger: Ledger, current: dict[str, Any]) -> None:
+    def _forward(self, sig: int, store: SqlStore, current: list[Run]) -> None:
         self._signalled = sig
-        row = adoption.run_end(ledger.conn, current["id"]) if current else None
-        if row is not None and row.get("pid"):
-            signal_group(int(row["pid"]), sig)
+        now = store.run(current[0].id) if current else None
+        if now is not None and now.pid:
+            signal_group(now.pid, sig)
 
     def _deliver(self) -> None:
         sinks = list(self.settings.notify)

@@ -15,17 +15,15 @@ import subprocess
 import time
 from typing import Any
 
-from core.ledger import fanout, lifecycle, outcomes, terminal
-from core.ledger.connection import Conn
+from core.ledger import fanout
 from core.ledger.lifecycle import State
-from core.ledger.sql_store import SqlStore
+from core.ledger.records import Run
 from core.processes import signal_group
 from core.runner import changes, spawn
 from core.runner.capture import Capture
 from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
-from core.supervisor.policy.retry import RETRY
 from core.vocabulary import EndReason
 
 #: Longest a parent waits between two looks at its sub-tasks, seconds: a safety bound only.
@@ -41,29 +39,29 @@ class FanoutParent:
         self.ex = executor
         self.ctx = executor.ctx
 
-    async def execute(self, run: dict[str, Any], lj: LoadedJob) -> None:
+    async def execute(self, run: Run, lj: LoadedJob) -> None:
         """Parent of a fan-out: queue every sub-task, wait until all settled, synthesize."""
         ctx, spec = self.ctx, lj.spec
-        run_id, attempt = run["id"], run["attempt"]
+        run_id, attempt = run.id, run.attempt
         art = ctx.settings.artifacts_dir / str(run_id)
         with contextlib.suppress(OSError):
             art.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.time()
         fields = {"started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
-        if not await self.ex.write(lambda conn: lifecycle.apply(
-                conn, run_id, attempt, State.SPAWNED, State.RUNNING, actor=ctx.actor, fields=fields,
-                detail={"fanout": [t.name for t in spec.tasks]})):
+        if not await ctx.loop_store.start_run(run_id, attempt, actor=ctx.actor, fields=fields,
+                                              detail={"fanout": [t.name for t in spec.tasks]}):
             return
-        await self.ex.write(lambda conn: fanout.create_children(conn, run, spec, actor=ctx.actor))
+        await ctx.loop_store.create_subtasks(run, spec, actor=ctx.actor)
         ctx.wake()
         deadline = started + spec.timeout
         with ctx.changes.subscribe() as changed:
             while True:
                 changed.clear()  # before the look: a change after it still wakes the wait
-                settled, results = fanout.task_results(ctx.ledger.conn, run_id, spec)
+                store = ctx.store()
+                settled, results = store.subtask_results(run_id, spec)
                 if settled:
                     break
-                if SqlStore(ctx.ledger).run_state(run_id) != State.RUNNING:
+                if store.run_state(run_id) != State.RUNNING:
                     return  # abandoned or orphaned meanwhile: its children settle on their own
                 now = time.time()
                 if now > deadline:
@@ -94,35 +92,31 @@ class FanoutParent:
             "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
         }
 
-        def to_verifying(conn: Conn) -> bool:
-            if not lifecycle.apply(conn, run_id, attempt, State.RUNNING, State.VERIFYING, actor=ctx.actor,
-                                   fields={"exit_code": exit_code, "ended_at": ended},
-                                   detail={"succeeded": handoff["result"].get("succeeded"),
-                                           "missing": handoff["result"].get("missing")}):
-                return False
-            outcomes.record(conn, run_id, state=State.VERIFYING.value, status=handoff["status"], **cols)
-            return True
-        if not await self.ex.write(to_verifying):
+        verifying = ctx.loop_store.enter_verifying(
+            run_id, attempt, actor=ctx.actor, fields={"exit_code": exit_code, "ended_at": ended},
+            outcome={"status": handoff["status"], **cols},
+            detail={"succeeded": handoff["result"].get("succeeded"), "missing": handoff["result"].get("missing")})
+        if not await ctx.loop_store.wait(verifying):
             await self.ex.late_result(run, exit_code, "running")
             return
         await self.ex.settle(run_id)
 
-    async def _timed_out(self, run: dict[str, Any], spec: JobSpec, results: list[dict[str, Any]]) -> None:
+    async def _timed_out(self, run: Run, spec: JobSpec, results: list[dict[str, Any]]) -> None:
         ctx = self.ctx
-        pending = [r["task"] for r in results if not r.get("settled")]
+        pending = [r.get("task") for r in results if not r.get("settled")]  # JSON documents
         outcome = {"status": "timed_out", "handoff_findings": [],
                    "handoff": {"status": "failed", "error": "timeout", "result": {"unsettled": pending}}}
-        if await self.ex.write(lambda conn: terminal.finish(
-                conn, run["id"], run["attempt"], State.RUNNING, State.TIMED_OUT, actor=ctx.actor,
+        if await ctx.loop_store.finish(
+                run.id, run.attempt, State.RUNNING, State.TIMED_OUT, actor=ctx.actor,
                 reason_code=EndReason.FANOUT_UNSETTLED, reason=f"fan-out not settled within {spec.timeout:g}s",
-                detail={"unsettled": pending}, outcome=outcome, spec=spec, retry=RETRY)):
-            await self.ex.after_end(run["id"])
+                detail={"unsettled": pending}, outcome=outcome, spec=spec):
+            await self.ex.after_end(run.id)
 
-    async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: dict[str, Any], payload: bytes,
+    async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: Run, payload: bytes,
                           out: Capture, err: Capture, timeout: float) -> int:
         """Run ``synthesize`` with every sub-task result as JSON on stdin; returns its exit
         code (-1 when it could not start, 124 on timeout)."""
-        env = self.ex.env_for(spec, run, self.ctx.settings.artifacts_dir / str(run["id"]) / "handoff.json")
+        env = self.ex.env_for(spec, run, self.ctx.settings.artifacts_dir / str(run.id) / "handoff.json")
         try:
             proc = await spawn.start(spec.argv(spec.synthesize), cwd=resolve_cwd(lj), env=env, stdin_pipe=True)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:

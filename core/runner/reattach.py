@@ -18,11 +18,10 @@ run. What cannot be re-attached (no monitor, no exit status) is left to the orph
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from core.ledger import jobs
 from core.ledger.connection import Ledger
+from core.ledger.records import Run
 from core.ledger.sql_store import SqlStore
 from core.liveness import hostname
 from core.spec.loader import LoadedJob
@@ -37,9 +36,9 @@ FOUND = {"running": "still running under its monitor: followed by the new runner
 
 @dataclass
 class Candidate:
-    """One run a starting runner can take over: its ``runs`` row and what was found."""
+    """One run a starting runner can take over: the run and what was found."""
 
-    run: dict[str, Any]
+    run: Run
     found: str
 
 
@@ -54,7 +53,7 @@ def candidates(ledger: Ledger, *, runner_id: str) -> list[Candidate]:
             continue
         found = sweep.reattachable(run, owner, now=now, this_host=host)
         if found is not None:
-            out.append(Candidate(asdict(run), found))
+            out.append(Candidate(run, found))
     return out
 
 
@@ -63,11 +62,11 @@ def job_for(ledger: Ledger, name: str, current: dict[str, LoadedJob]) -> LoadedJ
     stored (a job removed from the folder still has its running run followed to the end)."""
     if name in current:
         return current[name]
-    row = jobs.job_row(ledger.conn, name)
-    if row is None:
+    job = SqlStore(ledger).job(name)
+    if job is None:
         return None
     try:
-        spec = spec_from_json(row["spec"])
+        spec = spec_from_json(job.spec)
     except ValueError:
         return None
-    return LoadedJob(spec, row.get("source") or "", row.get("source_line"))
+    return LoadedJob(spec, job.source or "", job.source_line)

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from core import __version__, liveness
-from core.ledger import runners as runner_rows
-from core.ledger import runs as run_rows
 from core.ledger import wake
-from core.ledger.connection import Conn, Ledger, StorageError, add_event
+from core.ledger.connection import Ledger, StorageError
 from core.ledger.jobs import job_sources, sync_jobs
+from core.ledger.loop_store import LoopStore
+from core.ledger.records import Run
 from core.ledger.sql_store import SqlStore
+from core.ledger.store import Store
 from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
 from core.processes import create_time, signal_group, signal_name, stop_group
@@ -57,6 +58,7 @@ from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, LoadResult, load_dir
 from core.spec.settings import Settings
 from core.supervisor import supervisor
+from core.supervisor.policy.retry import RETRY
 from core.sweep import sweep, watch
 
 __all__ = ["Finished", "Runner"]
@@ -114,6 +116,7 @@ class Runner:
     _loaded_signature: tuple[tuple[str, int, int], ...] | None  # spec files as of the first load
     _settle_pool: ThreadPoolExecutor
     writer: Writer  # the one writer thread
+    loop_store: LoopStore  # the loop's writes, through the writer
     ledger: Ledger  # the loop's read connection
     watchdog: Watchdog  # one deadline thread per runner
     scheduler: Scheduler
@@ -251,14 +254,15 @@ class Runner:
                     with contextlib.suppress(Exception):
                         self._loop.remove_signal_handler(sig)
 
+    def _store(self) -> Store:
+        """The calling thread's store: reads on its own connection, writes through the writer
+        (ticks run in pool threads)."""
+        return SqlStore(self._thread_ledger(), retry=RETRY)
+
     def _compose(self) -> None:
         writer = self.writer
-
-        def read(fn: Callable[[Conn], Any]) -> Any:
-            return fn(self._thread_ledger().conn)  # ticks run in pool threads
-        self.scheduler = Scheduler(write=writer.write, read=read, actor=self.actor,
-                                   on_queued=lambda _id: self._nudge_threadsafe())
-        self.dispatcher = Dispatcher(write=writer.write, read=read, runner_id=self.id, actor=self.actor,
+        self.scheduler = Scheduler(store=self._store, actor=self.actor, on_queued=lambda _id: self._nudge_threadsafe())
+        self.dispatcher = Dispatcher(store=self._store, runner_id=self.id, actor=self.actor,
                                      lease_s=self.settings.lease, host=liveness.hostname(),
                                      boot_id=liveness.boot_id(), labels=self.settings.labels)
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
@@ -267,6 +271,7 @@ class Runner:
                       on_end=self._mission_wake.set, reaper=self.reaper,
                       tree_scans=TreeScans(self.reaper), stopped_by=self._killing.get)
         self.executor = Executor(ctx)
+        self.loop_store = ctx.loop_store
         self.fanout = FanoutParent(self.executor)
 
     def _on_commit(self) -> None:
@@ -291,11 +296,11 @@ class Runner:
     # -- startup ------------------------------------------------------------------------
     def _register(self) -> None:
         me = os.getpid()
-        self.ledger.write(lambda conn: runner_rows.register_runner(
-            conn, runner_id=self.id, hostname=liveness.hostname(), boot_id=liveness.boot_id(), pid=me,
+        SqlStore(self.ledger).register_runner(
+            runner_id=self.id, hostname=liveness.hostname(), boot_id=liveness.boot_id(), pid=me,
             pid_create_time=create_time(me), labels=self.settings.labels,
             heartbeat_s=self.settings.heartbeat, lease_s=self.settings.lease, version=__version__,
-            spec_dir=str(self.spec_dir), actor=self.actor, owner=self.settings.runner_owner))
+            spec_dir=str(self.spec_dir), actor=self.actor, owner=self.settings.runner_owner)
 
     def _record_past_gap(self, started_at: float) -> None:
         """The runner before this one vanished without a clean stop: record the gap after the
@@ -317,28 +322,28 @@ class Runner:
             return
         for cand in found:
             run = cand.run
-            if run["id"] in self.live:
+            if run.id in self.live:
                 continue
-            lj = await asyncio.to_thread(reattach.job_for, self._thread_ledger(), run["job"], self.jobs)
+            lj = await asyncio.to_thread(reattach.job_for, self._thread_ledger(), run.job, self.jobs)
             if lj is None:
                 continue  # no spec at all: the sweep settles it
-            def take(conn: Conn, run: dict[str, Any] = run, found: str = cand.found) -> bool:
-                return runner_rows.reattach_run(conn, run, runner_id=self.id, lease_s=self.settings.lease,
-                                                reason=reattach.FOUND[found])
             try:
-                won = await self.writer.run(take)
+                won = await self.loop_store.reattach_run(run, runner_id=self.id, lease_s=self.settings.lease,
+                                                         reason=reattach.FOUND[cand.found])
             except StorageError as exc:
-                log.warning("run %s: re-attaching failed (%s); the next sweep pass tries again", run["id"], exc)
+                log.warning("run %s: re-attaching failed (%s); the next sweep pass tries again", run.id, exc)
                 continue
             if not won:
                 continue
-            log.warning("run %s (%s): re-attached; %s", run["id"], run["job"], reattach.FOUND[cand.found])
+            log.warning("run %s (%s): re-attached; %s", run.id, run.job, reattach.FOUND[cand.found])
             if cand.found == "verifying":
-                body = self.executor.settle(run["id"])
+                body = self.executor.settle(run.id)
+            elif run.pid is None or run.artifacts_dir is None:
+                continue  # reattachable() vouched for both; a run without them is the sweep's
             else:
-                mon = spawn.attach(int(run["pid"]), Path(run["artifacts_dir"]))
-                body = self.executor.follow(run, lj, mon, reattached=True)
-            self._track(run["id"], body)
+                mon = spawn.attach(run.pid, Path(run.artifacts_dir))
+                body = self.executor.follow(run, lj, mon, reattached=True)  # its processes carry the old runner id
+            self._track(run.id, body)
 
     async def _reconcile(self) -> None:
         try:
@@ -388,9 +393,7 @@ class Runner:
         for err in result.errors:
             log.warning("spec error: %s", err)
         if self.jobs and result.folder_missing:
-            led.write(lambda conn: [add_event(
-                conn, actor=self.actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
-                for err in result.errors])
+            SqlStore(led).record_spec_errors(result.errors, actor=self.actor)
             return None
         # An invalid file opens (or a fixed one resolves) its spec_invalid escalation here;
         # a job that never loaded has no owner of its own: the runner's owner hears of it.
@@ -448,12 +451,12 @@ class Runner:
         """In a pool thread: claim what is due, and when the next queued run is due."""
         return self.dispatcher.tick(time.time(), room), self.dispatcher.next_due()
 
-    def _start(self, run: dict[str, Any], lj: LoadedJob) -> None:
-        if lj.spec.kind == "fanout" and not run["task"]:
+    def _start(self, run: Run, lj: LoadedJob) -> None:
+        if lj.spec.kind == "fanout" and not run.task:
             body = self.fanout.execute(run, lj)
         else:
             body = self.executor.execute(run, lj)
-        self._track(run["id"], body)
+        self._track(run.id, body)
 
     def _track(self, run_id: int, body: Any) -> None:
         """Run ``body`` (a run's coroutine) as a live run of this runner."""
@@ -563,8 +566,7 @@ class Runner:
         (``runs.lease_until``, Unix seconds) of every run it still watches — not of runs in
         ``lost``, nor of any run of this runner whose task is gone — in one statement for
         all of them (``core.ledger.runners.renew``)."""
-        watched = list(self.live)
-        await self.writer.run(lambda conn: runner_rows.renew(conn, self.id, watched, lease_s=self.settings.lease))
+        await self.loop_store.heartbeat(self.id, list(self.live), lease_s=self.settings.lease)
 
     async def _sweep_loop(self) -> None:
         sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
@@ -653,8 +655,7 @@ class Runner:
         ``shutdown_grace``); each is recorded as abandoned (reason ``interrupted``) by its own
         task, which is waited for briefly."""
         ids = sorted(self.live)
-        pids: dict[int, int] = await self.writer.run(lambda conn: {
-            i: int(row["pid"]) for i in ids if (row := run_rows.get(conn, i, "pid")) and row["pid"]})
+        pids = await self.loop_store.process_groups(ids)
         why = f"runner {self.id} stopped with --kill ({self.stop_reason})"
         for run_id in ids:
             self._killing[run_id] = why
@@ -685,8 +686,8 @@ class Runner:
         for t in list(self._bg):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, timeout=5)
-        self.left_behind = await self.writer.run(lambda conn: runner_rows.record_stopped(
-            conn, self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail))
+        self.left_behind = await self.loop_store.record_stopped(
+            self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail)
         # Settles still verifying get a moment to record; then the writer commits what is
         # queued and stops (a later write fails loudly with WriterClosed, never silently).
         self._settle_pool.shutdown(wait=False, cancel_futures=True)

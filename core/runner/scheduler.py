@@ -15,10 +15,8 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from core.ledger import jobs, queue
-from core.ledger.connection import add_event
+from core.ledger.store import Store
 from core.runner.failures import FailureLog
 from core.spec import schedule
 from core.spec.loader import LoadedJob
@@ -43,17 +41,15 @@ class Scheduler:
     """Queues the due slots of ``jobs`` (``{name: LoadedJob}``) in the ledger.
 
     Args:
-        write: runs ``fn(conn)`` in one write transaction and returns its result
-            (``Ledger.write``, or the runner's writer).
-        read: runs ``fn(conn)`` on a read connection and returns its result.
+        store: gives the calling thread's store (``core.ledger.store.Store``; a tick runs in
+            a pool thread, and its writes join the runner's group commits).
         actor: who the events name (``runner:<id>``).
         on_queued: called with each new run id (the runner wakes its dispatcher).
     """
 
-    def __init__(self, *, write: Callable[[Callable[[Any], Any]], Any], read: Callable[[Callable[[Any], Any]], Any],
-                 actor: str, on_queued: Callable[[int], None] | None = None) -> None:
-        self._write = write
-        self._read = read
+    def __init__(self, *, store: Callable[[], Store], actor: str,
+                 on_queued: Callable[[int], None] | None = None) -> None:
+        self._store = store
         self.actor = actor
         self.on_queued = on_queued
         self.jobs: Mapping[str, LoadedJob] = {}
@@ -80,7 +76,7 @@ class Scheduler:
         # a runner that was alive but slow (a ledger lock held for seconds) owes the slot.
         tolerance = 2.0 if self._expected is None else max(2.0, now - self._expected + 1.0)
         if self._last_slot is None:
-            self._last_slot = self._read(queue.last_scheduled_slots)
+            self._last_slot = self._store().last_scheduled_slots()
         if self._built != self._generation:
             self._rebuild(now, tolerance)
         while self._heap and self._heap[0][0] <= now:
@@ -143,8 +139,7 @@ class Scheduler:
             if slot is not None:
                 if slot[1] > now + ONCE_LEAD_S:
                     return slot[1] - ONCE_LEAD_S
-                if self._queue(spec, slot[0], slot[1], "schedule", now) is None and self._read(
-                        lambda conn: jobs.pause_of(conn, spec.name)) is not None:
+                if self._queue(spec, slot[0], slot[1], "schedule", now) is None and self._paused(spec.name):
                     return now + PAUSED_RECHECK_S  # held while paused: it runs once resumed
             return None  # queued (or already there): a one-shot is due again only after a reload
         last = self._last_slot.get(spec.name)
@@ -164,24 +159,27 @@ class Scheduler:
         self._last_slot[spec.name] = max(marks) if marks else now - tolerance
         return schedule.next_fire(spec, self._last_slot[spec.name])
 
+    def _paused(self, name: str) -> bool:
+        job = self._store().job(name)
+        return job is not None and job.paused_at is not None
+
     def _queue(self, spec: JobSpec, slot: str, not_before: float, trigger: str, now: float) -> int | None:
-        run_id = self._write(lambda conn: queue.queue_slot(conn, spec, slot, not_before, trigger,
-                                                           actor=self.actor, now=now))
+        run_id = self._store().queue_slot(spec, slot, not_before, trigger, actor=self.actor, now=now)
         if run_id is not None and self.on_queued is not None:
             self.on_queued(run_id)
         return run_id
 
     def _record_coalesced(self, spec: JobSpec, skipped: list[float], kept: float) -> None:
-        self._write(lambda conn: add_event(
-            conn, actor=self.actor, kind="skipped_late", job=spec.name,
+        self._store().record_event(
+            actor=self.actor, kind="skipped_late", job=spec.name,
             reason=f"{len(skipped)} slot(s) fell due while the runner was stalled; the newest runs once",
-            detail={"slots": [schedule.slot_key(t) for t in skipped[:100]], "kept": schedule.slot_key(kept)}))
+            detail={"slots": [schedule.slot_key(t) for t in skipped[:100]], "kept": schedule.slot_key(kept)})
 
     def _record_misfire(self, spec: JobSpec, plan: schedule.SlotPlan) -> None:
         """Slots that fell while no runner ran are skipped, never silently."""
-        self._write(lambda conn: add_event(
-            conn, actor=self.actor, kind="misfire_skipped", job=spec.name,
+        self._store().record_event(
+            actor=self.actor, kind="misfire_skipped", job=spec.name,
             reason=f"{plan.missed} slot(s) missed while no runner ran (misfire={spec.misfire})",
             detail={"missed": plan.missed, "first": schedule.slot_key(plan.missed_first or 0),
                     "last": schedule.slot_key(plan.missed_last or plan.missed_first or 0),
-                    "policy": spec.misfire}))
+                    "policy": spec.misfire})

@@ -9,6 +9,7 @@ import pytest
 
 from core.ledger import lifecycle, runs, terminal
 from core.ledger.connection import Ledger
+from core.ledger.records import Run
 from core.spec.model import JobSpec, Task
 from core.supervisor.policy.retry import RETRY
 from core.vocabulary import EndReason
@@ -98,7 +99,7 @@ def test_an_ending_fanout_parent_abandons_its_queued_subtasks(ledger):
     add_job(ledger, "fan", kind="fanout", tasks=[t.model_dump() for t in spec.tasks])
     parent = _running(ledger, job="fan")
     from core.ledger import fanout
-    kids = ledger.write(lambda c: fanout.create_children(c, runs.get(c, parent), spec, actor="t"))
+    kids = ledger.write(lambda c: fanout.create_children(c, Run.from_row(runs.get(c, parent)), spec, actor="t"))
     assert len(kids) == 2
     assert terminal.finish_run(ledger, parent, 1, "running", "orphaned", reason_code=EndReason.RUNNER_GONE, actor="sweep",
                                reason="runner_gone", retry=RETRY)

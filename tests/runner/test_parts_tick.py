@@ -34,26 +34,24 @@ def led(tmp_path):
 
 
 class Spy:
-    """Counts the ledger calls a part makes."""
+    """Counts the store operations a part calls (``calls``: their names, in order)."""
 
     def __init__(self, led: Ledger) -> None:
-        self.led = led
-        self.writes = 0
-        self.reads = 0
+        self.store = SqlStore(led)
+        self.calls: list[str] = []
 
-    def write(self, fn):
-        self.writes += 1
-        return self.led.write(fn)
+    def __call__(self) -> Spy:
+        return self  # the part's store factory
 
-    def read(self, fn):
-        self.reads += 1
-        return fn(self.led.conn)
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self.store, name)
 
 
 def _scheduler(led: Ledger, jobs: dict[str, LoadedJob]) -> tuple[Scheduler, Spy, list[int]]:
     spy = Spy(led)
     queued: list[int] = []
-    s = Scheduler(write=spy.write, read=spy.read, actor="runner:test", on_queued=queued.append)
+    s = Scheduler(store=spy, actor="runner:test", on_queued=queued.append)
     s.set_jobs(jobs)
     return s, spy, queued
 
@@ -77,12 +75,11 @@ def test_scheduler_idle_tick_touches_no_job_and_the_ledger_not_at_all(led, tmp_p
                    for i in range(300))
     s, spy, queued = _scheduler(led, _jobs(tmp_path, text))
     s.tick(T0)  # first tick: one read of the slots already queued, every job's due time computed
-    first_reads, first_writes = spy.reads, spy.writes
-    assert first_reads == 1 and first_writes == 0
+    assert spy.calls == ["last_scheduled_slots"]
     for k in range(1, 50):
         wake = s.tick(T0 + k * 0.5)
         assert wake <= T0 + k * 0.5 + MAX_SLEEP_S
-    assert (spy.reads, spy.writes) == (first_reads, first_writes)
+    assert spy.calls == ["last_scheduled_slots"]
     assert queued == []
 
 
@@ -127,11 +124,11 @@ def test_dispatcher_claims_due_runs_within_the_limits(led, tmp_path):
                                                                        actor="test", now=T0))
     _register(led)
     spy = Spy(led)
-    d = Dispatcher(write=spy.write, read=spy.read, runner_id="r1", actor="runner:r1", lease_s=30)
+    d = Dispatcher(store=spy, runner_id="r1", actor="runner:r1", lease_s=30)
     d.jobs = jobs
     claimed = d.tick(T0 + 5, room=8)
     # a: concurrency 1 → one of its two due runs; b: concurrency 2 → both due ones; b/s3 is not due.
-    assert sorted((c.run["job"], c.run["slot"]) for c in claimed) == [("a", "s1"), ("b", "s1"), ("b", "s2")]
+    assert sorted((c.run.job, c.run.slot) for c in claimed) == [("a", "s1"), ("b", "s1"), ("b", "s2")]
     rows = {r["slot"] + r["job"]: dict(r) for r in led.query("SELECT * FROM runs")}
     assert rows["s1a"]["state"] == "spawned" and rows["s1a"]["runner_id"] == "r1"
     assert rows["s1a"]["lease_until"] == T0 + 5 + 30
@@ -144,7 +141,7 @@ def test_dispatcher_claims_due_runs_within_the_limits(led, tmp_path):
 def test_dispatcher_leaves_runs_of_unknown_jobs_queued(led, tmp_path):
     jobs = _jobs(tmp_path, 'name = "a"\ncommand = "true"\nevery = "10s"\n')
     led.write(lambda conn: queue.queue_slot(conn, jobs["a"].spec, "s1", T0, "misfire", actor="test", now=T0))
-    d = Dispatcher(write=led.write, read=lambda fn: fn(led.conn), runner_id="r1", actor="runner:r1", lease_s=30)
+    d = Dispatcher(store=lambda: SqlStore(led), runner_id="r1", actor="runner:r1", lease_s=30)
     d.jobs = {}
     assert d.tick(T0 + 1, room=4) == []
     assert SqlStore(led).run_state(1) == "queued"

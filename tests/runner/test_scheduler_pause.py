@@ -13,6 +13,7 @@ import pytest
 from core import actions
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
+from core.ledger.sql_store import SqlStore
 from core.runner.scheduler import PAUSED_RECHECK_S, Scheduler
 from core.spec.model import load_dir
 
@@ -33,7 +34,7 @@ def _scheduler(led: Ledger, tmp: Path, text: str) -> tuple[Scheduler, list[int]]
     assert not result.errors
     sync_jobs(led, result)
     queued: list[int] = []
-    s = Scheduler(write=led.write, read=lambda fn: fn(led.conn), actor="runner:test", on_queued=queued.append)
+    s = Scheduler(store=lambda: SqlStore(led), actor="runner:test", on_queued=queued.append)
     s.set_jobs(dict(result.jobs))
     return s, queued
 
