@@ -272,7 +272,9 @@ class PagedTable(ScrollView, can_focus=True):
         old_keys = {self.key_of(r): self.window_start + i for i, r in enumerate(self.rows_data)}
         rows = page.rows
         new_keys = [self.key_of(r) for r in rows]
-        same = start == self.window_start and rows == self.rows_data
+        # A first load draws something new even when it brought no rows: the empty text
+        # ("No rows match the filter …") replaces the blank drawn while loading.
+        same = self.loaded_once and start == self.window_start and rows == self.rows_data
         # Rows added above: the shift of any row both windows hold.
         shift = 0
         for i, k in enumerate(new_keys):

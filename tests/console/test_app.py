@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
+from textual.widgets import OptionList
 
 from console.screens.detail import DetailScreen
 from console.screens.dialogs import ConfirmScreen, HelpScreen
 from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import esc_row, loaded, main, make_app, notes, until  # noqa: F401
+from tests.kit.pilot import esc_row, loaded, main, make_app, notes, type_text, until  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,9 +252,10 @@ async def test_command_palette_switches_view(db):
     async with app.run_test() as pilot:
         screen = await loaded(pilot)
         await pilot.press("colon")
-        await pilot.pause(0.2)
-        await pilot.press(*"View: jobs")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette) and app.focused is not None)
+        await type_text(pilot, "View: jobs")
+        options = app.screen.query_one(OptionList)
+        await until(pilot, lambda: options.option_count > 0 and options.highlighted is not None)
         await pilot.press("enter")
         await until(pilot, lambda: screen.view == "jobs")
 

@@ -15,7 +15,7 @@ from console.screens.escalation import EscalationScreen
 from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import screen_text, until
+from tests.kit.pilot import TEST_REFRESH_S, screen_text, until
 
 #: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
 pytestmark = pytest.mark.usefixtures("utc")
@@ -30,7 +30,7 @@ def story(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 
 def make_app(path: Path, **kw) -> WatchkeeperApp:
     kw.setdefault("operator", "carol")
-    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, **kw))
+    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=TEST_REFRESH_S, **kw))
 
 
 async def open_story(pilot, esc_id: int) -> EscalationScreen:

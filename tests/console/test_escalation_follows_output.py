@@ -12,7 +12,7 @@ from console.app import ConsoleConfig, WatchkeeperApp
 from console.screens.escalation import EscalationScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import until
+from tests.kit.pilot import TEST_REFRESH_S, until
 
 pytestmark = pytest.mark.usefixtures("utc")
 
@@ -34,7 +34,7 @@ def running(tmp_path: Path) -> tuple[Path, int, Path]:
 
 async def test_the_latest_runs_output_grows_on_the_escalation_and_l_follows_it(running):
     path, esc_id, art = running
-    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, operator="carol"))
+    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=TEST_REFRESH_S, operator="carol"))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         app.push_screen(EscalationScreen(esc_id))
@@ -64,7 +64,7 @@ async def test_l_on_an_escalation_whose_run_ended_says_so(tmp_path: Path):
     with Ledger(path) as led:
         run_id = cf.add_run(led, "nightly-backup", state="failed", ended_at=cf.NOW - 60)
         esc_id = cf.add_escalation(led, "nightly-backup", "exhausted", "critical", run_id=run_id)
-    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, operator="carol"))
+    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=TEST_REFRESH_S, operator="carol"))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         app.push_screen(EscalationScreen(esc_id))

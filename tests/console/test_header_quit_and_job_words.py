@@ -16,7 +16,7 @@ from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
 from core.supervisor.policy.words import next_run_word
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import screen_text, until
+from tests.kit.pilot import TEST_REFRESH_S, screen_text, until
 
 #: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
 pytestmark = pytest.mark.usefixtures("utc")
@@ -32,7 +32,7 @@ def db(tmp_path: Path) -> Path:
 def make_app(path: Path, **kw) -> WatchkeeperApp:
     kw.setdefault("operator", "carol")
     kw.setdefault("clock", lambda: cf.NOW)
-    return WatchkeeperApp(ConsoleConfig(ledger=path, refresh=0.05, **kw))
+    return WatchkeeperApp(ConsoleConfig(ledger=path, refresh=TEST_REFRESH_S, **kw))
 
 
 async def loaded(pilot) -> MainScreen:

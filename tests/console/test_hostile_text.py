@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual.command import CommandPalette
+from textual.widgets import OptionList
 
 from console.safe_text import escaped, text
 from console.screens.detail import DetailScreen
 from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import loaded, make_app, notes, until
+from tests.kit.pilot import loaded, make_app, notes, type_text, until
 
 CONTROL_BYTES = ("\x1b", "\x9b", "\x9d", "\x07", "\x85", "\udcff")
 
@@ -115,9 +117,11 @@ async def test_palette_shows_hostile_job_names_literally(hostile):
         await pilot.press("4")
         await until(pilot, lambda: screen.table.VIEW == "jobs" and screen.table.rows_data)
         await pilot.press("colon")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette) and app.focused is not None)
+        await type_text(pilot, "Outcomes of job")
+        options = app.screen.query_one(OptionList)
+        await until(pilot, lambda: options.option_count > 0)
         await pilot.pause(0.2)
-        await pilot.press(*"Outcomes of job")
-        await pilot.pause(0.5)
         svg = _screen_text(app).replace("&#160;", " ")
         assert "click me" in svg
         assert app.is_running

@@ -19,7 +19,7 @@ from console.screens.main import MainScreen
 from console.screens.operator_actions import job_controls_available
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import screen_text, until
+from tests.kit.pilot import TEST_REFRESH_S, screen_text, until
 
 #: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
 pytestmark = pytest.mark.usefixtures("utc")
@@ -51,7 +51,7 @@ def db(tmp_path: Path) -> Path:
 
 def make_app(path: Path, **kw) -> WatchkeeperApp:
     kw.setdefault("operator", "carol")
-    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, **kw))
+    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=TEST_REFRESH_S, **kw))
 
 
 async def open_history(pilot, job: str = "etl-berlin") -> JobHistoryScreen:

@@ -158,7 +158,7 @@ async def test_a_slow_count_survives_the_live_polls_that_run_meanwhile(big, monk
         time.sleep(0.5)  # ten polls at refresh=0.05
         return real(*a, **kw)
     monkeypatch.setattr(reads, "count_rows", slow_count)
-    app = make_app(big)
+    app = make_app(big, refresh=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
         screen, table = await outcomes(pilot)
         await pilot.press("G")

@@ -17,7 +17,7 @@ from core.ledger.connection import Ledger
 from core.mission import actions as mactions
 from core.vocabulary import MissionState, WorkerState
 from tests.kit.console_fixtures import ESCAPES, HOSTILE
-from tests.kit.pilot import screen_text
+from tests.kit.pilot import TEST_REFRESH_S, screen_text
 
 GOAL = "Summarise [bold]it[/] \x1b[2J now"
 QUESTION = "Which year? [/ \x1b]52;c;ZXZpbA==\x07"
@@ -44,7 +44,7 @@ def _ledger(path: Path) -> int:
 
 
 def make_app(path: Path) -> WatchkeeperApp:
-    return WatchkeeperApp(ConsoleConfig(ledger=path, operator="ana", refresh=0.05))
+    return WatchkeeperApp(ConsoleConfig(ledger=path, operator="ana", refresh=TEST_REFRESH_S))
 
 
 async def until(pilot, cond, timeout: float = 15.0) -> None:

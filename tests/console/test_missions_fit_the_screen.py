@@ -15,7 +15,7 @@ from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.mission import actions as mactions
 from core.vocabulary import WorkerState
-from tests.kit.pilot import until
+from tests.kit.pilot import TEST_REFRESH_S, until
 
 TASK = "collect every incident report from Q3 and list the root causes with their dates and owners"
 NOTE = "verified: 14 reports, every date checked against the ticket system"
@@ -51,7 +51,7 @@ def _leaves(tree: Tree) -> list[str]:
 async def test_worker_lines_fit_from_the_first_paint(tmp_path, width):
     path = tmp_path / "wk.db"
     _ledger(path)
-    app = WatchkeeperApp(ConsoleConfig(ledger=path, operator="ana", refresh=0.05))
+    app = WatchkeeperApp(ConsoleConfig(ledger=path, operator="ana", refresh=TEST_REFRESH_S))
     async with app.run_test(size=(width, 30)) as pilot:
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, mscreen.MissionsScreen)

@@ -12,7 +12,7 @@ from console.app import ConsoleConfig, WatchkeeperApp
 from console.screens.detail import DetailScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import until
+from tests.kit.pilot import TEST_REFRESH_S, until
 
 pytestmark = pytest.mark.usefixtures("utc")
 
@@ -32,7 +32,7 @@ def running(tmp_path: Path) -> tuple[Path, int, Path]:
 
 async def test_a_running_jobs_output_grows_on_screen_and_l_follows_it(running):
     path, run_id, art = running
-    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, operator="carol"))
+    app = WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=TEST_REFRESH_S, operator="carol"))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         app.push_screen(DetailScreen(run_id))

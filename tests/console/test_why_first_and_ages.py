@@ -19,7 +19,7 @@ from console.widgets.cells import age
 from console.widgets.views import VIEWS
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
-from tests.kit.pilot import screen_text, until
+from tests.kit.pilot import TEST_REFRESH_S, screen_text, until
 
 #: Local time is UTC (``utc`` in tests/conftest.py): the console's clocks read the machine's zone.
 pytestmark = pytest.mark.usefixtures("utc")
@@ -44,7 +44,7 @@ class Clock:
 
 def make_app(path: Path, clock=lambda: cf.NOW, **kw) -> WatchkeeperApp:
     kw.setdefault("operator", "carol")
-    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=clock, refresh=0.05, **kw))
+    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=clock, refresh=TEST_REFRESH_S, **kw))
 
 
 async def loaded(pilot) -> MainScreen:

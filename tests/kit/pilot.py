@@ -8,6 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from textual import events
 from textual.geometry import Region
 
 from console.app import ConsoleConfig, WatchkeeperApp
@@ -15,10 +16,26 @@ from console.screens.main import MainScreen
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
 
+#: The test console's poll interval (s). Not shorter: Pilot waits after every key until the
+#: process is idle (``textual._wait.wait_for_idle``: 20-ms windows with < 1 ms of CPU, up to
+#: 1 s), and a console polling every 50 ms is never idle, so each key cost up to 2 s.
+TEST_REFRESH_S = 0.5
+
 
 def make_app(path: Path, **kw) -> WatchkeeperApp:
     kw.setdefault("operator", "ana")
-    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, refresh=0.05, **kw))
+    kw.setdefault("refresh", TEST_REFRESH_S)
+    return WatchkeeperApp(ConsoleConfig(ledger=path, clock=lambda: cf.NOW, **kw))
+
+
+async def type_text(pilot, text: str) -> None:
+    """Put ``text`` into the focused input as one paste (what a terminal sends for a paste),
+    instead of one Pilot key press per character; waits until the input holds it."""
+    widget = pilot.app.focused
+    assert widget is not None, "nothing has focus to type into"
+    before = getattr(widget, "value", "")
+    widget.post_message(events.Paste(text))
+    await until(pilot, lambda: getattr(widget, "value", "") == before + text)
 
 
 async def until(pilot, cond, timeout: float = 15.0) -> None:

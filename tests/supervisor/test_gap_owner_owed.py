@@ -20,6 +20,7 @@ from core.ledger.connection import Ledger
 from core.spec.settings import load_settings
 from core.sweep import watch
 from tests.kit.gap import sent, sink_toml
+from tests.kit.pilot import TEST_REFRESH_S
 from tests.kit.runners import ROOT
 from tests.kit.sweep import add_runner, dead_pid
 
@@ -82,7 +83,7 @@ async def test_console_alone_opens_the_gap(tmp_path, monkeypatch):
     monkeypatch.setattr(app_mod, "RUNNER_GAP_CHECK_S", 0.05)
     db = tmp_path / "wk.db"
     _gone_runner(db, "ops")
-    app = WatchkeeperApp(ConsoleConfig(ledger=db, operator="ana", refresh=0.05, watch_runner=True))
+    app = WatchkeeperApp(ConsoleConfig(ledger=db, operator="ana", refresh=TEST_REFRESH_S, watch_runner=True))
     async with app.run_test() as pilot:
         deadline = time.monotonic() + 15
         while not _escalations(db) and time.monotonic() < deadline:
