@@ -42,6 +42,7 @@ after ``finish_output`` the whole kept output, with an omission marker when over
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ NAME = "watchkeeper-monitor"
 SCRIPT = r"""d=$1 h=$2 t=$3 T=$4 g=$5 x=$6
 shift 6
 exec </dev/null
-echo $$ 1<>"$d/monitor.pid"
+echo $$ 1<>"$d/monitor.pid" || ln -sf $$ "$d/monitor.pid"
 ub=; command -v stdbuf >/dev/null && ub="stdbuf -o0"
 dp=
 for s in stdout stderr; do
@@ -73,11 +74,11 @@ if [ "$T" != 0 ]; then
   exec 4<>"$d/timer.fifo"
   setsid sh -c "$x" "$d" "$T" "$g" <"$d/timer.fifo" 4>&- >/dev/null 2>&1 &
 fi
-WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; echo $$ 1<>"$0/job.pid"
+WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; echo $$ 1<>"$0/job.pid" || ln -sf $$ "$0/job.pid"
 unset WKM_RUN WKM_RUNNER
 exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@" 4>&-
 st=$?
-echo $st 1<>"$d/exit"
+echo $st 1<>"$d/exit" || ln -sf $st "$d/exit"
 exec 4>&- >/dev/null
 wait $dp
 exit $st
@@ -93,8 +94,8 @@ exit $st
 #: (``mark_timed_out``); whichever comes first ends the job.
 TIMER = r"""timeout "$1" head -c1 >/dev/null
 [ $? = 124 ] || exit 0
-read p <"$0/job.pid"; read e <"$0/exit"
-[ -n "$p" ] && [ -z "$e" ] && : >"$0/timed_out" && kill -TERM -"$p" || exit 0
+read p <"$0/job.pid" || p=$(readlink "$0/job.pid"); read e <"$0/exit"
+[ -n "$p" ] && [ -z "$e" ] && [ ! -L "$0/exit" ] && : >"$0/timed_out" && kill -TERM -"$p" || exit 0
 sleep "$2"
 kill -KILL -"$p"
 """
@@ -138,15 +139,17 @@ def env(job_env: dict[str, str]) -> dict[str, str]:
 
 
 #: Files the monitor writes its one line into over a blank line made by ``prepare`` (``1<>``:
-#: no truncation, no new disk block), so a full disk still keeps the pids and the exit status.
+#: no truncation, no new disk block), so a disk that fills while the job runs still keeps the
+#: pids and the exit status; on a disk already full at the start (no blank line) the monitor
+#: makes each a symbolic link whose target is the number instead (no data block either).
 LINE_FILES = ("monitor.pid", "job.pid", "exit")
 BLANK = b" " * 23 + b"\n"
 
 
 def prepare(art: Path) -> None:
     """Make ``art`` ready for a monitor: leftovers of an earlier start removed, the two FIFOs
-    made, ``LINE_FILES`` blank. Raises ``OSError`` when the folder is unusable (the run
-    cannot start)."""
+    made, ``LINE_FILES`` blank (left empty on a full disk). Raises ``OSError`` when the
+    folder is unusable (the run cannot start)."""
     art.mkdir(parents=True, exist_ok=True, mode=0o700)
     for name in ("timed_out", "timer.fifo", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))):
         with contextlib.suppress(FileNotFoundError):
@@ -155,6 +158,11 @@ def prepare(art: Path) -> None:
         fd = os.open(art / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, BLANK)
+        except OSError as exc:
+            # Already full: the run still starts (its capture degrades, and its monitor passes
+            # the status on as its own exit status); only the blank line is missing.
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
         finally:
             os.close(fd)
     for fifo in FIFOS:
@@ -162,8 +170,13 @@ def prepare(art: Path) -> None:
 
 
 def _first_int(path: Path) -> int | None:
-    """The integer on the first line of ``path``: None while it is blank (``prepare``), cut
-    short (no newline yet), missing or not a number. Never raises."""
+    """The integer on the first line of ``path`` (or the target of ``path`` when the monitor
+    made it a symbolic link on a full disk): None while it is blank (``prepare``), cut short
+    (no newline yet), missing or not a number. Never raises."""
+    try:
+        return int(os.readlink(path))
+    except (OSError, ValueError):
+        pass
     try:
         text = path.read_text()
     except OSError:
@@ -222,7 +235,7 @@ def mark_timed_out(art: Path) -> None:
 def exit_time(art: Path) -> float | None:
     """When the job ended (the ``exit`` file's mtime, Unix seconds), or None."""
     try:
-        return (art / "exit").stat().st_mtime
+        return (art / "exit").lstat().st_mtime
     except OSError:
         return None
 

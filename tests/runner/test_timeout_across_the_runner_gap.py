@@ -84,17 +84,6 @@ def test_a_killed_monitor_takes_its_deadline_keeper_with_it(tmp_path):
         os.killpg(job, signal.SIGKILL)
 
 
-def test_the_pid_and_status_files_survive_a_full_disk(tmp_path):
-    # ``prepare`` makes the one-line files blank; the monitor writes over them without a new
-    # block, so a full disk still keeps them. Here: what a reader makes of each stage.
-    monitor.prepare(tmp_path)
-    assert monitor.exit_status(tmp_path) is None and monitor.monitor_pid(tmp_path) is None
-    with open(tmp_path / "exit", "r+b") as fh:
-        fh.write(b"143\n")
-    assert monitor.exit_status(tmp_path) == 143
-    assert (tmp_path / "exit").stat().st_size == len(monitor.BLANK)
-
-
 # -- with real runners ---------------------------------------------------------------------
 
 def job(body: str, *, timeout: str = "3s", grace: str = "0.5s") -> str:

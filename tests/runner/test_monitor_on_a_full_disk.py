@@ -1,0 +1,72 @@
+"""A full artifacts disk never loses a run's pids or exit status, and never stops a run from
+starting: ``prepare`` makes the monitor's one-line files blank before the job starts and the
+monitor writes over them without a new disk block; on a disk already full the run starts
+all the same (its capture degrades, its monitor passes the status on as its own)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+
+import pytest
+
+from core import monitor
+
+
+def test_a_status_written_over_the_blank_line_is_read_and_needs_no_new_block(tmp_path):
+    monitor.prepare(tmp_path)
+    assert monitor.exit_status(tmp_path) is None and monitor.monitor_pid(tmp_path) is None
+    with open(tmp_path / "exit", "r+b") as fh:  # what the monitor's `echo $st 1<>exit` does
+        fh.write(b"143\n")
+    assert monitor.exit_status(tmp_path) == 143
+    assert (tmp_path / "exit").stat().st_size == len(monitor.BLANK)
+
+
+def test_a_real_monitor_writes_its_lines_over_the_blanks(tmp_path):
+    monitor.prepare(tmp_path)
+    proc = subprocess.Popen(monitor.argv(tmp_path, 8192, ["sh", "-c", "exit 7"], timeout=60, grace=1),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    job = int(proc.stdout.readline())
+    assert proc.wait(timeout=20) == 7
+    assert monitor.exit_status(tmp_path) == 7 and monitor.monitor_pid(tmp_path) == proc.pid
+    assert int((tmp_path / "job.pid").read_text().split()[0]) == job
+
+
+def test_a_disk_already_full_still_lets_the_run_start(tmp_path, monkeypatch):
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if data == monitor.BLANK:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+    monkeypatch.setattr(monitor.os, "write", full)
+    monitor.prepare(tmp_path)  # no error: the run starts, only the blank lines are missing
+    assert all((tmp_path / f).exists() for f in monitor.FIFOS)
+    assert monitor.exit_status(tmp_path) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
+def test_a_monitor_on_a_disk_already_full_still_records_its_pids_and_status(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)]).returncode != 0:
+        pytest.skip("tmpfs cannot be mounted here")
+    try:
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x" * 4096)
+        os.close(fd)
+        art = full / "run"
+        monitor.prepare(art)  # the blank lines cannot be written: no error
+        proc = subprocess.Popen(monitor.argv(art, 8192, ["sh", "-c", "echo hi; exit 5"], timeout=60, grace=1),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        job = int(proc.stdout.readline())
+        assert proc.wait(timeout=20) == 5
+        assert monitor.exit_status(art) == 5 and monitor.exit_time(art) is not None
+        assert monitor.monitor_pid(art) == proc.pid
+        assert (art / "job.pid").is_symlink() and int(os.readlink(art / "job.pid")) == job
+    finally:
+        subprocess.run(["umount", "-l", str(full)])
