@@ -19,6 +19,7 @@ from console.reader import LedgerThread
 from console.screens.dialogs import ConfirmScreen, HelpScreen
 from console.screens.main import MainScreen
 from console.screenshots import without_web_fonts
+from console.watcher import LedgerWatcher
 from console.widgets.palette import WatchkeeperCommands
 from core.ledger import reads
 from core.supervisor.supervisor import check_runner_gap
@@ -58,12 +59,16 @@ class WatchkeeperApp(App):
         # Row counts (scrollbar size) may take a while on a filtered 1,000,000-run ledger:
         # their own thread, so they never delay a poll.
         self.counter = LedgerThread(config.ledger, read_only=True, name="count")
+        # The one place that decides when the ledger is read again; screens react to it.
+        self.watcher = LedgerWatcher(config.ledger, self.reader, clock=self.now, pulse_s=config.refresh,
+                                     screens=lambda: self.screen_stack)
 
     def now(self) -> float:
         return self.config.clock()
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
+        self.run_worker(self.watcher.run(), name="ledger watcher", group="ledger-watcher", exit_on_error=False)
         if self.config.watch_runner:
             self.set_interval(RUNNER_GAP_CHECK_S, self.check_runner_gap)
         for err in self.theme_errors:

@@ -15,11 +15,13 @@ from typing import Protocol
 
 import themes
 from console.reader import LedgerThread
+from console.watcher import LedgerWatcher
 
 
 @dataclass
 class ConsoleConfig:
-    """How the console runs. ``refresh`` is the poll interval in seconds; ``clock`` returns
+    """How the console runs. ``refresh`` is the ledger watcher's pulse in seconds (how often
+    it reads when no commit wakes it: ``console.watcher``); ``clock`` returns
     Unix seconds (tests freeze it); ``themes_dir`` is a folder of user theme files (TOML,
     see ``themes/``); ``screenshot_dir`` is where the palette's "save screenshot" writes
     (default: the current folder)."""
@@ -53,6 +55,7 @@ class ConsoleApp(Protocol):
     reader: LedgerThread
     actor: LedgerThread
     counter: LedgerThread
+    watcher: LedgerWatcher
 
     def now(self) -> float:
         """The console's clock (Unix seconds, UTC)."""

@@ -2,17 +2,15 @@
 timeline from the audit trail, handoff, verification, supervisor verdict, and output head and
 tail with search. Every ledger and output string is sanitised (``console.safe_text``).
 
-Live like the main views: a self-rescheduling poll of ``PRAGMA data_version`` re-reads the
-run and the header figures when the ledger changes (and every few seconds anyway, so a
-runner that dies shows), keeping the scroll position."""
+Live like the main views: the run is read again when the app's ledger watcher says the
+ledger changed, and on every pulse while the run is running (its output grows in its files,
+not in the ledger), keeping the scroll position; the header is the watcher's."""
 
 from __future__ import annotations
 
 import json
 import re
 import textwrap
-import time
-from dataclasses import replace
 from typing import Any
 
 from rich.cells import cell_len
@@ -21,19 +19,18 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from console import evidence, keys
 from console.labels import label, word
 from console.safe_text import escaped, escaped_line, output
+from console.screens.live import LiveScreen
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
-from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads
 
-#: States in which a run's output may still grow (its files are re-read every poll).
+#: States in which a run's output may still grow (its files are re-read on every pulse).
 LIVE_STATES = ("spawned", "running", "verifying")
 
 def _section(out: Text, title: str) -> None:
@@ -259,7 +256,7 @@ def render_output(out: Text, d: dict[str, Any]) -> None:
         out.append("\n")
 
 
-class DetailScreen(PollingScreen, Screen):
+class DetailScreen(LiveScreen):
     """Detail of one run; ``escape`` returns to the list."""
 
     DEFAULT_CSS = """
@@ -274,9 +271,6 @@ class DetailScreen(PollingScreen, Screen):
         super().__init__()
         self.run_id = run_id
         self.detail: dict[str, Any] | None = None
-        self.summary: reads.Summary | None = None
-        self.stale_since: float | None = None
-        self._last_mono = 0.0
         self.term = ""
         self.raw_json = False  # J: handoff and verification as the stored JSON
         self._matches: list[int] = []
@@ -291,63 +285,34 @@ class DetailScreen(PollingScreen, Screen):
         yield Input(placeholder="search output (enter; esc closes)", id="search")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
-        main = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
-        self.summary = getattr(main, "summary", None)
-        self._render_header()
+    def on_mount(self) -> None:
         self.query_one("#body").focus()
-        await self.load()
-        self.set_timer(self.wk.config.refresh, self._tick)
 
-    def _render_header(self) -> None:
-        cfg = self.wk.config
-        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=False,
-                                       follow=self.following,
-                                       read_only=cfg.read_only, operator=cfg.operator)
+    def header_flags(self) -> tuple[bool, bool]:
+        return False, self.following
 
-    async def poll(self) -> None:
-        await self.load()
+    async def on_ledger(self, refresh: bool, committed: bool) -> None:
+        # A running job's output grows in its files, not in the ledger: re-read it every pulse.
+        if refresh or self.detail is None or self.detail["run"]["state"] in LIVE_STATES:
+            await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
-        """Re-read the run and the header when the ledger changed (or every few seconds, so
-        ages and the runner status move); ``force`` re-reads regardless."""
-        now = self.wk.now()
-        seen = None if force or self.detail is None else self._data_version
-        idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
-        # A running job's output grows in its files, not in the ledger: re-read it every poll.
-        live = self.detail is not None and self.detail["run"]["state"] in LIVE_STATES
-        idle = idle or live
-
-        def fetch(ledger) -> tuple[int, dict[str, Any] | None, reads.Summary | None, bool, tuple[bool, str]]:
-            dv = ledger.data_version()
-            if dv == seen and not idle:
-                # Nothing written, but a runner killed with SIGKILL writes nothing either.
-                return dv, None, None, False, reads.runner_status(ledger, now)
-            summary = reads.summary(ledger, now)
-            return dv, reads.run_detail(ledger, self.run_id), summary, True, (summary.runner_up, summary.runner_text)
-
+        """Read the run (``reads.run_detail``) and show it when it changed; ``force`` (after
+        an operator action) asks the watcher to read the header figures again too. A failed
+        read keeps the page shown (the watcher marks the header stale)."""
+        if force:
+            self.wk.watcher.wake(force=True)
         try:
-            dv, detail, summary, read, runner = await self.wk.reader.call(fetch)
+            detail = await self.wk.reader.call(lambda ledger: reads.run_detail(ledger, self.run_id))
         except Exception as exc:
-            if self.stale_since is None:
-                self.stale_since = now
-            self._render_header()
+            self.wk.watcher.wake()
             if self.detail is None:
                 self.query_one("#content", Static).update(Text(escaped(f"could not read run {self.run_id}: {exc}")))
             return
-        self.stale_since = None
-        self._data_version = dv
-        if read:
-            self._last_mono = time.monotonic()
-            self.summary = summary
-            changed = detail != self.detail
-            self.detail = detail
-            if changed or self.polls == 0:
-                self._show_detail()
-        elif self.summary is not None:
-            self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
-        self.polls += 1
-        self._render_header()
+        changed = detail != self.detail
+        self.detail = detail
+        if changed or self.polls == 0:
+            self._show_detail()
 
     def on_resize(self) -> None:
         if self.detail is not None:
@@ -426,7 +391,7 @@ class DetailScreen(PollingScreen, Screen):
     def action_scroll(self, lines: int) -> None:
         if lines < 0 and self.following:  # reading back: stop following
             self.following = False
-            self._render_header()
+            self.draw_header()
         body = self.query_one("#body", VerticalScroll)
         body.scroll_to(y=body.scroll_y + lines, animate=False, immediate=True)
 
@@ -441,7 +406,7 @@ class DetailScreen(PollingScreen, Screen):
         self.following = not self.following
         if self.following:
             self.action_bottom()
-        self._render_header()
+        self.draw_header()
 
     def _refuse(self) -> bool:
         return refuse_read_only(self)

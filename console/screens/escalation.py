@@ -2,8 +2,8 @@
 acknowledged, snoozed or resolved it and when, and the notifications sent with their
 delivery state; while its latest run is still running, that run's output, growing (``l``
 follows it). ``enter`` on an occurrence opens that run; ``a`` / ``s`` / ``R`` act on this
-escalation. Live like the other screens (a poll of ``PRAGMA data_version``); every ledger
-string goes through ``console.safe_text``."""
+escalation. Live like the other screens (it reacts to the app's ledger watcher); every
+ledger string goes through ``console.safe_text``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console import keys
@@ -24,8 +23,8 @@ from console.labels import label
 from console.safe_text import escaped, escaped_line
 from console.screens.detail import LIVE_STATES, DetailScreen, render_output
 from console.screens.dialogs import SnoozeScreen
+from console.screens.live import LiveScreen
 from console.screens.operator_actions import refuse_read_only
-from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
 from core import actions
@@ -123,7 +122,7 @@ def render_acts(d: dict[str, Any], now: float) -> Text:
     return out
 
 
-class EscalationScreen(PollingScreen, LiveHeader, Screen):
+class EscalationScreen(LiveScreen):
     """Detail of one escalation; ``escape`` returns to the list, ``enter`` opens the run of
     the selected occurrence."""
 
@@ -154,40 +153,43 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
             yield Static(Text(""), id="output")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         table = self.query_one("#occurrences", DataTable)
         table.add_columns("When", "Run", "#", "State", "Exit", "Why")
-        self.header_start()
         table.focus()
-        await self.load()
-        self.set_timer(self.wk.config.refresh, self._tick)
 
-    async def poll(self) -> None:
-        await self.load()
+    def header_flags(self) -> tuple[bool, bool]:
+        return False, self.following
+
+    async def on_ledger(self, refresh: bool, committed: bool) -> None:
+        # While its latest run is live, every pulse: that run's output grows in its files.
+        if refresh or self.detail is None or self.live_run is not None:
+            await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
-        """Re-read the escalation when the ledger changed (``force``: regardless); every poll
-        while its latest run is live, since that run's output grows in its files, not in the
-        ledger."""
+        """Read the escalation, and its latest run while that run is live; show what changed.
+        ``force`` (after an operator action) asks the watcher for the header figures too. A
+        failed read keeps what is shown (the watcher marks the header stale)."""
+        if force:
+            self.wk.watcher.wake(force=True)
 
-        def read_all(ledger: Any, now: float) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        def read_all(ledger: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
             detail = reads.escalation_detail(ledger, self.esc_id)
             latest = (detail or {}).get("escalation", {}).get("latest_run_id")
             run = reads.run_detail(ledger, int(latest), events_limit=1) if latest is not None else None
             return detail, run if run is not None and run["run"]["state"] in LIVE_STATES else None
 
         try:
-            read, got = await self.live_read(read_all, have=self.detail is not None,
-                                             force=force or self.live_run is not None)
+            got = await self.wk.reader.call(read_all)
         except Exception as exc:
+            self.wk.watcher.wake()
             if self.detail is None:
                 self.query_one("#summary", Static).update(Text(escaped(f"could not read escalation {self.esc_id}: {exc}")))
             return
-        if read:
-            changed = got != (self.detail, self.live_run)
-            self.detail, self.live_run = got
-            if changed or self.polls <= 1:
-                self._show()
+        changed = got != (self.detail, self.live_run)
+        self.detail, self.live_run = got
+        if changed or self.polls == 0:
+            self._show()
 
     def _show(self) -> None:
         now = self.wk.now()
@@ -260,7 +262,7 @@ class EscalationScreen(PollingScreen, LiveHeader, Screen):
         self.following = not self.following
         if self.following:
             self.query_one("#body", VerticalScroll).scroll_end(animate=False)
-        self.header_show()
+        self.draw_header()
 
     def action_cursor(self, step: int) -> None:
         """j / k: move the list's cursor (the arrows do it through the table itself)."""

@@ -14,14 +14,13 @@ from zoneinfo import ZoneInfo
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console import keys
 from console.safe_text import escaped, escaped_line
 from console.screens.detail import DetailScreen
+from console.screens.live import LiveScreen
 from console.screens.operator_actions import confirm_job_action, job_controls_available, refuse_read_only
-from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.cells import age, clock, duration, exit_text, run_state
 from console.widgets.header_bar import HeaderBar
 from console.widgets.sparkline import run_bars
@@ -95,7 +94,7 @@ def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
     return out
 
 
-class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
+class JobHistoryScreen(LiveScreen):
     """History of one job; ``escape`` returns."""
 
     SCOPE = "history"
@@ -118,28 +117,29 @@ class JobHistoryScreen(PollingScreen, LiveHeader, Screen):
         yield DataTable(id="runs", cursor_type="row")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("Ended", "Run", "#", "State", "Took", "Exit", "Why")
-        self.header_start()
         self.query_one("#runs", DataTable).focus()
-        await self.load()
-        self.set_timer(self.wk.config.refresh, self._tick)
 
-    async def poll(self) -> None:
-        await self.load()
+    async def on_ledger(self, refresh: bool, committed: bool) -> None:
+        if refresh or self.history is None:
+            await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
-        """Re-read the job's history when the ledger changed (``force``: regardless)."""
+        """Read the job's history and show it; ``force`` (after an operator action) asks the
+        watcher for the header figures too. A failed read keeps what is shown."""
+        if force:
+            self.wk.watcher.wake(force=True)
+        now = self.wk.now()
         try:
-            read, history = await self.live_read(lambda ledger, now: reads.job_history(ledger, self.job, now=now),
-                                                 have=self.history is not None, force=force)
+            history = await self.wk.reader.call(lambda ledger: reads.job_history(ledger, self.job, now=now))
         except Exception as exc:
+            self.wk.watcher.wake()
             if self.history is None:
                 self.query_one("#summary", Static).update(Text(escaped(f"could not read {self.job}: {exc}")))
             return
-        if read:
-            self.history = history
-            self._show()
+        self.history = history
+        self._show()
 
     def on_resize(self) -> None:
         if self.history is not None:

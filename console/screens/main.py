@@ -1,9 +1,9 @@
 """The main screen: header, view bar, the four paged views, filter line and footer.
 
-Live updates are a self-rescheduling poll: a read on the ledger thread (cheap when
-``PRAGMA data_version`` has not moved) → render here → ``set_timer`` for the next one. Polls
-never overlap, never end the app (a failed read marks the data stale and the next poll
-tries again), and skip while another screen is on top.
+Live updates come from the app's ledger watcher (``console.watcher``): when it says the
+ledger changed, the visible view's page is read again on the ledger thread and rendered
+here; on every pulse the ages move. Reads never overlap, never end the app (the watcher
+marks the data stale and tries again), and wait while another screen is on top.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from console import keys
@@ -27,13 +26,13 @@ from console.screens.detail import DetailScreen
 from console.screens.dialogs import HelpScreen, SnoozeScreen
 from console.screens.escalation import EscalationScreen
 from console.screens.history import JobHistoryScreen
+from console.screens.live import LiveScreen
 from console.screens.operator_actions import (
     confirm_job_action,
     confirm_run_action,
     job_controls_available,
     refuse_read_only,
 )
-from console.screens.polling import IDLE_REFRESH_S, PollingScreen
 from console.widgets.header_bar import HeaderBar
 from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
@@ -94,7 +93,7 @@ class Preview(Static):
     DEFAULT_CSS = "Preview { height: 2; background: $panel; color: $foreground; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
 
-class MainScreen(PollingScreen, Screen):
+class MainScreen(LiveScreen):
     """The console's top level; ``q`` here quits."""
 
     DEFAULT_CSS = """
@@ -116,13 +115,11 @@ class MainScreen(PollingScreen, Screen):
         self.sorts: dict[str, tuple[str, bool]] = {}
         self.paused = False
         self.follow = False
-        self.stale_since: float | None = None
-        self.summary: reads.Summary | None = None
-        self._last_mono = 0.0
         self._loaded: set[str] = set()
         self._counted: dict[str, float] = {}  # view → monotonic time of its last row count
         self._counting: set[str] = set()
-        self._changes = 0  # how many polls saw the ledger change; a count begun before one is stale
+        self._recount_at: dict[str, float] = {}  # view → monotonic time a count is to be redone
+        self._changes = 0  # how many reads saw the ledger change; a count begun before one is stale
         self._evidence: dict[int, dict[str, Any] | None] = {}  # run id → run_evidence (preview's why)
         self._evidence_wanted: set[int] = set()
         self._evidence_stale: set[int] = set()  # run ids to read again (still shown meanwhile)
@@ -144,17 +141,18 @@ class MainScreen(PollingScreen, Screen):
     def table(self) -> PagedTable:
         return self.query_one(f"#{self.view}", PagedTable)
 
-    # -- live poll -------------------------------------------------------------------------
+    # -- live data -------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._render_bars()
         self.table.focus()
-        self.call_later(self._tick)
-        self.set_interval(1.0, self.tick_ages)
+
+    def header_flags(self) -> tuple[bool, bool]:
+        return self.paused, self.follow
 
     def tick_ages(self) -> None:
-        """Ages, "next run" and "last seen" move every second without a read: the visible
-        table redraws against the console's clock when a new second began (the rows keep
-        the ``now`` they were read with for everything else)."""
+        """Ages, "next run" and "last seen" move every second without a read: on the watcher's
+        pulse, the visible table redraws against the console's clock when a new second began
+        (the rows keep the ``now`` they were read with for everything else)."""
         table = self.table
         now = self.wk.now()
         if table.loaded_once and int(now) != int(table.now):
@@ -162,11 +160,19 @@ class MainScreen(PollingScreen, Screen):
             table.refresh_ages()
             self._render_bars()
 
-    async def poll(self) -> None:
-        await self.refresh_data()
+    async def on_ledger(self, refresh: bool, committed: bool) -> None:
+        self.tick_ages()
+        for view, at in list(self._recount_at.items()):
+            if time.monotonic() >= at:
+                del self._recount_at[view]
+                self._maybe_count(self.query_one(f"#{view}", PagedTable), force=True, changed=True)
+        await self.refresh_data(changed=refresh, committed=committed)
 
-    async def refresh_data(self, *, force: bool = False) -> None:
-        """Read what changed and render it. Marks the data stale on a ledger error."""
+    async def refresh_data(self, *, force: bool = False, changed: bool = False, committed: bool = False) -> None:
+        """Read the visible view's page and render it: when ``force``d, when the view has not
+        been read yet, or when the ledger ``changed`` (not while paused). ``committed``: the
+        watcher saw a commit (the preview's output tails are read again). A failed read keeps
+        the rows shown and asks the watcher to look (it marks the header stale)."""
         now = self.wk.now()
         table = self.table
         flt = reads.parse_filter(canonical_filter(self.filter_text))
@@ -176,49 +182,28 @@ class MainScreen(PollingScreen, Screen):
         if flt == table.flt:
             flt = table.flt  # same filter, same object: reads begun under it still apply
         table.flt = flt
-        seen = self._data_version
-        idle = time.monotonic() - self._last_mono >= IDLE_REFRESH_S
-        want_rows = not self.paused and (force or table.VIEW not in self._loaded)
-        start, limit = table.window_request()
-
-        def fetch(ledger) -> tuple[int, reads.Summary | None, tuple[bool, str], reads.Page | None]:
-            dv = ledger.data_version()
-            changed = dv != seen
-            summary = reads.summary(ledger, now) if (changed or force or idle) else None
-            # The runner's status on every poll: a runner killed with SIGKILL writes nothing,
-            # so only its dead process tells, and the header should say so at once.
-            runner = (summary.runner_up, summary.runner_text) if summary else reads.runner_status(ledger, now)
-            page = None
-            if want_rows or (not self.paused and (changed or idle)):
-                page = table.fetch(ledger, now=now, offset=start, limit=limit, flt=flt)
-            return dv, summary, runner, page
-
-        try:
-            dv, summary, runner, page = await self.wk.reader.call(fetch)
-        except Exception:
-            if self.stale_since is None:
-                self.stale_since = now
-            self._render_bars()
-            return
-        changed = dv != seen
-        if changed:
+        if committed:
             self._changes += 1
             # A run may have ended, or its outcome been judged: read the evidence again, but
             # keep showing what was read until the new read lands (the preview never flips
             # to "no output recorded yet" for a run that printed).
             self._evidence_stale.update(self._evidence)
-        self.stale_since = None
-        self._data_version = dv
-        if summary is not None:
-            self.summary = summary
-            self._last_mono = time.monotonic()
-        elif self.summary is not None:
-            self.summary = replace(self.summary, runner_up=runner[0], runner_text=runner[1])
-        if page is not None and table.flt is flt:
+        want_rows = not self.paused and (force or table.VIEW not in self._loaded)
+        if not (want_rows or (not self.paused and changed)):
+            self._render_bars()
+            return
+        start, limit = table.window_request()
+        try:
+            page = await self.wk.reader.call(
+                lambda ledger: table.fetch(ledger, now=now, offset=start, limit=limit, flt=flt))
+        except Exception:
+            self.wk.watcher.wake()
+            self._render_bars()
+            return
+        if table.flt is flt:
             table.show(page, now, start=start, limit=limit, follow=self.follow)
             self._loaded.add(table.VIEW)
-            self._maybe_count(table, force=want_rows, changed=changed)
-        self.polls += 1
+            self._maybe_count(table, force=want_rows, changed=committed or force)
         self._render_bars()
 
     def _maybe_count(self, table: PagedTable, *, force: bool, changed: bool) -> None:
@@ -238,8 +223,8 @@ class MainScreen(PollingScreen, Screen):
         changes = self._changes
         try:
             n = await self.wk.counter.call(lambda ledger: table.count(ledger, now=now, flt=flt))
-        except Exception:  # the poll shows the ledger trouble; the count is tried again
-            self.set_timer(RECOUNT_AFTER_S, lambda: self._maybe_count(table, force=True, changed=True))
+        except Exception:  # the header shows the ledger trouble; the count is tried again
+            self._recount_at[table.VIEW] = time.monotonic() + RECOUNT_AFTER_S
             return
         finally:
             self._counting.discard(table.VIEW)
@@ -253,15 +238,13 @@ class MainScreen(PollingScreen, Screen):
             # shortly rather than pin a stale figure as exact.
             table.set_total(max(n, table.total), exact=False)
             self._render_bars()
-            self.set_timer(RECOUNT_AFTER_S, lambda: self._maybe_count(table, force=True, changed=True))
+            self._recount_at[table.VIEW] = time.monotonic() + RECOUNT_AFTER_S
             return
         table.set_total(n)
         self._render_bars()
 
     def _render_bars(self) -> None:
-        self.query_one(HeaderBar).show(self.summary, stale_since=self.stale_since, paused=self.paused,
-                                       follow=self.follow, read_only=self.wk.config.read_only,
-                                       operator=self.wk.config.operator)
+        self.draw_header()
         table = self.table
         self.query_one(ViewBar).show(self.view, self.filter_text, table.total, table.total_exact, table.cursor_row)
         row = table.current()
@@ -290,7 +273,7 @@ class MainScreen(PollingScreen, Screen):
         async def fetch() -> None:
             try:
                 ev = await self.wk.reader.call(lambda ledger: reads.run_evidence(ledger, run_id))
-            except Exception:  # the poll shows ledger trouble; the next redraw asks again
+            except Exception:  # the header shows ledger trouble; the next redraw asks again
                 return
             finally:
                 self._evidence_wanted.discard(run_id)
@@ -385,7 +368,7 @@ class MainScreen(PollingScreen, Screen):
         self.paused = not self.paused
         self._render_bars()
         if not self.paused:
-            self._data_version = None
+            self.read_again()
 
     def action_sort(self) -> None:
         """``S``: order the table by its next sortable column (``core.ledger.reads.SORTS``),

@@ -18,14 +18,14 @@ from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
 from console import keys
 from console.safe_text import escaped, escaped_line
 from console.screens.dialogs import DIALOG_CSS, ConfirmScreen
+from console.screens.live import LiveScreen
 from console.screens.operator_actions import refuse_read_only
-from console.screens.polling import LiveHeader, PollingScreen
 from console.widgets.header_bar import HeaderBar
 from core.ledger.connection import Ledger
 from core.ledger.records import Mission, Worker
@@ -156,7 +156,7 @@ class AnswerScreen(ModalScreen[str | None]):
 LOADING = "loading missions…"
 
 
-class MissionsScreen(PollingScreen, LiveHeader, Screen):
+class MissionsScreen(LiveScreen):
     """The Missions view (``m`` from the main screen)."""
 
     SCOPE = "missions"
@@ -191,19 +191,18 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
                 yield Static(Text(""), id="body")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.header_start()
-        self.set_timer(0.01, self._tick)
+    async def on_ledger(self, refresh: bool, committed: bool) -> None:
+        if refresh:
+            await self.load()
 
-    async def poll(self) -> None:
-        now = self.wk.now()
+    async def load(self) -> None:
+        """Read the missions and the selected one's workers; show what changed. A failed read
+        keeps what is shown (the watcher marks the header stale)."""
         try:
-            found, mission, workers, header = await self.wk.reader.call(
-                lambda led: (*_read(led, self.selected), self.header_read(led, now, True)))
+            found, mission, workers = await self.wk.reader.call(lambda led: _read(led, self.selected))
         except Exception:
-            self.header_stale(now)
+            self.wk.watcher.wake()
             return
-        self.header_show(header)
         self._show_rows(found)
         self._show_mission(mission, workers)
 
@@ -264,7 +263,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
         # Widths follow the terminal: the table's goal and the tree's wrapped lines are
         # rebuilt for the new size now, not on the next change of the mission.
         self._rows_sig = self._tree_sig = None
-        self.run_worker(self.poll(), exclusive=True, group="missions-poll")
+        self.run_worker(self.load(), exclusive=True, group="missions-load")
 
     @on(DataTable.RowHighlighted, "#missions")
     def _pick(self, event: DataTable.RowHighlighted) -> None:
@@ -273,7 +272,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
             if mid != self.selected:
                 self.selected = mid
                 self._tree_sig = None
-                self.run_worker(self.poll(), exclusive=True, group="missions-poll")
+                self.run_worker(self.load(), exclusive=True, group="missions-load")
 
     # -- actions ----------------------------------------------------------------------------
     def _act(self, fn: Any) -> None:
@@ -285,7 +284,7 @@ class MissionsScreen(PollingScreen, LiveHeader, Screen):
                 return
             self.notify(escaped_line(res.message, 200), severity="information" if res.ok else "warning", markup=False)
             self._tree_sig = self._rows_sig = None
-            await self.poll()
+            await self.load()
         self.run_worker(go(), group="missions-act")
 
     def _confirm(self, question: str, fn: Any) -> None:
