@@ -191,6 +191,12 @@ class EscalationScreen(LiveScreen):
         if changed or self.polls == 0:
             self._show()
 
+    def on_resize(self) -> None:
+        # The Why column's width follows the body's: redrawn once the layout gives it one,
+        # whichever came first, the first read or the first layout.
+        if self.detail is not None:
+            self._show()
+
     def _show(self) -> None:
         now = self.wk.now()
         if self.detail is None:
