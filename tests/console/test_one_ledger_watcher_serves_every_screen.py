@@ -52,7 +52,7 @@ async def test_screens_own_no_timer_and_while_nothing_changes_only_the_watcher_r
     monkeypatch.setattr(watcher, "IDLE_REFRESH_S", 3600.0)  # no idle refresh inside the window below
     path = tmp_path / "wk.db"
     ids = cf.build(path)
-    app = make_app(path)  # a pulse every 0.05 s
+    app = make_app(path)  # a pulse every TEST_REFRESH_S
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot)
         app.push_screen(JobHistoryScreen("backup-db"))
@@ -75,7 +75,7 @@ async def test_screens_own_no_timer_and_while_nothing_changes_only_the_watcher_r
 
         monkeypatch.setattr(app.reader, "call", counted)
         start = app.watcher.reads
-        await until(pilot, lambda: app.watcher.reads >= start + 10)
+        await until(pilot, lambda: app.watcher.reads >= start + 4)
         stop = app.watcher.reads
         monkeypatch.setattr(app.reader, "call", real)
         # One read per pulse, whatever the number of screens: none of them polls.
