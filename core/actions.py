@@ -26,7 +26,7 @@ from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso, quoted, utc_hms
-from core.vocabulary import ActionResult, EndReason
+from core.vocabulary import ActionResult, AuditEvent, EndReason
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -160,7 +160,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
         if run is None:
             return ActionResult(False, f"no run {run_id}", run_id, missing=True)
         if run.state not in NON_TERMINAL:
-            move = store.latest_event(run_id, "transition")
+            move = store.latest_event(run_id, AuditEvent.TRANSITION)
             return ActionResult(False, f"{run.job} run {run_id} is already {run.state}{_who(move)}", run_id)
         state, attempt = run.state, run.attempt
 
@@ -189,7 +189,7 @@ def abandon(ledger: Ledger, run_id: int, operator: str, *, grace_s: float = ABAN
     if ended_monitor:
         note = (note if proc is not None else "job's process already gone") + f"; {ended_monitor}"
     if proc is not None or ended_monitor:
-        store.record_event(actor=actor, kind="abandon_kill", run_id=run_id, job=run.job, attempt=attempt, reason=note,
+        store.record_event(actor=actor, kind=AuditEvent.ABANDON_KILL, run_id=run_id, job=run.job, attempt=attempt, reason=note,
                            detail={"pid": run.pid, "pgid": run.pgid})
     # A fan-out parent's queued sub-tasks went with it in the transaction above; its running
     # ones are abandoned (and killed) too, or they would work on for nobody.
@@ -280,7 +280,7 @@ def _already(esc: Escalation) -> str:
 
 
 def _move_escalation(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
-                     fields: dict[str, Any], event: str, verb: str, same_done: Callable[[Escalation], bool],
+                     fields: dict[str, Any], event: AuditEvent, verb: str, same_done: Callable[[Escalation], bool],
                      detail: dict[str, Any] | None = None, now: float) -> ActionResult:
     got = SqlStore(ledger).move_escalation(esc_id, allowed_from=allowed_from, to_state=to_state, fields=fields,
                                            event=event, actor=_actor(operator), detail=detail, now=now)
@@ -305,7 +305,7 @@ def acknowledge(ledger: Ledger, esc_id: int, operator: str, *, now: float | None
     """
     ts = now if now is not None else time.time()
     return _move_escalation(ledger, esc_id, operator, allowed_from=("open", "snoozed"), to_state="acknowledged",
-                            fields={"acked_by": operator, "acked_at": ts}, event="escalation_acknowledged",
+                            fields={"acked_by": operator, "acked_at": ts}, event=AuditEvent.ESCALATION_ACKNOWLEDGED,
                             verb="acknowledged", now=ts,
                             same_done=lambda e: e.state == "acknowledged" and e.acked_by == operator)
 
@@ -320,7 +320,7 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
     if until <= ts:
         return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
     return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="snoozed",
-                            fields={"snoozed_by": operator, "snoozed_until": until}, event="escalation_snoozed",
+                            fields={"snoozed_by": operator, "snoozed_until": until}, event=AuditEvent.ESCALATION_SNOOZED,
                             verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
                             detail={"until": until}, now=ts)
 
@@ -329,6 +329,6 @@ def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = N
     """Resolve an active escalation by hand. A later occurrence opens a new one."""
     ts = now if now is not None else time.time()
     return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="resolved",
-                            fields={"resolved_by": operator, "resolved_at": ts}, event="escalation_resolved",
+                            fields={"resolved_by": operator, "resolved_at": ts}, event=AuditEvent.ESCALATION_RESOLVED,
                             verb="resolved", now=ts,
                             same_done=lambda e: e.state == "resolved" and e.resolved_by == operator)

@@ -7,7 +7,7 @@ labels (through ``console.labels``). Nothing here imports anything of Watchkeepe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import StrEnum, unique
 
 
 class RunState(StrEnum):
@@ -194,24 +194,99 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
-class JobEvent(StrEnum):
-    """Audit-trail kinds (``events.kind``) about a job as a whole rather than one run."""
+@unique
+class AuditEvent(StrEnum):
+    """Every kind of the audit trail (``events.kind``): one closed set, written by the ledger in
+    the same transaction as the change it records. Who wrote it is ``events.actor``; a move
+    has ``from_state``/``to_state``; ``reason`` is a sentence for people, never parsed.
+    """
 
-    #: an operator paused the job: its scheduled slots are skipped until resumed
-    PAUSED = "job_paused"
-    #: an operator resumed a paused job
-    RESUMED = "job_resumed"
+    # a run's life (``core.ledger.runs``, ``lifecycle``, ``queue``, ``retries``, ``terminal``)
+    #: a run row was created ``queued`` (by a slot, a trigger, a fan-out, a mission)
+    RUN_QUEUED = "run_queued"
+    #: the run moved between states (``core.ledger.lifecycle.TRANSITIONS``)
+    TRANSITION = "transition"
+    #: the retry policy queued the next attempt of a lineage
+    RETRY_SCHEDULED = "retry_scheduled"
+    #: an operator queued a new attempt of a finished lineage
+    MANUAL_RETRY = "manual_retry"
+    #: the retry policy decided on a finished attempt (retry, or why not)
+    RETRY_DECISION = "retry_decision"
+    #: a result came back after its run was declared orphaned or abandoned; the state stays
+    LATE_RESULT = "late_result"
+    #: the supervisor judged a late result (marks it judged once)
+    LATE_RESULT_JUDGED = "late_result_judged"
+    #: the supervisor's verdict on a finished run
+    VERDICT = "verdict"
+    #: an operator asked another host's runner to kill a run's processes
+    KILL_REQUESTED = "kill_requested"
+    #: the processes of an abandoned run were killed (confirmed once)
+    ABANDON_KILL = "abandon_kill"
+    #: a starting runner took over a run that outlived its runner
+    REATTACHED = "reattached"
+    # slots that did not run (``core.runner.scheduler``, ``core.ledger.queue``, ``breaker``)
+    #: a slot fell due while a newer one was already due: only the newest runs
+    SKIPPED_LATE = "skipped_late"
+    #: a slot fell due while the job's concurrency was used up
+    SKIPPED_OVERLAP = "skipped_overlap"
+    #: a slot fell due while the job's breaker was open
+    SKIPPED_BREAKER_OPEN = "skipped_breaker_open"
+    #: slots missed while no runner ran, not replayed (``misfire = "skip"``)
+    MISFIRE_SKIPPED = "misfire_skipped"
     #: a scheduled slot fell due while the job was paused and was not run
     SLOT_SKIPPED_PAUSED = "slot_skipped_paused"
-
-
-class JudgeEvent(StrEnum):
-    """Audit-trail kinds (``events.kind``) of the Claude judge on one run."""
-
+    # a job as a whole (``core.ledger.jobs``, ``adoption``, ``breaker``)
+    #: a job's spec was loaded for the first time
+    SPEC_LOADED = "spec_loaded"
+    #: a job's spec changed
+    SPEC_CHANGED = "spec_changed"
+    #: a job left every spec file
+    SPEC_REMOVED = "spec_removed"
+    #: a spec file did not load (file, line, field in ``detail``)
+    SPEC_ERROR = "spec_error"
+    #: an operator paused the job: its scheduled slots are skipped until resumed
+    JOB_PAUSED = "job_paused"
+    #: an operator resumed a paused job
+    JOB_RESUMED = "job_resumed"
+    #: the job's breaker opened, half-opened (one trial run) or closed
+    BREAKER_OPEN = "breaker_open"
+    BREAKER_HALF_OPEN = "breaker_half_open"
+    BREAKER_CLOSED = "breaker_closed"
+    # escalations (``core.ledger.escalations``, ``core.actions``)
+    ESCALATION_OPENED = "escalation_opened"
+    #: a new occurrence of an open escalation (its counter went up)
+    ESCALATION_UPDATED = "escalation_updated"
+    ESCALATION_ACKNOWLEDGED = "escalation_acknowledged"
+    ESCALATION_SNOOZED = "escalation_snoozed"
+    ESCALATION_RESOLVED = "escalation_resolved"
+    #: a snooze ran out while the job had not recovered
+    ESCALATION_REOPENED = "escalation_reopened"
+    # the Claude judge on one run (``core.supervisor.supervisor``)
     #: the model was to be consulted and could not be (API error, timeout, budget spent)
-    ERROR = "judge_error"
+    JUDGE_ERROR = "judge_error"
     #: the model escalated without a quote found in the run's evidence: nothing paged
-    REJECTED = "judge_rejected"
+    JUDGE_REJECTED = "judge_rejected"
+    # runners and the sweep (``core.ledger.runners``, ``core.sweep``, ``retention``)
+    RUNNER_STARTED = "runner_started"
+    RUNNER_STOPPED = "runner_stopped"
+    #: a runner gap was recorded (the escalation carries the news)
+    RUNNER_GAP_RECORDED = "runner_gap_recorded"
+    #: the sweep saw the machine had been paused (suspend, SIGSTOP) and declared nothing dead
+    SWEEP_PAUSED = "sweep_paused"
+    #: runs past retention were deleted
+    RUNS_PRUNED = "runs_pruned"
+    # missions (``core.ledger.missions``, ``core.mission``)
+    MISSION_STARTED = "mission_started"
+    MISSION_TRANSITION = "mission_transition"
+    MISSION_TURN = "mission_turn"
+    MISSION_QUESTION = "mission_question"
+    MISSION_ANSWER = "mission_answer"
+    MISSION_REPORT = "mission_report"
+    MISSION_COORDINATOR_ERROR = "mission_coordinator_error"
+    MISSION_WORKER_SPAWNED = "mission_worker_spawned"
+    MISSION_WORKER_DELIVERED = "mission_worker_delivered"
+    MISSION_WORKER_FAILED = "mission_worker_failed"
+    MISSION_WORKER_ABANDONED = "mission_worker_abandoned"
 
 
 class EndReason(StrEnum):

@@ -16,7 +16,7 @@ from typing import Any
 from core.ledger import lifecycle, runs
 from core.ledger.connection import Conn, add_event
 from core.spec.model import JobSpec, spec_json
-from core.vocabulary import RunState, Trigger
+from core.vocabulary import AuditEvent, RunState, Trigger
 
 _LIVE = tuple(s.value for s in lifecycle.LIVE)
 
@@ -33,14 +33,14 @@ def upsert_job(conn: Conn, spec: JobSpec, *, source: str | None, line: int | Non
     if row is None:
         conn.execute("INSERT INTO jobs (kind, spec, spec_hash, source, source_line, schedule_text, owner, intent,"
                      " updated_at, name, enabled) VALUES (?,?,?,?,?,?,?,?,?,?,1)", (*values, spec.name))
-        add_event(conn, actor=actor, kind="spec_loaded", job=spec.name, at=at, reason=source or "watchkeeper exec",
+        add_event(conn, actor=actor, kind=AuditEvent.SPEC_LOADED, job=spec.name, at=at, reason=source or "watchkeeper exec",
                   detail={"source": source, "spec_hash": spec.spec_hash()})
         return "added"
     if row["spec_hash"] == spec.spec_hash() and row["enabled"] == 1 and row["source"] == source:
         return "unchanged"
     conn.execute("UPDATE jobs SET kind=?, spec=?, spec_hash=?, source=?, source_line=?, schedule_text=?, owner=?,"
                  " intent=?, updated_at=?, enabled=1, last_error=NULL WHERE name=?", (*values, spec.name))
-    add_event(conn, actor=actor, kind="spec_changed", job=spec.name, at=at, reason=source or "watchkeeper exec",
+    add_event(conn, actor=actor, kind=AuditEvent.SPEC_CHANGED, job=spec.name, at=at, reason=source or "watchkeeper exec",
               detail={"source": source, "old_hash": row["spec_hash"], "spec_hash": spec.spec_hash()})
     return "changed"
 

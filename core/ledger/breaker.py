@@ -29,9 +29,12 @@ from core.ledger.lifecycle import FAILED_STATES
 from core.ledger.records import BreakerFailure
 from core.ledger.store import BreakerWording
 from core.spec.model import JobSpec
-from core.vocabulary import BreakerState, sql_set
+from core.vocabulary import AuditEvent, BreakerState, EscalationKind, sql_set
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
+#: The audit event of a move into each breaker state.
+BREAKER_EVENTS: dict[str, AuditEvent] = {OPEN: AuditEvent.BREAKER_OPEN, HALF_OPEN: AuditEvent.BREAKER_HALF_OPEN,
+                                         CLOSED: AuditEvent.BREAKER_CLOSED}
 #: Terminal states that count against the breaker (``lifecycle.FAILED_STATES``).
 FAILED_FINAL = FAILED_STATES
 
@@ -98,8 +101,8 @@ def _failure(conn: Conn, run_id: int) -> BreakerFailure | None:
 def _first_opened_by(conn: Conn, job: str, run_id: int) -> list[BreakerFailure]:
     """The failures that first opened the breaker (their ids are in the latest
     ``breaker_open`` event from closed), without the trial ``run_id`` itself."""
-    row = conn.execute("SELECT detail FROM events WHERE job = ? AND kind = 'breaker_open' AND from_state = ?"
-                       " ORDER BY id DESC LIMIT 1", (job, CLOSED)).fetchone()
+    row = conn.execute("SELECT detail FROM events WHERE job = ? AND kind = ? AND from_state = ?"
+                       " ORDER BY id DESC LIMIT 1", (job, AuditEvent.BREAKER_OPEN, CLOSED)).fetchone()
     try:
         ids = [int(i) for i in json.loads(row[0]).get("failures", [])] if row and row[0] else []
     except (ValueError, TypeError, AttributeError):
@@ -123,7 +126,7 @@ def _set(conn: Conn, job: str, expect: str, new: str, *, until: float | None,
         " WHERE name = ? AND breaker_state = ?", (new, until, opened_at, job, expect))
     if cur.rowcount != 1:
         return False
-    add_event(conn, actor=actor, kind=f"breaker_{new}", job=job, run_id=run_id, from_state=expect, to_state=new,
+    add_event(conn, actor=actor, kind=BREAKER_EVENTS[new], job=job, run_id=run_id, from_state=expect, to_state=new,
               reason=reason, detail={"until": until, **(detail or {})}, at=now)
     return True
 
@@ -162,7 +165,7 @@ def admit(conn: Conn, spec: JobSpec, slot: str, *, actor: str, now: float | None
     if state == OPEN and until is not None and ts >= until:
         return _set(conn, spec.name, OPEN, HALF_OPEN, until=None, opened_at=None, actor=actor,
                     reason="cooldown over: one trial run", run_id=None, now=ts)
-    add_event(conn, actor=actor, kind="skipped_breaker_open", job=spec.name, reason=f"breaker {state}",
+    add_event(conn, actor=actor, kind=AuditEvent.SKIPPED_BREAKER_OPEN, job=spec.name, reason=f"breaker {state}",
               detail={"slot": slot, "until": until}, at=ts)
     return False
 
@@ -188,7 +191,7 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
             _set(conn, spec.name, HALF_OPEN, OPEN, until=ts + cooldown, opened_at=ts, actor=actor,
                  reason="half-open trial failed: another cooldown", run_id=run_id, now=ts)
             _escalations().raise_escalation(
-                conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
+                conn, job=spec.name, kind=EscalationKind.CIRCUIT_OPEN, severity="warning", run_id=run_id, owner=owner,
                 sinks=sinks, now=ts, reason=words.trial_failed(
                     _failure(conn, run_id), run_id, _first_opened_by(conn, spec.name, run_id),
                     words.held_back(spec, _trigger(conn, run_id), cooldown, another=True)))
@@ -211,7 +214,7 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
                  reason=f"{n} failures within {window:g}s", run_id=run_id, now=ts,
                  detail={"failures": [f["id"] for f in failures], "window": window, "cooldown": cooldown})
             _escalations().raise_escalation(
-                conn, job=spec.name, kind="circuit_open", severity="warning", run_id=run_id, owner=owner,
+                conn, job=spec.name, kind=EscalationKind.CIRCUIT_OPEN, severity="warning", run_id=run_id, owner=owner,
                 sinks=sinks, now=ts, reason=words.opened([BreakerFailure.from_row(f) for f in failures], n, window,
                                                          words.held_back(spec, _trigger(conn, run_id), cooldown)))
             return OPEN

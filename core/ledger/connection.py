@@ -27,6 +27,7 @@ import sqlite_utils
 
 from core.ledger import dialect
 from core.text import quoted
+from core.vocabulary import AuditEvent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -752,7 +753,7 @@ def inserted_id(cur: sqlite3.Cursor) -> int:
     return int(cur.lastrowid)
 
 
-def add_event(conn: sqlite3.Connection, *, actor: str, kind: str, run_id: int | None = None,
+def add_event(conn: sqlite3.Connection, *, actor: str, kind: AuditEvent, run_id: int | None = None,
               job: str | None = None, attempt: int | None = None, from_state: str | None = None,
               to_state: str | None = None, reason: str | None = None,
               detail: dict[str, Any] | None = None, at: float | None = None) -> int:

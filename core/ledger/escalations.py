@@ -28,7 +28,7 @@ from typing import Any
 from core.ledger import outbox
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
-from core.vocabulary import NotificationEvent, max_severity
+from core.vocabulary import AuditEvent, NotificationEvent, max_severity
 
 ACTIVE = ("open", "acknowledged", "snoozed")
 
@@ -42,7 +42,7 @@ def _get(conn: Conn, esc_id: int) -> dict[str, Any] | None:
     return row_dict(conn.execute("SELECT * FROM escalations WHERE id = ?", (esc_id,)).fetchone())
 
 
-def _event(conn: Conn, esc: dict[str, Any], kind: str, actor: str, *, to_state: str | None,
+def _event(conn: Conn, esc: dict[str, Any], kind: AuditEvent, actor: str, *, to_state: str | None,
            from_state: str | None = None, run_id: int | None = None, reason: str | None = None,
            extra: dict[str, Any] | None = None, at: float | None = None) -> None:
     detail = {"escalation_id": esc["id"], "kind": esc["kind"], "count": esc.get("count"), **(extra or {})}
@@ -73,7 +73,7 @@ def raise_escalation(conn: Conn, *, job: str, kind: str, severity: str, reason: 
                      " severity = ?, owner = COALESCE(?, owner), updated_at = ? WHERE id = ? AND state = ?",
                      (ts, run_id, reason, sev, owner, ts, row["id"], row["state"]))
         row.update(count=row["count"] + 1)
-        _event(conn, row, "escalation_updated", actor, to_state=row["state"], run_id=run_id, reason=reason, at=ts)
+        _event(conn, row, AuditEvent.ESCALATION_UPDATED, actor, to_state=row["state"], run_id=run_id, reason=reason, at=ts)
         return int(row["id"]), "updated"
     cur = conn.execute(
         "INSERT INTO escalations (dedup_key, job, kind, severity, state, count, first_seen, last_seen,"
@@ -81,7 +81,7 @@ def raise_escalation(conn: Conn, *, job: str, kind: str, severity: str, reason: 
         (key, job, kind, severity, ts, ts, run_id, owner, reason, 1 if sinks else 0, ts))
     esc = _get(conn, inserted_id(cur))
     assert esc is not None
-    _event(conn, esc, "escalation_opened", actor, to_state="open", run_id=run_id, reason=reason, at=ts)
+    _event(conn, esc, AuditEvent.ESCALATION_OPENED, actor, to_state="open", run_id=run_id, reason=reason, at=ts)
     if sinks and not outbox.enqueue(conn, esc, NotificationEvent.OPENED, sinks, now=ts):
         # No sink hears it (routing): "notified" must not claim otherwise.
         conn.execute("UPDATE escalations SET notified = 0 WHERE id = ?", (esc["id"],))
@@ -123,7 +123,7 @@ def auto_resolve(conn: Conn, job: str, kinds: Iterable[str], *, run_id: int | No
                            (actor, ts, ts, esc["id"], esc["state"]))
         if cur.rowcount != 1:
             continue
-        _event(conn, esc, "escalation_resolved", actor, from_state=esc["state"], to_state="resolved",
+        _event(conn, esc, AuditEvent.ESCALATION_RESOLVED, actor, from_state=esc["state"], to_state="resolved",
                run_id=run_id, reason=reason, extra={"auto": True}, at=ts)
         if esc["notified"]:
             esc.update(state="resolved", resolved_by=actor, resolved_at=ts)
@@ -150,7 +150,7 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
                                " WHERE id = ? AND state = 'snoozed'", (1 if sinks else 0, ts, esc["id"]))
             if cur.rowcount != 1:
                 continue
-            _event(conn, esc, "escalation_reopened", "supervisor", from_state="snoozed", to_state="open",
+            _event(conn, esc, AuditEvent.ESCALATION_REOPENED, "supervisor", from_state="snoozed", to_state="open",
                    reason=f"snooze by {esc['snoozed_by']} ended at {utc_hms(esc['snoozed_until'])}; still unresolved",
                    at=ts)
             esc.update(state="open")
@@ -164,7 +164,7 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
 # -- operator actions ----------------------------------------------------------------------
 
 def move(conn: Conn, esc_id: int, *, allowed_from: Sequence[str], to_state: str, sets: dict[str, Any],
-         event: str, actor: str, extra: dict[str, Any] | None = None, now: float) -> tuple[dict[str, Any] | None, bool]:
+         event: AuditEvent, actor: str, extra: dict[str, Any] | None = None, now: float) -> tuple[dict[str, Any] | None, bool]:
     """Inside a write transaction: an operator's move of escalation ``esc_id`` into ``to_state``
     (setting ``sets`` columns), compare-and-set on the state read, only from ``allowed_from``,
     with an ``event`` audit row by ``actor``. Returns ``(the row before, moved)``; the row is

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from core.ledger.connection import Ledger
 from core.ledger.lifecycle import LIVE, TERMINAL
-from core.vocabulary import EscalationState, JudgeEvent, NotificationState
+from core.vocabulary import AuditEvent, EscalationState, NotificationState, RunState, Trigger
 
 _TERMINAL = tuple(sorted(str(s) for s in TERMINAL))
 _LIVE = tuple(sorted(str(s) for s in LIVE))
@@ -91,16 +91,16 @@ def happenings_after(ledger: Ledger, after_id: int, limit: int = 20000) -> tuple
     for r in rows:
         cursor = int(r["id"])
         kind, job = r["kind"], r["job"] or ""
-        if kind == "transition" and r["to_state"] in _TERMINAL:
+        if kind == AuditEvent.TRANSITION and r["to_state"] in _TERMINAL:
             started, ended = r["started_at"], r["ended_at"] if r["ended_at"] is not None else r["at"]
             out.append(Happening(cursor, "ended", job, state=r["to_state"],
                                  duration_s=None if started is None else max(0.0, float(ended) - float(started))))
-        elif kind == "transition" and r["to_state"] == "spawned" and r["trigger"] == "schedule" \
+        elif kind == AuditEvent.TRANSITION and r["to_state"] == RunState.SPAWNED and r["trigger"] == Trigger.SCHEDULE \
                 and r["not_before"] is not None:
             out.append(Happening(cursor, "spawned", job, lag_s=max(0.0, float(r["at"]) - float(r["not_before"]))))
-        elif kind in (JudgeEvent.ERROR, JudgeEvent.REJECTED):
+        elif kind in (AuditEvent.JUDGE_ERROR, AuditEvent.JUDGE_REJECTED):
             out.append(Happening(cursor, str(kind), job))
-        elif kind == "verdict":
+        elif kind == AuditEvent.VERDICT:
             try:
                 judged_by = (json.loads(r["detail"] or "{}") or {}).get("judged_by") or ""
             except (ValueError, AttributeError):

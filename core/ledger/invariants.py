@@ -15,7 +15,7 @@ import sqlite_utils
 
 from core.ledger.connection import MIGRATIONS, Conn, Ledger, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
-from core.vocabulary import sql_set
+from core.vocabulary import AuditEvent, sql_set
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ def check(conn: Conn) -> list[Violation]:
 
     for r in conn.execute(
             "SELECT id, state, last_to FROM (SELECT r.id, r.state, (SELECT e.to_state FROM events e"
-            " WHERE e.run_id = r.id AND e.kind = 'transition' ORDER BY e.id DESC LIMIT 1) AS last_to FROM runs r)"
+            f" WHERE e.run_id = r.id AND e.kind IN {sql_set([AuditEvent.TRANSITION])} ORDER BY e.id DESC LIMIT 1) AS last_to"
+            " FROM runs r)"
             " WHERE (last_to IS NULL AND state != 'queued') OR (last_to IS NOT NULL AND last_to != state)"
             " ORDER BY id LIMIT 1000"):
         last = r["last_to"] or "none (never moved)"
@@ -53,7 +54,8 @@ def check(conn: Conn) -> list[Violation]:
                              r["id"]))
 
     for r in conn.execute(
-            f"SELECT run_id, count(*) AS n FROM events WHERE kind = 'transition' AND to_state IN {sql_set(TERMINAL)}"
+            f"SELECT run_id, count(*) AS n FROM events WHERE kind IN {sql_set([AuditEvent.TRANSITION])}"
+            f" AND to_state IN {sql_set(TERMINAL)}"
             " AND run_id IS NOT NULL GROUP BY run_id HAVING count(*) > 1 ORDER BY run_id LIMIT 1000"):
         out.append(Violation("terminal_twice", f"{r['n']} transitions into a terminal state", r["run_id"]))
 

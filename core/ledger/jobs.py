@@ -1,6 +1,6 @@
 """Job specs in the ledger: the ``jobs`` table mirrors the spec folder.
 
-``sync_jobs`` applies a ``LoadResult`` (from ``core.spec.model.load_dir``) in one transaction:
+``sync_jobs`` applies a ``LoadResult`` (from ``core.spec.loader.load_dir``) in one transaction:
 
 * a new valid job is inserted (event ``spec_loaded``), a changed one updated
   (``spec_changed``), an unchanged one left alone;
@@ -37,7 +37,7 @@ from core.ledger.connection import Conn, Ledger, Row, add_event
 from core.spec.loader import LoadedJob, LoadResult, SpecError
 from core.spec.model import JobSpec, spec_from_json, spec_json
 from core.text import iso, safe_text
-from core.vocabulary import EscalationKind, JobEvent
+from core.vocabulary import AuditEvent, EscalationKind
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
                     "INSERT INTO jobs (kind, spec, spec_hash, source, source_line, schedule_text, owner,"
                     " intent, updated_at, name, enabled, last_error) VALUES (?,?,?,?,?,?,?,?,?,?,1,NULL)",
                     (*values, name))
-                add_event(conn, actor=actor, kind="spec_loaded", job=name, at=at,
+                add_event(conn, actor=actor, kind=AuditEvent.SPEC_LOADED, job=name, at=at,
                           reason=f"{loaded.source}:{loaded.line}",
                           detail={"source": loaded.source, "line": loaded.line, "spec_hash": spec.spec_hash()})
                 rep.added.append(name)
@@ -123,7 +123,7 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
             if same:
                 rep.unchanged.append(name)
                 continue
-            add_event(conn, actor=actor, kind="spec_changed", job=name, at=at,
+            add_event(conn, actor=actor, kind=AuditEvent.SPEC_CHANGED, job=name, at=at,
                       reason="re-enabled" if row["enabled"] != 1 else f"{loaded.source}:{loaded.line}",
                       detail={"source": loaded.source, "line": loaded.line, "old_hash": row["spec_hash"],
                               "spec_hash": spec.spec_hash()})
@@ -140,11 +140,11 @@ def sync_jobs(ledger: Ledger, result: LoadResult, *, actor: str = "reload",
                 continue
             why = "file removed" if not source or not Path(source).exists() else "job removed from file"
             conn.execute("UPDATE jobs SET enabled=0, updated_at=? WHERE name=?", (at, name))
-            add_event(conn, actor=actor, kind="spec_removed", job=name, at=at, reason=why,
+            add_event(conn, actor=actor, kind=AuditEvent.SPEC_REMOVED, job=name, at=at, reason=why,
                       detail={"source": source})
             rep.removed.append(name)
         for err in result.errors:
-            add_event(conn, actor=actor, kind="spec_error", job=err.job, at=at, reason=str(err),
+            add_event(conn, actor=actor, kind=AuditEvent.SPEC_ERROR, job=err.job, at=at, reason=str(err),
                       detail=err.to_dict())
         rep.invalid_opened, rep.invalid_resolved = sync_invalid(conn, result.errors, actor=actor, now=at,
                                                                 sinks=sinks, owner=owner)
@@ -232,7 +232,7 @@ def load_jobs(ledger: Ledger) -> dict[str, JobSpec]:
 
 def load_job_rows(ledger: Ledger) -> dict[str, LoadedJob]:
     """Enabled jobs from the ``jobs`` table with their source file and line (for
-    ``core.spec.model.resolve_cwd``), name → LoadedJob."""
+    ``core.spec.loader.resolve_cwd``), name → LoadedJob."""
     out: dict[str, LoadedJob] = {}
     for row in ledger.query("SELECT name, spec, source, source_line FROM jobs WHERE enabled=1 ORDER BY name"):
         try:
@@ -251,8 +251,8 @@ def recent_spec_errors(ledger: Ledger, limit: int = 50) -> list[dict[str, Any]]:
     "field", "message"}`` — the ``SpecError`` fields as recorded, ``text`` formatted as
     ``file:line: job 'x': field 'f': message``. Reads the ``events`` table.
     """
-    rows = ledger.query("SELECT id, at, actor, job, reason, detail FROM events WHERE kind='spec_error'"
-                        " ORDER BY id DESC LIMIT ?", (int(limit),))
+    rows = ledger.query("SELECT id, at, actor, job, reason, detail FROM events WHERE kind = ?"
+                        " ORDER BY id DESC LIMIT ?", (AuditEvent.SPEC_ERROR, int(limit)))
     out = []
     for r in rows:
         try:
@@ -304,7 +304,7 @@ def set_paused_in(conn: Conn, job: str, *, paused: bool, actor: str, reason: str
         conn.execute("UPDATE jobs SET paused_at = NULL, paused_by = NULL, pause_reason = NULL"
                      " WHERE name = ? AND paused_at IS NOT NULL", (job,))
     who = actor.removeprefix("operator:")
-    kind = JobEvent.PAUSED if paused else JobEvent.RESUMED
+    kind = AuditEvent.JOB_PAUSED if paused else AuditEvent.JOB_RESUMED
     detail: dict[str, Any] = {} if paused else {"paused_at": row["paused_at"], "paused_by": row["paused_by"],
                                                 "paused_s": round(ts - row["paused_at"], 3)}
     add_event(conn, actor=actor, kind=kind, job=job, from_state="paused" if not paused else "active",
@@ -316,7 +316,7 @@ def set_paused_in(conn: Conn, job: str, *, paused: bool, actor: str, reason: str
 def last_resume(conn: Conn, job: str) -> dict[str, Any] | None:
     """The latest ``job_resumed`` event of ``job`` (an ``events`` row as a dict), or None."""
     row = conn.execute("SELECT * FROM events WHERE kind = ? AND job = ? ORDER BY id DESC LIMIT 1",
-                       (JobEvent.RESUMED.value, job)).fetchone()
+                       (AuditEvent.JOB_RESUMED.value, job)).fetchone()
     return None if row is None else {k: row[k] for k in row.keys()}
 
 
@@ -345,7 +345,7 @@ def admit_slot(conn: Conn, job: str, slot: str, *, actor: str, now: float | None
     if pause is None:
         return True
     by = str(pause["paused_by"] or "?").removeprefix("operator:")
-    add_event(conn, actor=actor, kind=JobEvent.SLOT_SKIPPED_PAUSED, job=job,
+    add_event(conn, actor=actor, kind=AuditEvent.SLOT_SKIPPED_PAUSED, job=job,
               reason=f"paused by {by} at {_utc(pause['paused_at'])}",
               detail={"slot": slot, **pause}, at=now)
     return False

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.ledger.connection import HAS_RETURNING, Conn, Ledger, add_event
-from core.vocabulary import EndReason, RunState
+from core.vocabulary import AuditEvent, EndReason, RunState
 
 #: The run states live in ``core.vocabulary``; ``State`` stays importable from here.
 State = RunState
@@ -129,7 +129,7 @@ def apply(conn: Conn, run_id: int, attempt: int, from_state: str, to_state: str,
         if conn.execute(sql, params).rowcount != 1:
             return False
         job = conn.execute("SELECT job FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
-    add_event(conn, actor=actor, kind="transition", run_id=run_id, job=job, attempt=attempt,
+    add_event(conn, actor=actor, kind=AuditEvent.TRANSITION, run_id=run_id, job=job, attempt=attempt,
               from_state=str(from_state), to_state=str(to_state), reason=reason, detail=detail, at=ts)
     return True
 

@@ -21,6 +21,7 @@ from core.ledger import escalations
 from core.ledger import missions as ml
 from core.ledger.connection import Conn
 from core.ledger.records import Job, Mission, MissionCall, Worker
+from core.vocabulary import AuditEvent
 
 
 class MissionTx:
@@ -63,7 +64,7 @@ class MissionTx:
         """Set ``missions.MISSION_SETTABLE`` columns (no state change; record the event yourself)."""
         ml.update(self._conn, mission_id, **fields)
 
-    def event(self, mission_id: int, kind: str, *, actor: str, reason: str | None = None,
+    def event(self, mission_id: int, kind: AuditEvent, *, actor: str, reason: str | None = None,
               detail: dict[str, Any] | None = None) -> None:
         """One audit event under ``job = 'mission:<id>'``."""
         ml.event(self._conn, mission_id, kind, actor=actor, reason=reason, detail=detail)

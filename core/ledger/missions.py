@@ -21,7 +21,7 @@ from typing import Any
 from core.ledger import runs
 from core.ledger.connection import Conn, Row, add_event, inserted_id, row_dict
 from core.ledger.lifecycle import State
-from core.vocabulary import CoordinatorKind, MissionState, Trigger, WorkerState
+from core.vocabulary import AuditEvent, CoordinatorKind, MissionState, Trigger, WorkerState
 
 _JSON_MISSION = ("command", "workers", "budget")
 #: Columns ``move``/``update`` may set on a mission (anything else is a programming error).
@@ -29,6 +29,12 @@ MISSION_SETTABLE = frozenset({"report", "report_status", "close_requested", "que
                               "decided_by", "ended_at"})
 WORKER_SETTABLE = frozenset({"run_id", "attempts", "status", "confidence", "steps_used", "tokens", "cost",
                              "result", "error", "note", "settled_at", "abandoned_by"})
+
+
+#: The audit event of a worker settled into each state (``settle_worker``).
+WORKER_EVENTS: dict[WorkerState, AuditEvent] = {
+    WorkerState.DELIVERED: AuditEvent.MISSION_WORKER_DELIVERED, WorkerState.FAILED: AuditEvent.MISSION_WORKER_FAILED,
+    WorkerState.ABANDONED: AuditEvent.MISSION_WORKER_ABANDONED}
 
 
 def mission_job(mission_id: int) -> str:
@@ -64,7 +70,7 @@ def _decode(row: Row | None, keys: Iterable[str]) -> dict[str, Any] | None:
     return d
 
 
-def event(conn: Conn, mission_id: int, kind: str, *, actor: str, reason: str | None = None,
+def event(conn: Conn, mission_id: int, kind: AuditEvent, *, actor: str, reason: str | None = None,
           detail: dict[str, Any] | None = None, from_state: str | None = None, to_state: str | None = None,
           run_id: int | None = None, at: float | None = None) -> int:
     """Append a mission audit event (``events`` row, ``job = 'mission:<id>'``)."""
@@ -88,7 +94,7 @@ def create(conn: Conn, *, name: str, goal: str, coordinator: str, workers: list[
         (name, goal, coordinator, json.dumps(command) if command is not None else None, cwd, model, system,
          json.dumps(list(workers)), owner, state.value, json.dumps(dict(budget)), ts, ts))
     mid = inserted_id(cur)
-    event(conn, mid, "mission_started", actor=actor, to_state=state.value, reason=goal[:500],
+    event(conn, mid, AuditEvent.MISSION_STARTED, actor=actor, to_state=state.value, reason=goal[:500],
           detail={"name": name, "coordinator": coordinator, "workers": list(workers), "owner": owner,
                   "budget": dict(budget)}, at=ts)
     return mid
@@ -131,7 +137,7 @@ def move(conn: Conn, mission_id: int, from_states: Iterable[str], to: str, *, ac
                        (str(to), ts, *fields.values(), mission_id, row[0]))
     if cur.rowcount != 1:
         return False
-    event(conn, mission_id, "mission_transition", actor=actor, from_state=row[0], to_state=str(to), reason=reason,
+    event(conn, mission_id, AuditEvent.MISSION_TRANSITION, actor=actor, from_state=row[0], to_state=str(to), reason=reason,
           detail=detail, at=ts)
     return True
 
@@ -163,7 +169,7 @@ def record_turn(conn: Conn, mission_id: int, turn: int, reply: list[dict[str, An
                  (mission_id, turn, ts, json.dumps(reply, default=str), int(tokens), float(cost)))
     conn.execute("UPDATE missions SET turns = ?, tokens = tokens + ?, cost = cost + ?, updated_at = ? WHERE id = ?",
                  (turn, int(tokens), float(cost), ts, mission_id))
-    event(conn, mission_id, "mission_turn", actor=actor, reason=f"coordinator turn {turn}",
+    event(conn, mission_id, AuditEvent.MISSION_TURN, actor=actor, reason=f"coordinator turn {turn}",
           detail={"turn": turn, "tokens": tokens, "cost": round(cost, 6),
                   "calls": [b.get("name") for b in reply if b.get("type") == "tool_use"]}, at=ts)
 
@@ -233,7 +239,7 @@ def queue_worker(conn: Conn, mission_id: int, *, worker: str, task: str, context
         (mission_id, seq, worker, task, json.dumps(context, default=str), call_id, WorkerState.RUNNING.value,
          lineage, run_id, ts, ts))
     wid = inserted_id(cur)
-    event(conn, mission_id, "mission_worker_spawned", actor=actor, run_id=run_id, to_state=WorkerState.RUNNING.value,
+    event(conn, mission_id, AuditEvent.MISSION_WORKER_SPAWNED, actor=actor, run_id=run_id, to_state=WorkerState.RUNNING.value,
           reason=f"worker {seq} ({worker}): {task[:200]}", detail={"seq": seq, "worker": worker, "run_id": run_id},
           at=ts)
     return {"id": wid, "seq": seq, "run_id": run_id, "lineage": lineage}
@@ -275,7 +281,7 @@ def settle_worker(conn: Conn, worker_id: int, to: str, *, actor: str, reason: st
                        (str(to), ts, *vals, worker_id, WorkerState.RUNNING.value))
     if cur.rowcount != 1:
         return False
-    event(conn, row[0], f"mission_worker_{to}", actor=actor, run_id=fields.get("run_id", row[3]),
+    event(conn, row[0], WORKER_EVENTS[WorkerState(to)], actor=actor, run_id=fields.get("run_id", row[3]),
           from_state=WorkerState.RUNNING.value, to_state=str(to), reason=reason,
           detail={"seq": row[1], "worker": row[2]}, at=ts)
     return True
@@ -292,7 +298,7 @@ def abandon_failed_worker(conn: Conn, worker_id: int, *, actor: str, by: str,
                        " AND state = ?", (WorkerState.ABANDONED.value, by, ts, worker_id, WorkerState.FAILED.value))
     if cur.rowcount != 1:
         return False
-    event(conn, row[0], "mission_worker_abandoned", actor=actor, from_state=WorkerState.FAILED.value,
+    event(conn, row[0], AuditEvent.MISSION_WORKER_ABANDONED, actor=actor, from_state=WorkerState.FAILED.value,
           to_state=WorkerState.ABANDONED.value, reason=f"worker {row[1]} ({row[2]}) abandoned by {by}",
           detail={"seq": row[1], "worker": row[2]}, at=ts)
     return True

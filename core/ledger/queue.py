@@ -18,7 +18,7 @@ from core.ledger.lifecycle import LIVE
 from core.ledger.records import Run
 from core.spec import schedule
 from core.spec.model import JobSpec
-from core.vocabulary import Trigger, sql_set
+from core.vocabulary import AuditEvent, Trigger, sql_set
 
 _LIVE_SQL = sql_set(LIVE)
 
@@ -54,7 +54,7 @@ def queue_slot(conn: Conn, spec: JobSpec, slot: str, not_before: float, trigger:
         if newer is not None and newer <= time.time():
             # This write waited for the ledger lock so long that a newer slot is due
             # already: that one runs (next tick), this one is recorded, not replayed.
-            add_event(conn, actor=actor, kind="skipped_late", job=spec.name,
+            add_event(conn, actor=actor, kind=AuditEvent.SKIPPED_LATE, job=spec.name,
                       reason="a newer slot fell due while this one waited for the ledger",
                       detail={"slots": [slot], "kept": schedule.slot_key(newer)})
             return None
@@ -69,7 +69,7 @@ def queue_slot(conn: Conn, spec: JobSpec, slot: str, not_before: float, trigger:
         waiting = conn.execute("SELECT COUNT(*) FROM runs WHERE job = ? AND state = 'queued' AND task = ''",
                                (spec.name,)).fetchone()[0]
         if waiting and live_runs_of_job(conn, spec.name) >= spec.concurrency:
-            add_event(conn, actor=actor, kind="skipped_overlap", job=spec.name,
+            add_event(conn, actor=actor, kind=AuditEvent.SKIPPED_OVERLAP, job=spec.name,
                       reason="previous run still queued at concurrency limit", detail={"slot": slot})
             return None
     return runs.create(conn, job=spec.name, slot=slot, trigger=trigger, actor=actor, not_before=not_before,
@@ -133,7 +133,7 @@ def record_late_result(conn: Conn, run: Run, *, actor: str, exit_code: int | Non
     kept = {k: v for k, v in (evidence or {}).items() if k in LATE_EVIDENCE}
     if kept and state != "missing":
         outcomes.record(conn, run.id, **kept)
-    add_event(conn, actor=actor, kind="late_result", run_id=run.id, job=run.job, attempt=run.attempt,
+    add_event(conn, actor=actor, kind=AuditEvent.LATE_RESULT, run_id=run.id, job=run.job, attempt=run.attempt,
               from_state=state, reason=f"exit after run was {state}",
               detail={"exit_code": exit_code, "signal": signal, "expected_state": expected})
     return state

@@ -24,6 +24,7 @@ from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
 from core.ledger.records import Runner
 from core.text import short_age
+from core.vocabulary import AuditEvent
 
 #: Default rows per page: enough to fill a tall terminal several times over.
 PAGE = 200
@@ -215,8 +216,9 @@ def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
 
 #: ``events.kind`` of an escalation's audit trail: occurrences (opened, updated) and what
 #: people and the supervisor did to it.
-_ESC_OCCURRENCE = ("escalation_opened", "escalation_updated")
-_ESC_ACTS = ("escalation_acknowledged", "escalation_snoozed", "escalation_resolved", "escalation_reopened")
+_ESC_OCCURRENCE = (AuditEvent.ESCALATION_OPENED, AuditEvent.ESCALATION_UPDATED)
+_ESC_ACTS = (AuditEvent.ESCALATION_ACKNOWLEDGED, AuditEvent.ESCALATION_SNOOZED, AuditEvent.ESCALATION_RESOLVED,
+             AuditEvent.ESCALATION_REOPENED)
 
 
 def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> dict[str, Any] | None:

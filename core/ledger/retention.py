@@ -44,7 +44,7 @@ from typing import Any
 
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import TERMINAL
-from core.vocabulary import MISSION_ENDED, sql_set
+from core.vocabulary import MISSION_ENDED, AuditEvent, sql_set
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 TERMINAL_SQL = sql_set(TERMINAL_VALUES)
 MISSION_ENDED_SQL = sql_set(MISSION_ENDED)
 #: ``events.kind`` of an escalation's occurrences (each names its run in ``events.run_id``).
-OCCURRENCE_SQL = "('escalation_opened', 'escalation_updated')"
+OCCURRENCE_SQL = sql_set([AuditEvent.ESCALATION_OPENED, AuditEvent.ESCALATION_UPDATED])
 #: Aim for write transactions of about this many seconds (the issue's bound is ~50 ms).
 TARGET_TX_S = 0.015
 MIN_BATCH = 10
@@ -303,7 +303,7 @@ def _delete_batch(conn: Conn, ids: list[int], *, actor: str, dry_run: bool) -> d
         conn.execute("DELETE FROM events WHERE run_id IN (SELECT value FROM json_each(?))", (every,))
         conn.execute("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(children),))
         conn.execute("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))", (top,))
-        add_event(conn, actor=actor, kind="runs_pruned", reason=f"{len(ok)} run(s) past retention",
+        add_event(conn, actor=actor, kind=AuditEvent.RUNS_PRUNED, reason=f"{len(ok)} run(s) past retention",
                   detail={"runs": len(ok), "first": min(ok), "last": max(ok), "subtasks": len(children),
                           "events": counts["events"], "escalations": len(esc)})
     return {"ids": ok, "children": children, "subtasks": len(children), "escalations": len(esc), **counts}

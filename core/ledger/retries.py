@@ -21,7 +21,7 @@ from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.ledger.records import Run
 from core.ledger.store import RetryRule
 from core.spec.model import JobSpec, spec_from_json
-from core.vocabulary import EndReason, RunCommand, Trigger
+from core.vocabulary import AuditEvent, EndReason, RunCommand, Trigger
 
 
 def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryRule,
@@ -46,7 +46,7 @@ def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryR
     if run["task"] and run["parent_run_id"] is not None and state in FAILED_STATES:
         parent = conn.execute("SELECT state FROM runs WHERE id = ?", (run["parent_run_id"],)).fetchone()
         if parent is not None and parent[0] in TERMINAL:
-            add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
+            add_event(conn, actor=actor, kind=AuditEvent.RETRY_DECISION, run_id=run_id, job=run["job"],
                       attempt=run["attempt"], reason=EndReason.PARENT_ENDED,
                       detail={"retry": False, "rule": EndReason.PARENT_ENDED, "parent_run_id": run["parent_run_id"],
                               "parent_state": parent[0]})
@@ -54,7 +54,7 @@ def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryR
     if spec is None:
         jrow = conn.execute("SELECT spec FROM jobs WHERE name = ?", (run["job"],)).fetchone()
         if jrow is None:
-            add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
+            add_event(conn, actor=actor, kind=AuditEvent.RETRY_DECISION, run_id=run_id, job=run["job"],
                       attempt=run["attempt"], reason="job_unknown", detail={"retry": False})
             return None
         spec = spec_from_json(jrow[0])
@@ -65,18 +65,18 @@ def follow_up(conn: Conn, run_id: int, state: str, *, actor: str, policy: RetryR
     decision = policy.decide(spec, Run.from_row(run), state, handoff_error, fallback_failures)
     retry, worker, rule, delay = decision.retry, decision.worker, decision.rule, decision.delay_s
     if not retry:
-        add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
+        add_event(conn, actor=actor, kind=AuditEvent.RETRY_DECISION, run_id=run_id, job=run["job"],
                   attempt=run["attempt"], reason=rule, detail={"retry": False, "rule": rule})
         return None
     new_id = runs.create(conn, job=run["job"], lineage=run["lineage"], attempt=run["attempt"] + 1,
                          slot=run["slot"], task=run["task"], trigger=Trigger.RETRY, worker=worker,
                          parent_run_id=run["parent_run_id"], spec_hash=spec.spec_hash(), not_before=ts + delay,
-                         now=ts, actor=actor, event="retry_scheduled", reason=rule,
+                         now=ts, actor=actor, event=AuditEvent.RETRY_SCHEDULED, reason=rule,
                          detail={"after_run": run_id, "delay_s": round(delay, 3), "not_before": ts + delay,
                                  "worker": worker, "rule": rule}, if_absent=True)
     if new_id is None:  # already queued by someone else: fencing keeps one row per attempt
         return None
-    add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=run["job"],
+    add_event(conn, actor=actor, kind=AuditEvent.RETRY_DECISION, run_id=run_id, job=run["job"],
               attempt=run["attempt"], reason=rule,
               detail={"retry": True, "rule": rule, "next_run": new_id, "worker": worker})
     return new_id

@@ -30,7 +30,7 @@ from core.ledger.lifecycle import LIVE, NON_TERMINAL
 from core.ledger.records import Run, Runner
 from core.liveness import RunnerLiveness
 from core.text import age, safe_text, short_age, utc_hms
-from core.vocabulary import EscalationKind, sql_set
+from core.vocabulary import AuditEvent, EscalationKind, sql_set
 
 _NON_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(NON_TERMINAL))
 _LIVE_SQL = sql_set(LIVE)
@@ -311,7 +311,7 @@ def record_gap_after(conn: Conn, gap: PastGap, *, runner_id: str, slots: list[di
     esc_id, _ = escalations.raise_escalation(conn, job=RUNNER_JOB, kind=GAP_KIND, severity=severity,
                                              reason=reason, run_id=None, owner=owner, sinks=sinks, now=ts,
                                              actor=f"runner:{runner_id}")
-    add_event(conn, actor=f"runner:{runner_id}", kind="runner_gap_recorded", reason=reason[:500],
+    add_event(conn, actor=f"runner:{runner_id}", kind=AuditEvent.RUNNER_GAP_RECORDED, reason=reason[:500],
               detail={"escalation_id": esc_id, "previous_runner": prev.id, "from": gap.since, "to": gap.until,
                       "seconds": round(gap.seconds, 3), "slots": slots[:200]}, at=ts)
     return esc_id
@@ -339,7 +339,7 @@ def register_runner(conn: Conn, *, runner_id: str, hostname: str, pid: int,
         " lease_s, version, owner, boot_id, labels) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (runner_id, hostname, pid, pid_create_time, now, now, heartbeat_s, lease_s, version, owner, boot_id,
          json.dumps(list(labels)) if labels else None))
-    add_event(conn, actor=actor, kind="runner_started", detail={"pid": pid, "spec_dir": spec_dir})
+    add_event(conn, actor=actor, kind=AuditEvent.RUNNER_STARTED, detail={"pid": pid, "spec_dir": spec_dir})
 
 
 def renew(conn: Conn, runner_id: str, run_ids: Iterable[int], *, lease_s: float,
@@ -376,7 +376,7 @@ def record_stopped(conn: Conn, runner_id: str, *, actor: str, left_running: list
     text = (f"{reason}: {len(left_running)} run(s) left running under their monitors for the next runner"
             " to re-attach"
             if left_running else f"{reason}: clean stop, nothing left running")
-    add_event(conn, actor=actor, kind="runner_stopped", reason=text,
+    add_event(conn, actor=actor, kind=AuditEvent.RUNNER_STOPPED, reason=text,
               detail={**(detail or {}), "stop_reason": reason, "left_running": left_running, "left": left}, at=now)
     return left
 
@@ -397,6 +397,6 @@ def reattach_run(conn: Conn, run: Run | Mapping[str, Any], *, runner_id: str, le
                                                run.runner_id))
     if cur.rowcount != 1:
         return False
-    add_event(conn, actor=f"runner:{runner_id}", kind="reattached", run_id=run.id, job=run.job,
+    add_event(conn, actor=f"runner:{runner_id}", kind=AuditEvent.REATTACHED, run_id=run.id, job=run.job,
               attempt=run.attempt, reason=reason, detail={"previous_runner": run.runner_id}, at=at)
     return True

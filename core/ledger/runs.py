@@ -15,7 +15,7 @@ from typing import Any
 
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
-from core.vocabulary import RunCommand, RunState, Trigger, sql_set
+from core.vocabulary import AuditEvent, RunCommand, RunState, Trigger, sql_set
 
 
 class UnknownJob(LookupError):
@@ -32,7 +32,7 @@ class UnknownJob(LookupError):
 def create(conn: Conn, *, job: str, slot: str, trigger: Trigger | str, actor: str,
            not_before: float, spec_hash: str | None, attempt: int = 1, lineage: str | None = None,
            task: str = "", worker: str = RunCommand.PRIMARY, parent_run_id: int | None = None,
-           event: str = "run_queued", reason: str | None = None, detail: dict[str, Any] | None = None,
+           event: AuditEvent = AuditEvent.RUN_QUEUED, reason: str | None = None, detail: dict[str, Any] | None = None,
            now: float | None = None, if_absent: bool = False) -> int | None:
     """Insert one ``queued`` run and its audit event; the only ``INSERT INTO runs``.
 
@@ -217,7 +217,7 @@ def request_kill(conn: Conn, run_id: int, *, actor: str, now: float | None = Non
         return False
     conn.execute("UPDATE runs SET abandon_requested_at = ?, abandon_requested_by = ? WHERE id = ?",
                  (ts, actor, run_id))
-    add_event(conn, actor=actor, kind="kill_requested", run_id=run_id, job=row["job"], attempt=row["attempt"],
+    add_event(conn, actor=actor, kind=AuditEvent.KILL_REQUESTED, run_id=run_id, job=row["job"], attempt=row["attempt"],
               reason=f"asked runner {row['runner_id']} on {row['host']} to kill the run's processes",
               detail={"runner_id": row["runner_id"], "host": row["host"]}, at=ts)
     return True
@@ -246,6 +246,6 @@ def confirm_kill(conn: Conn, run_id: int, *, actor: str, note: str, now: float |
     if conn.execute("UPDATE runs SET abandon_requested_at = NULL WHERE id = ? AND abandon_requested_at IS NOT NULL",
                     (run_id,)).rowcount != 1:
         return False
-    add_event(conn, actor=actor, kind="abandon_kill", run_id=run_id, job=row["job"], attempt=row["attempt"],
+    add_event(conn, actor=actor, kind=AuditEvent.ABANDON_KILL, run_id=run_id, job=row["job"], attempt=row["attempt"],
               reason=note, detail={"requested_by": row["abandon_requested_by"]}, at=ts)
     return True

@@ -60,7 +60,7 @@ from core.ledger.records import (
 from core.ledger.runners import PastGap
 from core.ledger.store import BreakerWording, MoveVerdicts, RetryRule, Store
 from core.spec.model import JobSpec
-from core.vocabulary import EndReason, Trigger
+from core.vocabulary import AuditEvent, EndReason, Trigger
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -133,7 +133,7 @@ class SqlStore:
             new_id = runs.create(conn, job=run.job, lineage=run.lineage, attempt=latest.attempt + 1, slot=run.slot,
                                  task=run.task, trigger=Trigger.MANUAL_RETRY, parent_run_id=run.parent_run_id,
                                  spec_hash=job["spec_hash"] if job else run.spec_hash, not_before=ts, now=ts,
-                                 actor=actor, event="manual_retry", reason=reason,
+                                 actor=actor, event=AuditEvent.MANUAL_RETRY, reason=reason,
                                  detail={"retry_of": run_id, "previous_attempt": latest.attempt})
             assert new_id is not None  # the lineage's next attempt: a conflict raises IntegrityError instead
             return LineageRetry(run=run, latest=latest, new_run_id=new_id)
@@ -209,7 +209,7 @@ class SqlStore:
 
     # -- escalations -------------------------------------------------------------------------
     def move_escalation(self, esc_id: int, *, allowed_from: Sequence[str], to_state: str,
-                        fields: Mapping[str, Any], event: str, actor: str, detail: dict[str, Any] | None = None,
+                        fields: Mapping[str, Any], event: AuditEvent, actor: str, detail: dict[str, Any] | None = None,
                         now: float) -> EscalationMove:
         def tx(conn: Conn) -> EscalationMove:
             row, moved = escalations.move(conn, esc_id, allowed_from=allowed_from, to_state=to_state,
@@ -243,14 +243,14 @@ class SqlStore:
                           owner: str | None, sinks: Sequence[Any] = ()) -> bool:
         def tx(conn: Conn) -> bool:
             run = _run(conn, run_id)
-            if run is None or events.exists(conn, run_id, "late_result_judged"):
+            if run is None or events.exists(conn, run_id, AuditEvent.LATE_RESULT_JUDGED):
                 return False
             esc_id = None
             if escalation is not None:
                 esc_id, _ = escalations.raise_escalation(
                     conn, job=run.job, kind=escalation.kind, severity=escalation.severity,
                     reason=escalation.reason, run_id=run_id, owner=owner, sinks=sinks)
-            add_event(conn, actor="supervisor", kind="late_result_judged", run_id=run_id, job=run.job,
+            add_event(conn, actor="supervisor", kind=AuditEvent.LATE_RESULT_JUDGED, run_id=run_id, job=run.job,
                       attempt=run.attempt, reason=reason, detail={"escalation_id": esc_id})
             return True
         return self.ledger.write(tx)
@@ -259,7 +259,7 @@ class SqlStore:
         row = events.latest(self._conn, run_id, kind)
         return None if row is None else Event.from_row(row)
 
-    def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
+    def record_event(self, *, actor: str, kind: AuditEvent, run_id: int | None = None, job: str | None = None,
                      attempt: int | None = None, reason: str | None = None,
                      detail: dict[str, Any] | None = None, max_wait_s: float | None = None) -> int:
         return self.ledger.write(lambda conn: add_event(conn, actor=actor, kind=kind, run_id=run_id, job=job,
@@ -395,7 +395,7 @@ class SqlStore:
     def record_spec_errors(self, errors: Sequence[Any], *, actor: str) -> None:
         def tx(conn: Conn) -> None:
             for err in errors:
-                add_event(conn, actor=actor, kind="spec_error", job=None, reason=str(err), detail=err.to_dict())
+                add_event(conn, actor=actor, kind=AuditEvent.SPEC_ERROR, job=None, reason=str(err), detail=err.to_dict())
         self.ledger.write(tx)
 
     # -- audit -----------------------------------------------------------------------------------
@@ -531,7 +531,7 @@ def _write_verdict(conn: Conn, run_id: int, v: VerdictWrite) -> bool:
     if v.resolve_kinds:
         escalations.auto_resolve(conn, run.job, list(v.resolve_kinds), run_id=run_id, reason=v.resolve_reason,
                                  sinks=v.sinks, started_at=v.resolve_started_at)
-    add_event(conn, actor="supervisor", kind="verdict", run_id=run_id, job=run.job, attempt=run.attempt,
+    add_event(conn, actor="supervisor", kind=AuditEvent.VERDICT, run_id=run_id, job=run.job, attempt=run.attempt,
               reason=v.kind, detail={"escalate": v.escalate, "severity": v.severity, "silent": v.silent,
                                      "judged_by": v.judged_by,
                                      "escalation_id": ids[0] if v.escalate and ids else None})

@@ -52,7 +52,7 @@ from core.ledger.records import (
 )
 from core.ledger.runners import PastGap
 from core.spec.model import JobSpec
-from core.vocabulary import EndReason
+from core.vocabulary import AuditEvent, EndReason
 
 T = TypeVar("T")
 
@@ -246,7 +246,7 @@ class Store(Protocol):
 
     # -- escalations -------------------------------------------------------------------------
     def move_escalation(self, esc_id: int, *, allowed_from: Sequence[str], to_state: str,
-                        fields: Mapping[str, Any], event: str, actor: str, detail: dict[str, Any] | None = None,
+                        fields: Mapping[str, Any], event: AuditEvent, actor: str, detail: dict[str, Any] | None = None,
                         now: float) -> EscalationMove:
         """An operator's move of escalation ``esc_id`` (acknowledge, snooze, resolve): into
         ``to_state`` with ``fields`` set (``acked_by``/``acked_at``, ...), compare-and-set on
@@ -300,7 +300,7 @@ class Store(Protocol):
         """The newest audit event of run ``run_id`` (of ``kind`` when given), or None."""
         ...
 
-    def record_event(self, *, actor: str, kind: str, run_id: int | None = None, job: str | None = None,
+    def record_event(self, *, actor: str, kind: AuditEvent, run_id: int | None = None, job: str | None = None,
                      attempt: int | None = None, reason: str | None = None,
                      detail: dict[str, Any] | None = None, max_wait_s: float | None = None) -> int:
         """Append one audit event that goes with no state change (``judge_error``,

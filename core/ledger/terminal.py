@@ -32,7 +32,7 @@ from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL
 from core.ledger.store import RetryRule
 from core.spec.model import JobSpec
-from core.vocabulary import EndReason, OutcomeStatus, RunState
+from core.vocabulary import AuditEvent, EndReason, OutcomeStatus, RunState
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def finish(conn: Conn, run_id: int, attempt: int, from_state: RunState | str,
             conn.execute("ROLLBACK TO retry_decision")
             log.warning("run %s: retry decision failed, no retry queued: %s", run_id, exc)
             job = conn.execute("SELECT job FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
-            add_event(conn, actor=actor, kind="retry_decision", run_id=run_id, job=job, attempt=attempt,
+            add_event(conn, actor=actor, kind=AuditEvent.RETRY_DECISION, run_id=run_id, job=job, attempt=attempt,
                       reason="error", detail={"retry": False, "error": str(exc)}, at=at)
         conn.execute("RELEASE retry_decision")
     return True

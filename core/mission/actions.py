@@ -23,6 +23,7 @@ from core.spec.mission import LoadedMission, MissionSpec, load_mission_file, loa
 from core.vocabulary import (
     MISSION_ENDED,
     ActionResult,
+    AuditEvent,
     CoordinatorKind,
     EscalationKind,
     MissionState,
@@ -165,7 +166,7 @@ def answer(ledger: Ledger | Store, mission_id: int, text: str, who: str) -> Acti
             return False
         for c in asks:
             t.answer_call(mission_id, c.call_id, {"answer": text, "answered_by": who})
-        t.event(mission_id, "mission_answer", actor=actor, reason=text[:500], detail={"by": who})
+        t.event(mission_id, AuditEvent.MISSION_ANSWER, actor=actor, reason=text[:500], detail={"by": who})
         t.resolve_escalations(mission_id, (EscalationKind.MISSION_QUESTION.value,), actor=actor,
                               reason=f"answered by {who}")
         return True

@@ -43,6 +43,7 @@ from core.processes import run_child
 from core.spec.source_map import validation_line
 from core.vocabulary import (
     MISSION_ENDED,
+    AuditEvent,
     BreakerState,
     CoordinatorKind,
     EscalationKind,
@@ -254,7 +255,7 @@ class MissionEngine:
             self._errors[mid] = n
             self._not_before[mid] = time.time() + min(60.0, 0.5 * 2 ** n)
             msg = str(exc)[:500]
-            store.mission_write(lambda t: t.event(mid, "mission_coordinator_error", actor=self.actor, reason=msg,
+            store.mission_write(lambda t: t.event(mid, AuditEvent.MISSION_COORDINATOR_ERROR, actor=self.actor, reason=msg,
                                                   detail={"consecutive": n}))
             if n >= MAX_COORDINATOR_ERRORS:
                 return self._stop(store, m, f"coordinator failed {n} times in a row: {msg}",
@@ -317,7 +318,7 @@ class MissionEngine:
                     asked = True
                     q = inp["question"].strip()[:4000]
                     t.update(mid, question=q)
-                    t.event(mid, "mission_question", actor=self.actor, reason=q[:500], detail={"call_id": cid})
+                    t.event(mid, AuditEvent.MISSION_QUESTION, actor=self.actor, reason=q[:500], detail={"call_id": cid})
                     t.raise_escalation(
                         mid, kind=EscalationKind.MISSION_QUESTION, severity="warning",
                         reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.owner,
@@ -329,7 +330,7 @@ class MissionEngine:
                     status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"
                 t.update(mid, report=inp["text"][:100_000], report_status=status)
                 cur = replace(cur, report=inp["text"], report_status=status)
-                t.event(mid, "mission_report", actor=self.actor, reason=f"report recorded ({status})",
+                t.event(mid, AuditEvent.MISSION_REPORT, actor=self.actor, reason=f"report recorded ({status})",
                         detail={"status": status, "chars": len(inp["text"])})
                 result = {"recorded": True, "status": status}
             elif name == protocol.CLOSE_MISSION:

@@ -21,6 +21,7 @@ from core.runner.failures import FailureLog
 from core.spec import schedule
 from core.spec.loader import LoadedJob
 from core.spec.model import JobSpec
+from core.vocabulary import AuditEvent
 
 log = logging.getLogger(__name__)
 
@@ -171,14 +172,14 @@ class Scheduler:
 
     def _record_coalesced(self, spec: JobSpec, skipped: list[float], kept: float) -> None:
         self._store().record_event(
-            actor=self.actor, kind="skipped_late", job=spec.name,
+            actor=self.actor, kind=AuditEvent.SKIPPED_LATE, job=spec.name,
             reason=f"{len(skipped)} slot(s) fell due while the runner was stalled; the newest runs once",
             detail={"slots": [schedule.slot_key(t) for t in skipped[:100]], "kept": schedule.slot_key(kept)})
 
     def _record_misfire(self, spec: JobSpec, plan: schedule.SlotPlan) -> None:
         """Slots that fell while no runner ran are skipped, never silently."""
         self._store().record_event(
-            actor=self.actor, kind="misfire_skipped", job=spec.name,
+            actor=self.actor, kind=AuditEvent.MISFIRE_SKIPPED, job=spec.name,
             reason=f"{plan.missed} slot(s) missed while no runner ran (misfire={spec.misfire})",
             detail={"missed": plan.missed, "first": schedule.slot_key(plan.missed_first or 0),
                     "last": schedule.slot_key(plan.missed_last or plan.missed_first or 0),

@@ -43,7 +43,7 @@ from core.supervisor.facts import case_facts, history_facts
 from core.supervisor.policy.retry import RETRY
 from core.supervisor.rules import RECOVERABLE_KINDS, OutcomeFacts, Verdict, evaluate
 from core.supervisor.verify import verify_outcome
-from core.vocabulary import EndReason, EscalationKind, JudgeEvent, OutcomeStatus
+from core.vocabulary import AuditEvent, EndReason, EscalationKind, OutcomeStatus
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _job_spec(job: Job | None) -> JobSpec | None:
 
 def job_cwd(source: str | None, spec: JobSpec | None) -> str:
     """Working directory for a job's verify commands and relative paths: ``spec.cwd`` joined to
-    the folder of ``jobs.source`` (same rule as ``core.spec.model.resolve_cwd``); the process cwd when
+    the folder of ``jobs.source`` (same rule as ``core.spec.loader.resolve_cwd``); the process cwd when
     the source is unknown."""
     base = Path(source).resolve().parent if source else Path(os.getcwd())
     if spec is None or spec.cwd is None:
@@ -266,12 +266,12 @@ def _consult(settings: Any, store: Store, facts: OutcomeFacts, history: list[Out
     got = consult.judge(facts, history, spec, rules, claude_judge.shared(judge_settings),
                         first_successes=judge_settings.first_successes)
     if got.status in ("error", "budget") and got.answer is None:
-        store.record_event(actor=ACTOR, kind=JudgeEvent.ERROR, run_id=facts.run_id, job=facts.job,
+        store.record_event(actor=ACTOR, kind=AuditEvent.JUDGE_ERROR, run_id=facts.run_id, job=facts.job,
                            attempt=facts.attempt, reason=got.status,
                            detail={"error": got.error, "consulted_for": got.reasons})
     elif got.rejected is not None:
         answer = got.answer
-        store.record_event(actor=ACTOR, kind=JudgeEvent.REJECTED, run_id=facts.run_id, job=facts.job,
+        store.record_event(actor=ACTOR, kind=AuditEvent.JUDGE_REJECTED, run_id=facts.run_id, job=facts.job,
                            attempt=facts.attempt, reason="quote_not_found",
                            detail={"why": got.rejected, "quote": getattr(answer, "quote", ""),
                                    "clause": getattr(answer, "clause", ""), "consulted_for": got.reasons})
@@ -419,7 +419,7 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     if case is None:
         return
     run = case.run
-    ev = store.latest_event(run_id, "late_result")
+    ev = store.latest_event(run_id, AuditEvent.LATE_RESULT)
     detail = (ev.detail if ev is not None else None) or {}
     facts = OutcomeFacts(run_id=run_id, job=run.job, attempt=run.attempt, state=run.state,
                          status=run.state, reason=run.reason_code, run_reason=run.reason, exit_code=detail.get("exit_code"),
@@ -433,14 +433,14 @@ def note_late_result(ledger: Ledger, run_id: int, *, settings: Any = None) -> No
     # kill, so it cannot tell these apart in time) are all recorded in the audit trail — the
     # ``late_result`` event with the real status — and judged silently.
     if run.state == State.ABANDONED:
-        killed = detail.get("signal") is not None or store.latest_event(run_id, "abandon_kill") is not None
+        killed = detail.get("signal") is not None or store.latest_event(run_id, AuditEvent.ABANDON_KILL) is not None
         store.judge_late_result(run_id, escalation=None, owner=None,
                                 reason="ended by the operator's abandon" if killed
                                 else "ended after the operator's abandon; the operator had decided")
         return
     store.judge_late_result(run_id, reason="late_result", owner=spec.owner if spec else None,
                             sinks=_sinks(settings),
-                            escalation=RaiseEscalation(kind="late_result", severity=verdict.severity or "warning",
+                            escalation=RaiseEscalation(kind=EscalationKind.LATE_RESULT, severity=verdict.severity or "warning",
                                                        reason=verdict.reason))
 
 

@@ -61,7 +61,7 @@ from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name, stop_group, stop_processes
 from core.supervisor import supervisor
 from core.supervisor.policy.retry import RETRY
-from core.vocabulary import EndReason, SweepAction
+from core.vocabulary import AuditEvent, EndReason, SweepAction
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class Sweeper:
             self._hold_until_mono = mono + self.settings.heartbeat
             report = SweepReport(at=wall, skipped_paused=True)
             try:
-                SqlStore(ledger).record_event(actor=self.actor, kind="sweep_paused", reason="pause_detected",
+                SqlStore(ledger).record_event(actor=self.actor, kind=AuditEvent.SWEEP_PAUSED, reason="pause_detected",
                                               detail=gap, max_wait_s=self.write_wait_s)
             except StorageError as exc:
                 report.errors.append(f"sweep_paused event: {exc}")

@@ -14,7 +14,7 @@ from console.cli.main import cli
 from core import actions
 from core.ledger import jobs as ledger_jobs
 from core.ledger.connection import Ledger
-from core.vocabulary import JobEvent
+from core.vocabulary import AuditEvent
 from tests.kit import console_fixtures as cf
 
 
@@ -36,7 +36,7 @@ def test_pause_is_attributed_audited_and_held_across_connections(db):
     with Ledger(db) as again:  # a restarted runner or another console sees the pause
         assert ledger_jobs.pause_of(again.conn, "backup-db") == {
             "paused_at": cf.NOW, "paused_by": "operator:ana", "pause_reason": "disk swap"}
-        [ev] = events(again, JobEvent.PAUSED)
+        [ev] = events(again, AuditEvent.JOB_PAUSED)
         assert (ev["actor"], ev["job"], ev["reason"]) == ("operator:ana", "backup-db", "disk swap")
 
 
@@ -47,7 +47,7 @@ def test_second_operator_is_told_who_paused_first(db):
         assert mine.ok and "nothing to do" in mine.message
         theirs = actions.pause_job(ledger, "backup-db", "bob")
         assert not theirs.ok and theirs.message == "backup-db already paused by ana at 2026-01-01T12:00:00Z"
-        assert len(events(ledger, JobEvent.PAUSED)) == 1
+        assert len(events(ledger, AuditEvent.JOB_PAUSED)) == 1
 
 
 def test_resume_clears_the_pause_and_records_how_long(db):
@@ -58,7 +58,7 @@ def test_resume_clears_the_pause_and_records_how_long(db):
         res = actions.resume_job(ledger, "backup-db", "bob", now=cf.NOW + 90)
         assert res.ok and "backup-db resumed by bob" in res.message
         assert ledger_jobs.pause_of(ledger.conn, "backup-db") is None
-        [ev] = events(ledger, JobEvent.RESUMED)
+        [ev] = events(ledger, AuditEvent.JOB_RESUMED)
         assert ev["actor"] == "operator:bob"
         assert json.loads(ev["detail"]) == {"paused_at": cf.NOW, "paused_by": "operator:ana", "paused_s": 90.0}
         assert actions.resume_job(ledger, "backup-db", "bob").ok  # the same operator again: nothing to do
@@ -89,7 +89,7 @@ def test_admit_slot_skips_and_records_while_paused(db):
         assert ledger.write(lambda c: ledger_jobs.admit_slot(c, "backup-db", "s1", actor="runner:x"))
         actions.pause_job(ledger, "backup-db", "ana", now=cf.NOW)
         assert not ledger.write(lambda c: ledger_jobs.admit_slot(c, "backup-db", "s2", actor="runner:x"))
-        [ev] = events(ledger, JobEvent.SLOT_SKIPPED_PAUSED)
+        [ev] = events(ledger, AuditEvent.SLOT_SKIPPED_PAUSED)
         assert ev["actor"] == "runner:x" and json.loads(ev["detail"])["slot"] == "s2"
         assert "paused by ana" in ev["reason"]
 
