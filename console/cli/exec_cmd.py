@@ -26,8 +26,8 @@ from console.cli.common import (
 from console.cli.usable import ledger_problem
 from core.ledger.dialect import is_url, mask_url
 from core.ledger.jobs import job_row
-from core.spec.loader import resolve_cwd
-from core.spec.model import JobSpec, LoadedJob, load_dir, spec_from_json
+from core.spec.loader import LoadedJob, load_dir, resolve_cwd
+from core.spec.model import JobSpec, spec_from_json
 from core.spec.settings import Settings
 from core.spec.source_map import validation_line
 from core.text import quoted, stripped_line

@@ -32,7 +32,8 @@ from core.ledger.writer import Writer, WriterLedger
 from core.processes import signal_group
 from core.runner.executor import Context, Executor
 from core.runner.watchdog import Watchdog
-from core.spec.model import JobSpec, LoadedJob
+from core.spec.loader import LoadedJob
+from core.spec.model import JobSpec
 from core.spec.settings import Settings
 from core.supervisor import notify
 from core.vocabulary import EndReason, RunState

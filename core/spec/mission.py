@@ -17,14 +17,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from core.spec.loader import Unreadable, read_spec_text
+from core.spec.loader import SpecError, Unreadable, read_spec_text
 from core.spec.model import (
     Command,
     FieldProblem,
     Int,
     NonEmptyStr,
     Number,
-    SpecError,
     _Strict,
     check_name,
 )

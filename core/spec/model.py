@@ -5,8 +5,7 @@ raises ``FieldProblem`` naming the field it belongs to.
 The package around it: ``durations`` (``"30s"`` → seconds), ``source_map`` (which line a
 field is written on), ``loader`` (files and folders → ``LoadResult`` with ``SpecError``\ s
 that name file, line, job and field, escaped with ``core.text.safe_text``), ``schedule``
-and ``settings``. Names that used to live here (``load_dir``, ``SpecError`` …) are
-re-exported at the bottom.
+and ``settings``. The loader imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -524,15 +523,3 @@ def command_text(cmd: list[str] | str | None) -> str:
         return ""
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
-
-# The loader was split out of this module; its names stay importable from here, resolved
-# on first use (loader imports this module, so a plain import here would be a cycle).
-_MOVED_TO_LOADER = frozenset({"MAX_SPEC_FILE_BYTES", "LoadedJob", "LoadResult", "SpecError", "field_line",
-                              "load_dir", "load_file", "resolve_cwd", "spec_files"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_LOADER:
-        from core.spec import loader
-        return getattr(loader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from console.cli import check as cli_check
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 
 def _cli() -> click.Group:

@@ -10,7 +10,7 @@ import sys
 from click.testing import CliRunner
 
 from console.cli.main import cli
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 from core.spec.preflight import preflight
 
 

@@ -25,7 +25,7 @@ def test_durations_stay_compact_so_the_runs_column_keeps_its_width():
 
 def test_an_unknown_or_removed_job_exits_2_with_what_happened(tmp_path):
     from core.ledger.jobs import sync_jobs
-    from core.spec.model import load_dir
+    from core.spec.loader import load_dir
     db, jobs = tmp_path / "wk.db", tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "slow-one.toml").write_text('name = "slow-one"\ncommand = "sleep 1"\n')

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from console.cli.main import cli
 from core.spec import crontab
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 SAMPLE = (Path(__file__).parent / "crontab_sample.txt").read_text()
 

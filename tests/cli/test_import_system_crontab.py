@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from console.cli.main import cli
 from core.spec import crontab
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 HERE = Path(__file__).parent / "crontabs"
 DEBIAN_ETC = HERE / "debian_etc_crontab"      # Debian's stock /etc/crontab, tabs and all

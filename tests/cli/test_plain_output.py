@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from console.cli.escalations import escalation_line
-from core.spec.model import load_file
+from core.spec.loader import load_file
 
 
 def test_tail_line_is_plain_and_greppable():

@@ -30,7 +30,7 @@ async def test_a_job_with_a_spec_error_is_marked_and_its_preview_says_why(tmp_pa
 async def test_a_job_whose_spec_never_parsed_is_listed_in_jobs_with_its_error(tmp_path):
     """Issue 13 §5, console side: a spec file that never loaded is not invisible."""
     from core.ledger.jobs import sync_jobs
-    from core.spec.model import load_dir
+    from core.spec.loader import load_dir
 
     specs = tmp_path / "jobs"
     specs.mkdir()

@@ -9,7 +9,8 @@ import pytest
 
 from core.ledger.connection import Ledger
 from core.ledger.jobs import load_job_rows, load_jobs, recent_spec_errors, sync_jobs
-from core.spec.model import load_dir, spec_from_json
+from core.spec.loader import load_dir
+from core.spec.model import spec_from_json
 
 
 @pytest.fixture
@@ -114,5 +115,5 @@ def test_load_job_rows_gives_source_for_cwd(tmp_path: Path, ledger: Ledger):
     specs = tmp_path / "jobs"
     _write(specs, "a", 'name = "a"\ncommand = "true"\ncwd = "work"\n')
     sync_jobs(ledger, load_dir(specs))
-    from core.spec.model import resolve_cwd
+    from core.spec.loader import resolve_cwd
     assert resolve_cwd(load_job_rows(ledger)["a"]) == str((specs / "work").resolve())

@@ -20,8 +20,8 @@ from core.ledger.jobs import sync_jobs
 from core.mission import actions as mactions
 from core.mission import engine as engine_mod
 from core.mission.engine import MissionEngine
+from core.spec.loader import load_dir
 from core.spec.mission import load_mission_file
-from core.spec.model import load_dir
 from core.spec.settings import load_settings
 from tests.kit.fake_anthropic import FakeAnthropic, message, text, tool_results, tool_use
 

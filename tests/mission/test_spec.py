@@ -8,8 +8,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from console.cli.main import cli
+from core.spec.loader import load_file
 from core.spec.mission import load_mission_file
-from core.spec.model import AGENT_EXIT_PERMANENT, load_file
+from core.spec.model import AGENT_EXIT_PERMANENT
 
 
 def test_an_agent_job_retries_transient_failures_but_not_refusals(tmp_path: Path) -> None:

@@ -88,7 +88,8 @@ def test_the_exec_wrappers_loop_answers_while_the_ledger_is_locked(tmp_path):
     import signal
 
     from core.runner.execwrap import ExecWrapper
-    from core.spec.model import JobSpec, LoadedJob
+    from core.spec.loader import LoadedJob
+    from core.spec.model import JobSpec
     from core.spec.settings import Settings
 
     db = tmp_path / "wk.db"

@@ -13,7 +13,7 @@ from core.ledger.connection import Ledger
 from core.ledger.sql_store import SqlStore
 from core.runner.dispatcher import Dispatcher
 from core.runner.scheduler import MAX_SLEEP_S, Scheduler
-from core.spec.model import LoadedJob, load_dir
+from core.spec.loader import LoadedJob, load_dir
 
 T0 = 1_800_000_000.0  # a fixed "now" (Unix seconds), a multiple of 10
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from core.runner.reload import reload_dir, watch_specs
-from core.spec.model import LoadResult
+from core.spec.loader import LoadResult
 
 
 async def _wait_for(results: list[LoadResult], pred, timeout: float = 15.0) -> LoadResult:

@@ -8,7 +8,7 @@ from pathlib import Path
 from core.ledger.connection import Ledger
 from core.ledger.jobs import load_jobs, recent_spec_errors, sync_jobs
 from core.runner.reload import reload_dir, watch_specs
-from core.spec.model import LoadResult, load_dir
+from core.spec.loader import LoadResult, load_dir
 
 
 async def _wait_for(results: list[LoadResult], pred, timeout: float = 10.0) -> LoadResult:

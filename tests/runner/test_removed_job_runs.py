@@ -9,7 +9,7 @@ from pathlib import Path
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.ledger.runs import trigger
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 from core.supervisor import supervisor
 
 

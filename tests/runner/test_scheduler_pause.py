@@ -15,7 +15,7 @@ from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.ledger.sql_store import SqlStore
 from core.runner.scheduler import PAUSED_RECHECK_S, Scheduler
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 T0 = 1_800_000_000.0  # a fixed "now" (Unix seconds), a multiple of 10
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.spec.model import load_dir, load_file
+from core.spec.loader import load_dir, load_file
 from core.spec.settings import SettingsError, load_settings
 
 CORPUS = Path(__file__).parent / "spec_corpus"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 
 @pytest.mark.parametrize(("expr", "n"), [("0 */5 * * * *", 6), ("0 0 12 * * ? 2027", 7), ("*/5 * * *", 4),

@@ -14,7 +14,7 @@ from console.cli.main import cli
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
 from core.ledger.reads import invalid_specs
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.spec.model import JobSpec, load_dir, load_file, parse_duration
+from core.spec.loader import load_dir, load_file
+from core.spec.model import JobSpec, parse_duration
 
 LIMIT = "must be a finite duration of at most 10 years"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.spec.loader import load_file
 from core.spec.model import (
     JobSpec,
     command_text,
-    load_file,
     parse_duration,
     spec_from_json,
     spec_json,

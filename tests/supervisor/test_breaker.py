@@ -10,7 +10,7 @@ import pytest
 from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
-from core.spec.model import load_dir
+from core.spec.loader import load_dir
 from core.supervisor.policy.breaker import BREAKER
 from tests.kit.harness import RunnerThread, fast_settings, query, terminal_runs, wait_for, write_specs
 from tests.kit.runs import add_run

@@ -11,7 +11,8 @@ import pytest
 from core.ledger import breaker
 from core.ledger.connection import Ledger
 from core.ledger.jobs import sync_jobs
-from core.spec.model import JobSpec, load_dir
+from core.spec.loader import load_dir
+from core.spec.model import JobSpec
 from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
 from tests.kit.runs import add_run

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.ledger.records import Outcome, Run
-from core.spec.model import JobSpec, load_file
+from core.spec.loader import load_file
+from core.spec.model import JobSpec
 from core.supervisor import verify
 from core.supervisor.verify import verify_outcome
 
