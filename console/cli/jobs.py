@@ -1,4 +1,5 @@
-"""CLI: job controls, ``pause`` and ``resume``.
+"""CLI: ``jobs`` (the list of jobs and the spec files that do not load), and the job controls
+``pause`` and ``resume``.
 
 Exit codes as ``abandon``: 0 done (or already so by you), 1 refused (someone else paused it
 first, it is not paused, or the question was answered no), 2 no such job.

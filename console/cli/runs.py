@@ -1,4 +1,4 @@
-"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``, ``abandon``, ``jobs``."""
+"""CLI: ``run`` (headless runner), ``runs``, ``show``, ``trigger``, ``abandon``, ``retry``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Verification: the supervisor checks a worker's evidence itself before a run may succeed.
 
-A worker hands back evidence, never authority (DESIGN rule 2). ``verify_outcome`` takes the
-``job_outcomes`` record the runner wrote, the run row and the job's spec, and checks:
+A worker hands back evidence, never authority (docs/architecture.md: rule 2, and "The
+handoff"). ``verify_outcome`` takes the ``job_outcomes`` record the runner wrote, the run row
+and the job's spec, and checks:
 
 * the handoff is valid (runner's ``handoff_findings``; ``missing`` is fine for a plain job),
 * exit code and handoff ``status`` agree (0 with ``failed`` or non-zero with ``success`` is a
