@@ -9,7 +9,14 @@ session of its own; the monitor
 
 * starts the job in a session (process group) of its own with ``setsid``, its stdout and
   stderr going to two FIFOs in the run's artifacts folder, and prints the job's pid once
-  (the runner reads it and records it in ``runs.pid``/``pgid``);
+  (the runner reads it and records it in ``runs.pid``/``pgid``). The runner waits for that
+  line on every spawn, so it comes as early as it can: the job is started in the background
+  and ``$!`` printed before anything else is forked, in the monitor's first time slice (a
+  foreground job's pid is only known once the forked child itself has been scheduled, which
+  on a busy host is a wait of many milliseconds). A background job of a non-interactive shell
+  has SIGINT and SIGQUIT ignored for good, so it is started through GNU ``env
+  --default-signal=INT,QUIT``; without that option (``background_env``) the job runs in the
+  foreground through an inner ``sh`` that prints its own pid, slower but the same;
 * drains each FIFO with ``stdbuf -o0 head -c HEAD >STREAM.log`` (unbuffered: the file grows
   as the job writes, readable while the run goes on, ``watchkeeper logs -f``),
   then ``dd | tail -c TAIL``: the
@@ -43,41 +50,69 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from core.processes import run_child
+
 #: The monitor's name in its argv (``$0``): how a monitor is recognised in the process table.
 NAME = "watchkeeper-monitor"
 #: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, timeout and grace
-#: (seconds; timeout 0: no deadline), the deadline keeper's script (``TIMER``), then the job's argv.
+#: (seconds; timeout 0: no deadline), the deadline keeper's script (``TIMER``), the ``stdbuf``
+#: prefix (empty without it: the head log then grows in 4 KB steps), the ``env`` that can
+#: reset signals (empty: the foreground way, see the module's docstring), then the job's argv.
 #: ``WKM_RUN``/``WKM_RUNNER`` become the job's ``WATCHKEEPER_RUN_ID``/``_RUNNER_ID``: the
 #: monitor and its drains carry no run marker, so nothing that ends a run's leftover
-#: processes (the reaper, the sweep) mistakes them for the job's. The job is started in the
-#: foreground through an inner ``sh`` that prints its own pid and ``exec``s it: a background
-#: job (``&``) of a non-interactive shell would ignore SIGINT and SIGQUIT for good.
-SCRIPT = r"""d=$1 h=$2 t=$3 T=$4 g=$5 x=$6
-shift 6
-exec </dev/null
+#: processes (the reaper, the sweep) mistakes them for the job's.
+#: No open of a stream FIFO ever waits: the monitor holds each one read-write (fds 5, 6) from
+#: the start until the job has exited, and hands a read end opened through it (fds 7, 8) to
+#: its drain. So the job's own open returns at once (it makes its session right away), and
+#: a job killed before it opened its FIFOs still leaves drains that see the end of their
+#: input (the monitor's close) instead of waiting forever for a writer. Fd 4 holds the
+#: deadline keeper's ``timer.fifo``. Every child closes the fds that are not its own.
+SCRIPT = r"""d=$1 h=$2 t=$3 T=$4 g=$5 x=$6 ub=$7 e=$8
+shift 8
+exec </dev/null 5<>"$d/stdout.fifo" 6<>"$d/stderr.fifo"
+exec 7<"$d/stdout.fifo" 8<"$d/stderr.fifo"
 echo $$ 1<>"$d/monitor.pid" || ln -sf $$ "$d/monitor.pid"
-ub=; command -v stdbuf >/dev/null && ub="stdbuf -o0"
 dp=
-for s in stdout stderr; do
-  { $ub head -c "$h" >"$d/$s.log"
-    LC_ALL=C dd bs=65536 2>"$d/$s.count" | tail -c "$t" >"$d/$s.tail"; } <"$d/$s.fifo" >/dev/null 2>&1 &
-  dp="$dp $!"
-done
-if [ "$T" != 0 ]; then
-  exec 4<>"$d/timer.fifo"
-  setsid sh -c "$x" "$d" "$T" "$g" <"$d/timer.fifo" 4>&- >/dev/null 2>&1 &
-fi
-WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; echo $$ 1<>"$0/job.pid" || ln -sf $$ "$0/job.pid"
+drains() {
+  for s in stdout:7 stderr:8; do
+    { $ub head -c "$h" >"$d/${s%:*}.log"
+      LC_ALL=C dd bs=65536 2>"$d/${s%:*}.count" | tail -c "$t" >"$d/${s%:*}.tail"
+    } <&"${s#*:}" >/dev/null 2>&1 4>&- 5>&- 6>&- 7<&- 8<&- &
+    dp="$dp $!"
+  done
+  exec 7<&- 8<&-
+  if [ "$T" != 0 ]; then
+    exec 4<>"$d/timer.fifo"
+    setsid sh -c "$x" "$d" "$T" "$g" <"$d/timer.fifo" 4>&- 5>&- 6>&- >/dev/null 2>&1 &
+  fi
+}
+if [ "$e" ]; then
+  "$e" -u WKM_RUN -u WKM_RUNNER --default-signal=INT,QUIT WATCHKEEPER_RUN_ID="$WKM_RUN" \
+    WATCHKEEPER_RUNNER_ID="$WKM_RUNNER" setsid "$@" >"$d/stdout.fifo" 2>"$d/stderr.fifo" 5>&- 6>&- 7<&- 8<&- &
+  j=$!
+  echo $j
+  exec >/dev/null
+  echo $j 1<>"$d/job.pid" || ln -sf $j "$d/job.pid"
+  drains
+  wait $j
+else
+  drains
+  WATCHKEEPER_RUN_ID=$WKM_RUN WATCHKEEPER_RUNNER_ID=$WKM_RUNNER sh -c 'echo $$; echo $$ 1<>"$0/job.pid" || ln -sf $$ "$0/job.pid"
 unset WKM_RUN WKM_RUNNER
-exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@" 4>&-
+exec setsid "$@" >"$0/stdout.fifo" 2>"$0/stderr.fifo"' "$d" "$@" 4>&- 5>&- 6>&-
+fi
 st=$?
+exec 5>&- 6>&-
 echo $st 1<>"$d/exit" || ln -sf $st "$d/exit"
 exec 4>&- >/dev/null
 wait $dp
@@ -122,7 +157,30 @@ def argv(art: Path, cap: int, job_argv: list[str], *, timeout: float = 0.0, grac
     SIGKILL ``grace`` seconds later), runner or not (``TIMER``)."""
     head = cap // 2
     return [shell(), "-c", SCRIPT, NAME, str(art), str(head), str(cap - head), _seconds(timeout),
-            _seconds(grace), TIMER, *job_argv]
+            _seconds(grace), TIMER, stdbuf(), background_env(), *job_argv]
+
+
+@functools.cache
+def stdbuf() -> str:
+    """The ``stdbuf -o0`` prefix that makes ``head`` write each read at once (so the log grows
+    as the job writes), or "" without GNU ``stdbuf``. Looked up once per process."""
+    path = shutil.which("stdbuf")
+    return f"{path} -o0" if path else ""
+
+
+@functools.cache
+def background_env() -> str:
+    """The path of an ``env`` that takes ``--default-signal`` (GNU coreutils 8.31 and later),
+    or "" when there is none (the monitor then starts the job in the foreground). Found
+    once per process, by running it. Never raises."""
+    path = shutil.which("env")
+    if path is None:
+        return ""
+    try:
+        done = run_child([path, "--default-signal=INT,QUIT", "true"], timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return path if done.returncode == 0 else ""
 
 
 def _seconds(s: float) -> str:
@@ -146,14 +204,20 @@ LINE_FILES = ("monitor.pid", "job.pid", "exit")
 BLANK = b" " * 23 + b"\n"
 
 
+#: What an earlier start left in a run's folder that ``prepare`` removes.
+_LEFTOVERS = frozenset({"timed_out", "timer.fifo", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))})
+
+
 def prepare(art: Path) -> None:
     """Make ``art`` ready for a monitor: leftovers of an earlier start removed, the two FIFOs
     made, ``LINE_FILES`` blank (left empty on a full disk). Raises ``OSError`` when the
     folder is unusable (the run cannot start)."""
     art.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for name in ("timed_out", "timer.fifo", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))):
+    with os.scandir(art) as found:  # one listing instead of eleven unlinks of absent files
+        stale = [e.path for e in found if e.name in _LEFTOVERS]
+    for path in stale:
         with contextlib.suppress(FileNotFoundError):
-            (art / name).unlink()
+            os.unlink(path)
     for name in LINE_FILES:
         fd = os.open(art / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

@@ -249,7 +249,7 @@ class Executor:
                                              detail={"pid": mon.pid, "argv": argv[:20]})
         if not won:
             # Someone settled the run while we spawned (abandoned, orphaned): don't let it run.
-            signal_group(mon.pid, signal.SIGKILL)
+            mon.kill()
             await mon.job_exit()
             status = await mon.status()
             await mon.drained(DRAIN_AFTER_EXIT_S)

@@ -14,14 +14,17 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
 from core import monitor
-from core.processes import forget_child, start_child
+from core.processes import forget_child, signal_group, start_child
 
 
 class Child:
@@ -305,6 +308,13 @@ class Monitored:
             return False
         return True
 
+    def kill(self) -> None:
+        """SIGKILL the job's process group, or the job alone while it has no group yet: its
+        pid is known before it made its own session. Never raises."""
+        if not signal_group(self.pid, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGKILL)
+
     def end_monitor(self) -> None:
         """Kill the monitor and its drains (its own process group): something the job started
         holds the pipe and could not be ended; what was drained so far is kept."""
@@ -313,24 +323,52 @@ class Monitored:
                 os.killpg(self.monitor, 9)
 
 
+#: Threads that start monitors. ``Popen`` returns only once its child has exec'd (vfork),
+#: and the child first makes its own session, which moves it to a new scheduler autogroup:
+#: on a loaded host that wait is many milliseconds, once per run. It is kept off every event
+#: loop, and off the default executor too (the runner's ticks run there).
+SPAWN_THREADS = 4
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _spawn_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=SPAWN_THREADS, thread_name_prefix="watchkeeper-spawn")
+        return _pool
+
+
+def _start_monitor(argv: list[str], cwd: str | None, env: dict[str, str], art: Path, cap: int, timeout: float,
+                   grace: float) -> subprocess.Popen[bytes]:
+    """The blocking part of ``start_monitored`` (file system and ``Popen``), in a spawn thread.
+    The monitor gets a session of its own (out of reach of the terminal's Ctrl-C and hangup;
+    its own CPU share under autogroup scheduling), without ``preexec_fn`` or a user switch, so
+    CPython still starts it with vfork (a job's ``user`` is switched by ``core.runas``)."""
+    _check_program(argv, cwd, env)
+    monitor.prepare(art)
+    return start_child(monitor.argv(art, cap, argv, timeout=timeout, grace=grace), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=monitor.env(env),
+                       start_new_session=True, close_fds=True)
+
+
 async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], art: Path,
                           cap: int, timeout: float = 0.0, grace: float = 0.0) -> Monitored:
     """Start ``argv`` under a per-run monitor (``core.monitor``) writing to folder ``art``,
     ``cap`` bytes kept per stream; with ``timeout`` (seconds, > 0) the monitor itself ends
     the job at that deadline (SIGTERM, SIGKILL ``grace`` seconds later), runner or not.
-    Returns once the job's pid is known.
+    Returns once the job's pid is known (the monitor prints it as soon as it has forked the
+    job); the event loop is never blocked on the start (``_start_monitor`` runs in a thread).
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad cwd), or
             the folder or the monitor could not be set up.
         ValueError: invalid arguments (e.g. a NUL byte in argv or env).
     """
-    _check_program(argv, cwd, env)
-    monitor.prepare(art)
     loop = asyncio.get_running_loop()
-    popen = start_child(monitor.argv(art, cap, [str(a) for a in argv], timeout=timeout, grace=grace), stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=monitor.env(dict(env)),
-                        start_new_session=True, close_fds=True)
+    popen = await loop.run_in_executor(_spawn_pool(), _start_monitor, [str(a) for a in argv], cwd, dict(env), art,
+                                       cap, timeout, grace)
     reader = asyncio.StreamReader(loop=loop)
     transport, _ = await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), popen.stdout)
     try:

@@ -45,7 +45,7 @@ def test_a_killed_monitor_still_leaves_the_jobs_true_exit_recorded(rig):
     rig.write(job("echo start; sleep 1.5; echo end; exit 0"))
     rig.start()
     run = running(rig)
-    assert wait_for(lambda: "start" in (Path(run["artifacts_dir"]) / "stdout.log").read_text(), timeout=10)
+    assert wait_for(lambda: b"start" in monitor.read_output(Path(run["artifacts_dir"]), "stdout"), timeout=10)
     os.kill(monitor_of(run), signal.SIGKILL)
     end = settled(rig, run["id"])
     # The runner, as subreaper, adopted the job when its monitor died and reaped it itself.
@@ -59,7 +59,7 @@ def test_the_monitors_own_drains_are_never_taken_for_the_jobs_escaped_processes(
     rig.write(job("echo start; sleep 30"))
     rig.start()
     run = running(rig)
-    assert wait_for(lambda: "start" in (Path(run["artifacts_dir"]) / "stdout.log").read_text(), timeout=10)
+    assert wait_for(lambda: b"start" in monitor.read_output(Path(run["artifacts_dir"]), "stdout"), timeout=10)
     mon = monitor_of(run)
     os.kill(mon, signal.SIGKILL)
     # Once the job has been re-parented to the runner (killed together, the dying monitor may

@@ -1,0 +1,47 @@
+"""A job started under its per-run monitor (``core.monitor``): the job's pid is reported at
+once, the job runs in a session of its own with SIGINT and SIGQUIT at their defaults (not
+ignored as a shell's background job's are), carries its run markers and not the monitor's,
+and its exit status and output are recorded; through the background start (GNU ``env
+--default-signal``) and through the foreground fallback used where that ``env`` is missing."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from core import monitor
+from core.runner import spawn
+
+JOB = ("import os, sys\n"
+       "ign = int([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1], 16)\n"
+       "print(os.getsid(0) == os.getpid(), ign & 6, os.environ.get('WATCHKEEPER_RUN_ID'), 'WKM_RUN' in os.environ)\n"
+       "print('oops', file=sys.stderr)\n"
+       "sys.exit(3)\n")
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["background-env", "foreground-fallback"])
+async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(monkeypatch, tmp_path, background):
+    if background and not monitor.background_env():
+        pytest.skip("no env with --default-signal on this host")
+    if not background:
+        monkeypatch.setattr(monitor, "background_env", lambda: "")
+    env = {**os.environ, "WATCHKEEPER_RUN_ID": "41", "WATCHKEEPER_RUNNER_ID": "r1"}
+    mon = await spawn.start_monitored([sys.executable, "-c", JOB], cwd=None, env=env, art=tmp_path, cap=1 << 16)
+    assert mon.monitor is not None and mon.pid != mon.monitor
+    await mon.job_exit()
+    assert await mon.status() == 3
+    assert await mon.drained(10)
+    assert monitor.finish_output(tmp_path, "stdout").head == b"True 0 41 False\n"
+    assert monitor.finish_output(tmp_path, "stderr").head == b"oops\n"
+
+
+async def test_a_run_lost_while_spawning_is_killed_before_it_has_a_session(tmp_path):
+    # The pid comes before the job's setsid (which waits for its output FIFOs): a kill at
+    # that moment still ends the job.
+    mon = await spawn.start_monitored(["sleep", "60"], cwd=None, env=dict(os.environ), art=tmp_path, cap=1 << 16)
+    mon.kill()
+    await mon.job_exit()
+    assert monitor.decode_status(await mon.status()) == (None, 9)
+    assert await mon.drained(10)
