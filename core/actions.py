@@ -26,7 +26,7 @@ from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso, quoted, utc_hms
-from core.vocabulary import ActionResult, AuditEvent, EndReason
+from core.vocabulary import ActionResult, AuditEvent, EndReason, EscalationState
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -266,15 +266,15 @@ def trigger_job(ledger: Ledger, job: str, operator: str) -> ActionResult:
 # -- escalations -----------------------------------------------------------------------------
 
 #: Escalation states an operator can still act on.
-ACTIVE_ESCALATION = ("open", "acknowledged", "snoozed")
+ACTIVE_ESCALATION = (EscalationState.OPEN, EscalationState.ACKNOWLEDGED, EscalationState.SNOOZED)
 
 
 def _already(esc: Escalation) -> str:
-    if esc.state == "acknowledged":
+    if esc.state == EscalationState.ACKNOWLEDGED:
         return f"already acknowledged by {esc.acked_by} at {utc_hms(esc.acked_at or 0)}"
-    if esc.state == "resolved":
+    if esc.state == EscalationState.RESOLVED:
         return f"already resolved by {esc.resolved_by} at {utc_hms(esc.resolved_at or 0)}"
-    if esc.state == "snoozed":
+    if esc.state == EscalationState.SNOOZED:
         return f"already snoozed by {esc.snoozed_by} until {utc_hms(esc.snoozed_until or 0)}"
     return f"escalation is {esc.state}"
 
@@ -304,10 +304,11 @@ def acknowledge(ledger: Ledger, esc_id: int, operator: str, *, now: float | None
     operator had already acknowledged it. ``now`` is Unix seconds.
     """
     ts = now if now is not None else time.time()
-    return _move_escalation(ledger, esc_id, operator, allowed_from=("open", "snoozed"), to_state="acknowledged",
+    return _move_escalation(ledger, esc_id, operator, allowed_from=(EscalationState.OPEN, EscalationState.SNOOZED),
+                            to_state=EscalationState.ACKNOWLEDGED,
                             fields={"acked_by": operator, "acked_at": ts}, event=AuditEvent.ESCALATION_ACKNOWLEDGED,
                             verb="acknowledged", now=ts,
-                            same_done=lambda e: e.state == "acknowledged" and e.acked_by == operator)
+                            same_done=lambda e: e.state == EscalationState.ACKNOWLEDGED and e.acked_by == operator)
 
 
 def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: float | None = None) -> ActionResult:
@@ -319,7 +320,7 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
     ts = now if now is not None else time.time()
     if until <= ts:
         return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
-    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="snoozed",
+    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state=EscalationState.SNOOZED,
                             fields={"snoozed_by": operator, "snoozed_until": until}, event=AuditEvent.ESCALATION_SNOOZED,
                             verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
                             detail={"until": until}, now=ts)
@@ -328,7 +329,7 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
 def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
     """Resolve an active escalation by hand. A later occurrence opens a new one."""
     ts = now if now is not None else time.time()
-    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state="resolved",
+    return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state=EscalationState.RESOLVED,
                             fields={"resolved_by": operator, "resolved_at": ts}, event=AuditEvent.ESCALATION_RESOLVED,
                             verb="resolved", now=ts,
-                            same_done=lambda e: e.state == "resolved" and e.resolved_by == operator)
+                            same_done=lambda e: e.state == EscalationState.RESOLVED and e.resolved_by == operator)

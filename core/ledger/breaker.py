@@ -29,7 +29,7 @@ from core.ledger.lifecycle import FAILED_STATES
 from core.ledger.records import BreakerFailure
 from core.ledger.store import BreakerWording
 from core.spec.model import JobSpec
-from core.vocabulary import AuditEvent, BreakerState, EscalationKind, sql_set
+from core.vocabulary import AuditEvent, BreakerState, EscalationKind, RunState, sql_set
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 #: The audit event of a move into each breaker state.
@@ -196,7 +196,7 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
                     _failure(conn, run_id), run_id, _first_opened_by(conn, spec.name, run_id),
                     words.held_back(spec, _trigger(conn, run_id), cooldown, another=True)))
             return OPEN
-        if state == "succeeded":
+        if state == RunState.SUCCEEDED:
             _set(conn, spec.name, HALF_OPEN, CLOSED, until=None, opened_at=None, actor=actor,
                  reason="half-open trial succeeded", run_id=run_id, now=ts)
             _escalations().auto_resolve(conn, spec.name, ["circuit_open"], run_id=run_id,

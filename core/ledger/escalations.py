@@ -28,7 +28,7 @@ from typing import Any
 from core.ledger import outbox
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id, row_dict
 from core.text import utc_hms
-from core.vocabulary import AuditEvent, NotificationEvent, max_severity
+from core.vocabulary import AuditEvent, EscalationState, NotificationEvent, max_severity
 
 ACTIVE = ("open", "acknowledged", "snoozed")
 
@@ -81,7 +81,7 @@ def raise_escalation(conn: Conn, *, job: str, kind: str, severity: str, reason: 
         (key, job, kind, severity, ts, ts, run_id, owner, reason, 1 if sinks else 0, ts))
     esc = _get(conn, inserted_id(cur))
     assert esc is not None
-    _event(conn, esc, AuditEvent.ESCALATION_OPENED, actor, to_state="open", run_id=run_id, reason=reason, at=ts)
+    _event(conn, esc, AuditEvent.ESCALATION_OPENED, actor, to_state=EscalationState.OPEN, run_id=run_id, reason=reason, at=ts)
     if sinks and not outbox.enqueue(conn, esc, NotificationEvent.OPENED, sinks, now=ts):
         # No sink hears it (routing): "notified" must not claim otherwise.
         conn.execute("UPDATE escalations SET notified = 0 WHERE id = ?", (esc["id"],))
@@ -123,10 +123,10 @@ def auto_resolve(conn: Conn, job: str, kinds: Iterable[str], *, run_id: int | No
                            (actor, ts, ts, esc["id"], esc["state"]))
         if cur.rowcount != 1:
             continue
-        _event(conn, esc, AuditEvent.ESCALATION_RESOLVED, actor, from_state=esc["state"], to_state="resolved",
+        _event(conn, esc, AuditEvent.ESCALATION_RESOLVED, actor, from_state=esc["state"], to_state=EscalationState.RESOLVED,
                run_id=run_id, reason=reason, extra={"auto": True}, at=ts)
         if esc["notified"]:
-            esc.update(state="resolved", resolved_by=actor, resolved_at=ts)
+            esc.update(state=EscalationState.RESOLVED, resolved_by=actor, resolved_at=ts)
             outbox.enqueue(conn, esc, NotificationEvent.RECOVERED, sinks, now=ts)
         done.append(int(esc["id"]))
     return done
@@ -150,10 +150,11 @@ def expire_snoozes(ledger: Ledger, *, sinks: Sequence[Any] = (), now: float | No
                                " WHERE id = ? AND state = 'snoozed'", (1 if sinks else 0, ts, esc["id"]))
             if cur.rowcount != 1:
                 continue
-            _event(conn, esc, AuditEvent.ESCALATION_REOPENED, "supervisor", from_state="snoozed", to_state="open",
+            _event(conn, esc, AuditEvent.ESCALATION_REOPENED, "supervisor", from_state=EscalationState.SNOOZED,
+                   to_state=EscalationState.OPEN,
                    reason=f"snooze by {esc['snoozed_by']} ended at {utc_hms(esc['snoozed_until'])}; still unresolved",
                    at=ts)
-            esc.update(state="open")
+            esc.update(state=EscalationState.OPEN)
             outbox.enqueue(conn, esc, NotificationEvent.REOPENED, sinks, now=ts)
             out.append(int(esc["id"]))
         return out

@@ -30,7 +30,7 @@ from core.ledger.connection import Conn, Row
 from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.records import Run
 from core.spec.model import JobSpec
-from core.vocabulary import EndReason, Trigger, sql_set
+from core.vocabulary import EndReason, RunState, Trigger, sql_set
 
 _TERMINAL = tuple(s.value for s in TERMINAL)
 
@@ -118,7 +118,7 @@ def task_results(conn: Conn, parent_id: int, spec: JobSpec) -> tuple[bool, list[
                 handoff = None
         results.append({
             "task": task.name, "settled": settled, "state": last["state"],
-            "status": last["status"] or last["state"], "ok": last["state"] == "succeeded",
+            "status": last["status"] or last["state"], "ok": last["state"] == RunState.SUCCEEDED,
             "attempt": last["attempt"], "attempts": len(attempts), "run_id": last["id"],
             "exit_code": last["exit_code"], "signal": last["signal"],
             "reason": last["reason"] or last["verdict_reason"],

@@ -15,7 +15,7 @@ import sqlite_utils
 
 from core.ledger.connection import MIGRATIONS, Conn, Ledger, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
-from core.vocabulary import AuditEvent, sql_set
+from core.vocabulary import AuditEvent, RunState, sql_set
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def check(conn: Conn) -> list[Violation]:
             "SELECT c.id, c.state, c.task, c.attempt, p.id AS parent_id, p.state AS parent_state FROM runs c"
             " JOIN runs p ON p.id = c.parent_run_id WHERE c.state = 'queued'"
             f" AND p.state IN {sql_set(TERMINAL)} ORDER BY c.id LIMIT 1000"):
-        queued = r["state"] == "queued"
+        queued = r["state"] == RunState.QUEUED
         out.append(Violation(
             "subtask_of_ended_parent",
             f"sub-task {r['task']} attempt {r['attempt']} is {r['state']} but its parent run {r['parent_id']} is"

@@ -21,7 +21,13 @@ from core import liveness
 from core.ledger.connection import Conn, inserted_id
 from core.ledger.records import Notification
 from core.text import invisible, safe_text
-from core.vocabulary import SEVERITY_RANK, EscalationKind, NotificationEvent, NotificationState
+from core.vocabulary import (
+    SEVERITY_RANK,
+    EscalationKind,
+    EscalationState,
+    NotificationEvent,
+    NotificationState,
+)
 
 #: Evidence lines (the job's own last output lines) carried in a payload.
 EVIDENCE_LINES = 5
@@ -321,7 +327,7 @@ def cancel_stale_repeats(conn: Conn, rows: Sequence[Notification]) -> list[int]:
             continue
         row = conn.execute("SELECT state FROM escalations WHERE id = ?", (r.escalation_id,)).fetchone()
         state = row[0] if row is not None else "gone"
-        if state == "open":
+        if state == EscalationState.OPEN:
             continue
         if conn.execute("UPDATE notifications SET state = ?, last_error = ? WHERE id = ? AND state = 'pending'",
                         (NotificationState.CANCELLED, f"not sent: escalation {r.escalation_id} is {state}",

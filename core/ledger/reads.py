@@ -24,7 +24,7 @@ from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
 from core.ledger.records import Runner
 from core.text import short_age
-from core.vocabulary import AuditEvent
+from core.vocabulary import AuditEvent, BreakerState, RunState
 
 #: Default rows per page: enough to fill a tall terminal several times over.
 PAGE = 200
@@ -451,7 +451,7 @@ def job_next_run(ledger: Ledger, job: dict[str, Any], spec_text: str | None, now
         elif spec is not None:
             after = now
             until = job.get("breaker_until")
-            if job.get("breaker_state") == "open" and until is not None and until > now:
+            if job.get("breaker_state") == BreakerState.OPEN and until is not None and until > now:
                 after, held = until - 1e-3, HELD_BREAKER
             at = next_fire(spec, after)
             once = once_slot(spec, now) if at is None else None
@@ -476,7 +476,7 @@ def lineage_success_rate(runs: list[dict[str, Any]]) -> tuple[float | None, int]
             final[r["lineage"]] = r
     if not final:
         return None, 0
-    return sum(1 for r in final.values() if r["state"] == "succeeded") / len(final), len(final)
+    return sum(1 for r in final.values() if r["state"] == RunState.SUCCEEDED) / len(final), len(final)
 
 
 def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,

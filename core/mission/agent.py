@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.mission.worker import read_input
 from core.spec.model import AGENT_EXIT_PERMANENT, AGENT_EXIT_TRANSIENT
-from core.vocabulary import AgentTool
+from core.vocabulary import AgentTool, OutcomeStatus
 
 SUBMIT = "submit_result"
 OUTPUT_CHARS = 8000
@@ -202,7 +202,7 @@ class AgentSession:
         doc = answer.model_dump()
         self._write(doc)
         print(f"agent {answer.status} after {self.steps} step(s), {self.tokens} tokens")
-        return 0 if answer.status != "failed" else AGENT_EXIT_PERMANENT
+        return 0 if answer.status != OutcomeStatus.FAILED else AGENT_EXIT_PERMANENT
 
     def _partial(self, missing: str) -> int:
         if not self.last_text:  # nothing at all to hand back: not a partial delivery

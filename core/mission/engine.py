@@ -48,6 +48,7 @@ from core.vocabulary import (
     CoordinatorKind,
     EscalationKind,
     MissionState,
+    OutcomeStatus,
     WorkerState,
 )
 
@@ -97,7 +98,7 @@ def verify_delivery(attempt: WorkerAttempt | None) -> tuple[bool, str]:
     handoff = attempt.handoff
     if not isinstance(handoff, dict):
         return False, f"run {run_id} succeeded without a valid handoff (the structured result is the delivery)"
-    if handoff.get("status") not in ("success", "partial"):
+    if handoff.get("status") not in (OutcomeStatus.SUCCESS, OutcomeStatus.PARTIAL):
         return False, f"run {run_id}: handoff status {handoff.get('status')!r}"
     if handoff.get("result") in (None, "", [], {}):
         return False, f"run {run_id}: handoff claims {handoff.get('status')} but carries no result"
@@ -324,7 +325,8 @@ class MissionEngine:
                         reason=f"mission {mid} asks: {q[:300]}", run_id=None, owner=cur.owner,
                         sinks=_sinks(self.settings), actor=self.actor)
             elif name == protocol.REPORT and isinstance(inp.get("text"), str) and inp["text"].strip():
-                status = inp.get("status") if inp.get("status") in ("success", "partial", "failed") else None
+                status = inp.get("status") if inp.get("status") in (OutcomeStatus.SUCCESS, OutcomeStatus.PARTIAL,
+                                                                        OutcomeStatus.FAILED) else None
                 if status is None:
                     states = [w.state for w in t.workers(mid)]
                     status = "success" if states and all(s == WorkerState.DELIVERED for s in states) else "partial"

@@ -32,6 +32,7 @@ from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW, WorkBaseline
 from core.supervisor.rules import OutcomeFacts, Verdict, learn_from
 from core.text import quoted
+from core.vocabulary import OutcomeStatus
 
 #: Default of ``JudgeSettings.first_successes``.
 FIRST_SUCCESSES = 5
@@ -121,7 +122,7 @@ def reasons(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec |
         return out
     assert spec is not None
     hist = list(history)
-    successes = [h for h in hist if h.ok and h.status == "success" and not h.escalated]
+    successes = [h for h in hist if h.ok and h.status == OutcomeStatus.SUCCESS and not h.escalated]
     n_ok = sum(1 for h in hist if h.ok)
     if n_ok < first_successes:
         out.append(f"success {n_ok + 1} of its first {first_successes}")

@@ -144,7 +144,7 @@ def settle(ledger: Ledger, run_id: int, *, settings: Any = None, actor: str = AC
         to, status, code = State.BLOCKED, OutcomeStatus.BLOCKED, EndReason.BLOCKED
     elif not vf.ok:
         to, status, code = State.FAILED, OutcomeStatus.FAILED, EndReason.VERIFICATION_FAILED
-    elif handoff is not None and handoff.get("status") == "partial":
+    elif handoff is not None and handoff.get("status") == OutcomeStatus.PARTIAL:
         to, status, code = State.SUCCEEDED, OutcomeStatus.PARTIAL, EndReason.PARTIAL
     else:
         to, status, code = State.SUCCEEDED, OutcomeStatus.SUCCESS, EndReason.COMPLETED

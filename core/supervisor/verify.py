@@ -39,6 +39,7 @@ import regex
 from core.ledger.records import Outcome, Run
 from core.processes import forget_child, signal_group, start_child
 from core.spec.model import JobSpec
+from core.vocabulary import OutcomeStatus
 
 #: Seconds of slack on the mtime check: coarse filesystem timestamps (1 s on some) and a
 #: run start recorded a moment after the worker really began writing.
@@ -245,11 +246,11 @@ def verify_outcome(outcome: Outcome | None, run: Run, spec: JobSpec, cwd: str | 
     handoff = _loads(outcome.handoff if outcome is not None else None)
     if not isinstance(handoff, dict):
         handoff = None
-    if handoff is not None and handoff.get("status") in ("success", "failed", "partial"):
+    if handoff is not None and handoff.get("status") in (OutcomeStatus.SUCCESS, OutcomeStatus.FAILED, OutcomeStatus.PARTIAL):
         status = handoff["status"]
-        if exit_code == 0 and status == "failed":
+        if exit_code == 0 and status == OutcomeStatus.FAILED:
             vf.add("exit_status_agree", False, "exit 0 but handoff status 'failed'")
-        elif exit_code not in (0, None) and status == "success":
+        elif exit_code not in (0, None) and status == OutcomeStatus.SUCCESS:
             vf.add("exit_status_agree", False, f"exit {exit_code} but handoff status 'success'")
         else:
             vf.add("exit_status_agree", True, f"exit {exit_code}, status {status}")
