@@ -31,15 +31,18 @@ class Host:
     """One simulated host: ``name`` (its hostname), the ``unshare`` process (``proc``) whose
     child is the namespace's pid 1 (a shell), whose child is the runner."""
 
-    def __init__(self, name: str, spec_dir: Path, ledger: str, log: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, spec_dir: Path, ledger: str, log: Path, *, env: dict[str, str] | None = None,
+                 boot_id: str | None = None) -> None:
+        """``boot_id``: this host life's boot id (default ``boot-<name>``); a host brought back
+        after its namespace ended is a reboot, a new life: give it a new one."""
         self.name = name
         script = (f"hostname {shlex.quote(name)} && {shlex.quote(sys.executable)} -m console.cli run"
                   f" {shlex.quote(str(spec_dir))} --ledger {shlex.quote(ledger)} --quiet & wait")
-        self.log = open(log, "w")
+        self.log = open(log, "a")
         self.proc = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script], cwd=ROOT,
             start_new_session=True, stdout=self.log, stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {}), "WATCHKEEPER_BOOT_ID": f"boot-{name}"})
+            env={**os.environ, **(env or {}), "WATCHKEEPER_BOOT_ID": boot_id or f"boot-{name}"})
 
     def runner(self) -> psutil.Process | None:
         """The runner process (seen from outside the namespace), once it started."""
