@@ -90,12 +90,6 @@ class LoopStore:
         (a restart never duplicates them). Returns the new run ids."""
         return list(await self.writer.run(lambda conn: fanout.create_children(conn, parent, spec, actor=actor)))
 
-    async def heartbeat(self, runner_id: str, run_ids: Sequence[int], *, lease_s: float) -> int:
-        """``runners.heartbeat_at`` = now and a lease of ``lease_s`` seconds for every live run
-        of ``runner_id`` among ``run_ids``, in one statement. Returns how many were renewed."""
-        ids = list(run_ids)
-        return int(await self.writer.run(lambda conn: runners.renew(conn, runner_id, ids, lease_s=lease_s)))
-
     async def renew_lease(self, run_id: int, *, lease_s: float) -> bool:
         """Lease run ``run_id`` for ``lease_s`` more seconds while it is spawned, running or
         verifying (``watchkeeper exec``'s heartbeat). False once it is no longer live."""

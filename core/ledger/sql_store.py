@@ -331,6 +331,10 @@ class SqlStore:
             labels=labels, heartbeat_s=heartbeat_s, lease_s=lease_s, version=version, spec_dir=spec_dir,
             actor=actor, owner=owner))
 
+    def renew_leases(self, runner_id: str, run_ids: Sequence[int], *, lease_s: float) -> int:
+        ids = list(run_ids)
+        return int(self.ledger.write(lambda conn: runners.renew(conn, runner_id, ids, lease_s=lease_s)))
+
     def queue_slot(self, spec: JobSpec, slot: str, not_before: float, trigger: str, *, actor: str,
                    now: float | None = None) -> int | None:
         return self.ledger.write(lambda conn: queue.queue_slot(conn, spec, slot, not_before, trigger,

@@ -399,6 +399,12 @@ class Store(Protocol):
         heartbeat and lease seconds) with a ``runner_started`` event."""
         ...
 
+    def renew_leases(self, runner_id: str, run_ids: Sequence[int], *, lease_s: float) -> int:
+        """One heartbeat of runner ``runner_id``: ``runners.heartbeat_at`` = now and a lease of
+        ``lease_s`` seconds for each of ``run_ids`` still live and its own, in one small
+        transaction. Returns how many leases were renewed."""
+        ...
+
     def queue_slot(self, spec: JobSpec, slot: str, not_before: float, trigger: str, *, actor: str,
                    now: float | None = None) -> int | None:
         """Queue attempt 1 of ``spec``'s scheduled slot ``slot`` (due at ``not_before``) with its

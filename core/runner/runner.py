@@ -203,6 +203,9 @@ class Runner:
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
+        # The heartbeat's own thread and connection (``heartbeat``).
+        self._beat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
+        self._beat_ledger: Ledger | None = None
         try:
             self.settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:  # runs are still executed and recorded; capture degrades
@@ -565,8 +568,27 @@ class Runner:
         """Renew this runner's heartbeat (``runners.heartbeat_at``) and the lease
         (``runs.lease_until``, Unix seconds) of every run it still watches — not of runs in
         ``lost``, nor of any run of this runner whose task is gone — in one statement for
-        all of them (``core.ledger.runners.renew``)."""
-        await self.loop_store.heartbeat(self.id, list(self.live), lease_s=self.settings.lease)
+        all of them (``core.ledger.runners.renew``).
+
+        It is written in its own small transaction on its own connection and thread, never
+        queued behind the writer's group commits: a group a PostgreSQL serialization conflict
+        makes run again (whole, with backoff) must not hold the heartbeat back past the lease,
+        or other hosts would take this live runner's host for down and orphan its runs."""
+        watched = list(self.live)
+        await asyncio.get_running_loop().run_in_executor(self._beat_pool, self._beat, watched)
+
+    def _beat(self, watched: list[int]) -> None:
+        """In the heartbeat thread: renew on that thread's own connection."""
+        if self._beat_ledger is None:
+            self._beat_ledger = Ledger(self.settings.ledger)
+        SqlStore(self._beat_ledger).renew_leases(self.id, watched, lease_s=self.settings.lease)
+
+    def _close_beat(self) -> None:
+        """In the heartbeat thread: close its connection."""
+        if self._beat_ledger is not None:
+            with contextlib.suppress(StorageError):
+                self._beat_ledger.close()
+            self._beat_ledger = None
 
     async def _sweep_loop(self) -> None:
         sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
@@ -683,6 +705,9 @@ class Runner:
         await asyncio.gather(*self.live.values(), return_exceptions=True)
         self._heartbeat_task.cancel()
         await asyncio.gather(self._heartbeat_task, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.get_running_loop().run_in_executor(self._beat_pool, self._close_beat)
+        await asyncio.to_thread(self._beat_pool.shutdown, True)
         for t in list(self._bg):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, timeout=5)
