@@ -169,6 +169,21 @@ class Executor:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        #: Runs between their claim and their recorded start (job started, pid in the ledger).
+        #: A stopping runner lets these finish starting before it leaves the rest to their
+        #: monitors: a start cut off halfway would leave a job running that no record names.
+        self.starting: set[int] = set()
+        self._started = asyncio.Event()  # set whenever ``starting`` becomes empty
+
+    async def starts_done(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no run is between its claim and its recorded
+        start; True when none is."""
+        if not self.starting:
+            return True
+        self._started.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._started.wait(), timeout)
+        return not self.starting
 
     # -- the command a run starts with ---------------------------------------------------
     def command_for(self, spec: JobSpec, run: Run) -> list[str]:
@@ -207,6 +222,21 @@ class Executor:
     async def execute(self, run: Run, lj: LoadedJob) -> None:
         """Run ``run`` (claimed, ``spawned``) to its outcome: the job starts under its
         per-run monitor (``core.monitor``), then ``follow`` watches it to its end."""
+        self.starting.add(run.id)
+        try:
+            started = await self._start(run, lj)
+        finally:
+            self.starting.discard(run.id)
+            if not self.starting:
+                self._started.set()
+        if started is not None:
+            running, mon, degraded = started
+            await self.follow(running, lj, mon, capture_note=degraded)
+
+    async def _start(self, run: Run, lj: LoadedJob) -> tuple[Run, spawn.Monitored, str | None] | None:
+        """Start ``run``'s job under its monitor and record it ``running`` (pid, start time,
+        folder). Returns the run as recorded, its monitor and a capture note; None when it did
+        not start (recorded as such: spawn failed, or settled meanwhile by someone else)."""
         ctx, spec = self.ctx, lj.spec
         run_id, attempt = run.id, run.attempt
         art = ctx.settings.artifacts_dir / str(run_id)
@@ -235,14 +265,14 @@ class Executor:
                 runas.hand_over(art, ctx.settings.artifacts_dir, account)
         except (runas.RunAsError, OSError) as exc:
             await self.spawn_failed(run, str(art), f"user: {exc}")
-            return
+            return None
         try:
             mon = await spawn.start_monitored(argv, cwd=resolve_cwd(lj), env=env, art=art,
                                               cap=ctx.settings.output_cap, timeout=self.timeout_of(spec, run)[0],
                                               grace=spec.grace)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
-            return
+            return None
         fields: dict[str, Any] = {"pid": mon.pid, "pgid": mon.pid, "pid_create_time": create_time(mon.pid),
                   "started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
         won = await ctx.loop_store.start_run(run_id, attempt, actor=ctx.actor, fields=fields,
@@ -254,8 +284,8 @@ class Executor:
             status = await mon.status()
             await mon.drained(DRAIN_AFTER_EXIT_S)
             await self.late_result(run, _rc(status), "spawned")
-            return
-        await self.follow(replace(run, state=State.RUNNING.value, **fields), lj, mon, capture_note=degraded)
+            return None
+        return replace(run, state=State.RUNNING.value, **fields), mon, degraded
 
     def timeout_of(self, spec: JobSpec, run: Run) -> tuple[float, bool]:
         """(seconds, whether it is the ``budget.wall``) the run may take."""

@@ -79,6 +79,8 @@ IDLE_WAKE_S = 30.0
 #: loop at once, and so does any other process's commit, e.g. a person's approve, answer or
 #: abort from the CLI or console, through the ledger feed).
 MISSION_IDLE_S = 30.0
+#: Seconds a stopping runner waits at least for runs being started to be recorded running.
+START_WAIT_S = 5.0
 
 
 class Runner:
@@ -695,6 +697,10 @@ class Runner:
         for them, or end them; record what is left; close the threads and connections this
         runner opened. The heartbeat goes on until the stop is recorded."""
         self._stop_began = time.monotonic()
+        # A run being started finishes starting first (its pid recorded), so it is left to
+        # its monitor and re-attached, never cut off with its job running unrecorded.
+        if not await self.executor.starts_done(max(START_WAIT_S, self.settings.shutdown_grace)):
+            log.warning("run(s) %s still starting at the stop; left to the sweep", sorted(self.executor.starting))
         if self.live and self.stop_mode == "drain":
             await self._wait_live(self.settings.shutdown_grace)
         elif self.live and self.stop_mode == "kill":
