@@ -196,7 +196,8 @@ def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: b
     _kv(out, "created", clock(run["created_at"], now))
     _kv(out, "started", clock(run["started_at"], now))
     _kv(out, "ended", clock(run["ended_at"], now))
-    _kv(out, "pid", f"{run['pid'] or '-'} (runner {run['runner_id'] or '-'})")
+    where = f" on {run.get('host')}" if run.get("host") else ""  # the host it was spawned on (a fleet)
+    _kv(out, "pid", f"{run['pid'] or '-'}{where} (runner {run['runner_id'] or '-'})")
     _kv(out, "reason", run["reason"], width=width)
     _kv(out, "artifacts", run["artifacts_dir"], width=width)
     _kv(out, "judged", f"{outcome.get('judged_by') or '-'} · verdict {outcome.get('verdict_kind') or '-'}"

@@ -34,7 +34,7 @@ from textual.strip import Strip
 
 from console import evidence, keys
 from console.safe_text import escaped_line
-from core.ledger.reads import Filter, Page, count_rows
+from core.ledger.reads import Filter, Page, count_rows, host_count
 
 #: The widest a column other than the one that takes the rest (Why, Reason) grows to fit its
 #: content: a 60-character job name does not push the reason off the screen.
@@ -48,13 +48,15 @@ PREFETCH = 10
 @dataclass(frozen=True)
 class Column:
     """One table column: ``width`` cells, plus a share of spare width when ``flex`` > 0;
-    left out when the table is narrower than ``min_table`` cells."""
+    left out when the table is narrower than ``min_table`` cells, and, when ``fleet``, while
+    the ledger's runners all ran on one host (a lone host's table stays as it was)."""
 
     key: str
     label: str
     width: int
     flex: int = 0
     min_table: int = 0
+    fleet: bool = False
 
 
 class PagedTable(ScrollView, can_focus=True):
@@ -121,6 +123,9 @@ class PagedTable(ScrollView, can_focus=True):
         self.want_bottom = False  # G pressed before the row count was known: go there when it is
         self.marked: dict[str, dict[str, Any]] = {}
         self.now = 0.0
+        #: Hosts the ledger's runners ran on (``fleet`` columns show from 2), and as drawn.
+        self.hosts = 1
+        self._hosts_shown = 1
         self.flt: Filter | None = None
         self.loaded_once = False
         self._widths: tuple[int, ...] = ()
@@ -253,6 +258,8 @@ class PagedTable(ScrollView, can_focus=True):
 
     # -- data in -------------------------------------------------------------------------
     def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page:
+        if any(c.fleet for c in self.COLUMNS):  # one small read (the runners table) per page read
+            self.hosts = host_count(ledger)
         return type(self).FETCH(ledger, now=now, offset=offset, limit=limit, flt=flt)
 
     def count(self, ledger: Any, *, now: float, flt: Filter | None) -> int:
@@ -274,7 +281,9 @@ class PagedTable(ScrollView, can_focus=True):
         new_keys = [self.key_of(r) for r in rows]
         # A first load draws something new even when it brought no rows: the empty text
         # ("No rows match the filter …") replaces the blank drawn while loading.
-        same = self.loaded_once and start == self.window_start and rows == self.rows_data
+        same = (self.loaded_once and start == self.window_start and rows == self.rows_data
+                and self.hosts == self._hosts_shown)
+        self._hosts_shown = self.hosts
         # Rows added above: the shift of any row both windows hold.
         shift = 0
         for i, k in enumerate(new_keys):
@@ -477,7 +486,7 @@ class PagedTable(ScrollView, can_focus=True):
 
     def _columns(self, width: int) -> tuple[Column, ...]:
         """The columns shown at ``width`` (``min_table`` leaves some out when narrow)."""
-        return tuple(c for c in self.COLUMNS if width >= c.min_table)
+        return tuple(c for c in self.COLUMNS if width >= c.min_table and (self.hosts > 1 or not c.fleet))
 
     def _natural_widths(self) -> dict[str, int]:
         """Per column, the widest cell among the loaded rows (header included), so columns are

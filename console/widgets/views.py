@@ -92,6 +92,7 @@ class OutcomesTable(PagedTable):
         Column("state", "State", 9),
         Column("duration", "Took", 6),
         Column("exit", "Exit", 5),
+        Column("host", "Host", 4, 1, fleet=True),
         Column("reason", "Reason", 8, 4),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
@@ -106,7 +107,7 @@ class OutcomesTable(PagedTable):
             reason = ""  # it would only repeat the State and Exit columns
         return [cell(clock(row["ended_at"], self.now)), cell(job_name(row)), cell(row["attempt"]),
                 run_state(row["state"], row.get("status")), cell(duration(row["duration_s"])),
-                cell(exit_text(row["exit_code"], row["signal"])), cell(reason)]
+                cell(exit_text(row["exit_code"], row["signal"])), cell(row.get("host") or "-"), cell(reason)]
 
     def preview(self, row: dict[str, Any]) -> Text | None:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -134,6 +135,7 @@ class OrphansTable(PagedTable):
         Column("state", "State", 10),
         Column("lease", "Lease", 6),
         Column("pid", "Pid", 7),
+        Column("host", "Host", 4, 1, fleet=True),
         Column("runner", "Runner", 6, 1),
         Column("heartbeat", "Beat", 5),
         Column("reason", "Reason", 6, 2),
@@ -147,7 +149,7 @@ class OrphansTable(PagedTable):
         if row["at_risk"]:
             state = cell(f"! {row['state']}", "bold yellow")
         return [cell(job_name(row)), cell(row["attempt"]), state, cell(lease_txt), cell(row["pid"] or "-"),
-                cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)),
+                cell(row.get("host") or "-"), cell(row["runner_id"] or "-"), cell(age(row["heartbeat_age_s"], 1)),
                 cell(row["reason"] or row.get("risk") or "")]
 
     def preview(self, row: dict[str, Any]) -> Text | None:

@@ -812,3 +812,10 @@ def summary(ledger: Ledger, now: float) -> Summary:
     judged = int(row["n"] or 0) if row else 0
     share = (float(row["s"] or 0) / judged) if row and judged else None
     return Summary(up, text, counts, share, judged)
+
+
+def host_count(ledger: Ledger) -> int:
+    """How many hosts the ledger's runners ran on (distinct ``runners.hostname``): from 2 the
+    console's run tables show a Host column. The runners table is small (a row per start)."""
+    row = ledger.one("SELECT COUNT(DISTINCT hostname) FROM runners")
+    return int(row[0]) if row is not None and row[0] is not None else 0
