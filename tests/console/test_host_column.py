@@ -63,7 +63,7 @@ async def test_runs_of_two_hosts_show_where_each_ran(tmp_path):
         from console.screens.detail import DetailScreen
         screen = await _outcomes(pilot)
         table = screen.table
-        row = next(i for i, r in enumerate(table.rows_data) if r["id"] == ids["failed_run"])
+        row = next(i for i, r in enumerate(table.rows_data) if table.run_id_of(r) == ids["failed_run"])
         table.move_cursor(table.window_start + row)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen) and "pid" in screen_text(pilot.app))
