@@ -37,13 +37,12 @@ class LedgerThread:
             self._ledger = Ledger(self.path, read_only=self.read_only)
             # A job may have stored bytes that are not UTF-8; read them with replacement
             # instead of failing every poll (safe_text then shows U+FFFD).
-            self._ledger.conn.text_factory = lambda b: b.decode("utf-8", "replace")
+            self._ledger.decode_leniently()
         try:
             return fn(self._ledger)
         except Exception:
             try:
-                if self._ledger.conn.in_transaction:
-                    self._ledger.conn.rollback()
+                self._ledger.rollback()
             except Exception:
                 self._reset()
             raise

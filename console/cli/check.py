@@ -14,7 +14,8 @@ import click
 from console.cli.common import EXIT_NOT_FOUND, describe_ledger_error, fail, ledger_name, shown
 from core.ledger.connection import Ledger, LedgerError, StorageError
 from core.ledger.dialect import is_url
-from core.ledger.jobs import recent_spec_errors
+from core.ledger.page_records import SpecErrorEvent
+from core.ledger.sql_store import SqlStore
 from core.spec.loader import LoadedJob, load_dir
 from core.spec.mission import check_missions
 from core.spec.preflight import preflight
@@ -34,13 +35,13 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _runtime_errors(ledger_place: str, limit: int) -> tuple[list[dict[str, Any]], str | None]:
+def _runtime_errors(ledger_place: str, limit: int) -> tuple[list[SpecErrorEvent], str | None]:
     ledger_path = ledger_name(ledger_place)
     if not is_url(ledger_place) and not Path(ledger_place).exists():
         return [], f"{ledger_path}: no ledger yet"
     try:
         with Ledger(ledger_place, read_only=True) as ledger:
-            return recent_spec_errors(ledger, limit=limit), None
+            return SqlStore(ledger).spec_errors(limit=limit), None
     except (LedgerError, StorageError, OSError) as exc:  # a damaged ledger must not hide the folder's result
         return [], f"{ledger_path}: {describe_ledger_error(exc, read_only=True)}"
     except Exception as exc:  # noqa: BLE001 - whatever it is, the folder's result still counts
@@ -100,14 +101,14 @@ def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int
     jobs = [{"name": name, "kind": j.spec.kind, "schedule": j.spec.schedule_text(),
              "next_run": _next_run(j, now), "source": j.source, "line": j.line, "owner": j.spec.owner}
             for name, j in sorted(result.jobs.items())]
-    recorded: list[dict[str, Any]] = []
+    recorded: list[SpecErrorEvent] = []
     ledger_note = None
     if ledger_path is not None:
         recorded, ledger_note = _runtime_errors(ledger_path, limit)
     if as_json:
         click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
                                "errors": errors, "jobs": jobs, "retention": retention_line,
-                               "recorded_errors": recorded, "ledger_note": ledger_note}, indent=2))
+                               "recorded_errors": [e.to_json() for e in recorded], "ledger_note": ledger_note}, indent=2))
     else:
         for err in errors:
             click.echo(shown(err["text"]))
@@ -138,7 +139,7 @@ def _print_table(jobs: list[dict[str, Any]]) -> None:
     click.echo(f"{len(jobs)} job(s) ok")
 
 
-def _print_recorded(recorded: list[dict[str, Any]], note: str | None) -> None:
+def _print_recorded(recorded: list[SpecErrorEvent], note: str | None) -> None:
     click.echo("")
     if note:
         click.echo(note)
@@ -147,8 +148,8 @@ def _print_recorded(recorded: list[dict[str, Any]], note: str | None) -> None:
         click.echo("no spec errors recorded in the ledger")
         return
     click.echo("spec errors recorded by the runner (newest first):")
-    for item in recorded:
-        click.echo(f"  {_when(item['at'])}  {shown(item['text'])}")
+    for err in recorded:
+        click.echo(f"  {_when(err.at)}  {shown(err.text)}")
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

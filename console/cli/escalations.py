@@ -32,8 +32,10 @@ from console.cli.common import (
     shown,
 )
 from core import actions
-from core.ledger import escalations as esc_api
+from core.ledger.page_records import KindCount
+from core.ledger.records import Escalation, columns
 from core.ledger.runs import job_known
+from core.ledger.sql_store import SqlStore
 from core.supervisor import supervisor
 from core.text import iso, quoted, short_age
 
@@ -57,14 +59,14 @@ _HEADINGS = {"id": "ID", "severity": "SEVERITY", "job": "JOB", "kind": "KIND", "
 TIME_WIDTH = 20
 
 
-def _cells(e: dict[str, Any]) -> dict[str, str]:
+def _cells(e: Escalation) -> dict[str, str]:
     """The column values of escalation ``e`` before cutting (untrusted ones escaped)."""
-    return {"id": f"#{e['id']}", "severity": str(e.get("severity") or "-"), "job": shown(e["job"]),
-            "kind": shown(e["kind"]), "count": f"x{e['count']}", "owner": shown(e.get("owner") or "-"),
-            "state": str(e["state"])}
+    return {"id": f"#{e.id}", "severity": str(e.severity or "-"), "job": shown(e.job),
+            "kind": shown(e.kind), "count": f"x{e.count}", "owner": shown(e.owner or "-"),
+            "state": str(e.state)}
 
 
-def fitted_widths(rows: list[dict[str, Any]]) -> dict[str, int]:
+def fitted_widths(rows: list[Escalation]) -> dict[str, int]:
     """``COLUMNS`` narrowed to the longest value (or heading) each column holds in ``rows``."""
     cells = [_cells(e) for e in rows]
     return {k: min(w, max([len(_HEADINGS[k])] + [len(c[k]) for c in cells])) for k, w in COLUMNS.items()}
@@ -80,22 +82,23 @@ def header_line(widths: dict[str, int] | None = None) -> str:
     return "  ".join(["TIME (UTC)".ljust(TIME_WIDTH)] + [_fit(_HEADINGS[k], w[k]) for k in COLUMNS] + ["REASON"])
 
 
-def escalation_line(e: dict[str, Any], *, colour: bool = False, widths: dict[str, int] | None = None) -> str:
+def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, int] | None = None) -> str:
     """One line: time, id, severity, job, kind, count, owner, state, reason; every column cut
     to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does."""
     w = widths or COLUMNS
     cells = {k: _fit(v, w[k]) for k, v in _cells(e).items()}
     # Lower-case severity words, so `tail | grep critical` works as the manual shows.
     if colour:
-        cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.get("severity") or ""))
-    reason = shown(e.get("reason"), 160)  # untrusted: escapes and controls shown escaped, never obeyed
-    when = iso(e.get("updated_at") or e.get("last_seen")) or "-"
+        cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.severity or ""))
+    reason = shown(e.reason, 160)  # untrusted: escapes and controls shown escaped, never obeyed
+    when = iso(e.updated_at or e.last_seen) or "-"
     return "  ".join([when.ljust(TIME_WIDTH)] + [cells[k] for k in COLUMNS] + [reason]).rstrip()
 
 
-def _json_row(e: dict[str, Any]) -> str:
-    return json.dumps({**e, "updated_iso": iso(e.get("updated_at")), "first_seen_iso": iso(e.get("first_seen")),
-                       "last_seen_iso": iso(e.get("last_seen"))}, default=str)
+def _json_row(e: Escalation) -> str:
+    """Escalation ``e`` as its ``escalations`` columns plus their times in ISO UTC: one JSON line."""
+    return json.dumps({**columns(e), "updated_iso": iso(e.updated_at), "first_seen_iso": iso(e.first_seen),
+                       "last_seen_iso": iso(e.last_seen)}, default=str)
 
 
 @click.command("escalations")
@@ -115,7 +118,7 @@ def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledg
     """
     ledger = open_ledger(ledger_path, read_only=True)
     with ledger:
-        rows = esc_api.list_escalations(ledger, None if state == "all" else state, limit, job=job)
+        rows = SqlStore(ledger).escalations(None if state == "all" else state, limit, job=job)
         if job and not rows and not job_known(ledger, job):
             fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     widths = fitted_widths(rows)
@@ -219,6 +222,7 @@ def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger
         click.echo(header_line())
     try:
         with ledger:
+            store = SqlStore(ledger)
             while True:
                 if time.monotonic() >= next_gap:
                     next_gap = time.monotonic() + TAIL_GAP_CHECK_S
@@ -226,10 +230,10 @@ def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger
                         supervisor.check_runner_gap(ledger, sinks=settings.notify, owner=settings.runner_owner)
                     except Exception:  # read-only media etc.: tail keeps showing what exists
                         pass
-                rows = esc_api.changed_since(ledger, cursor[0], cursor[1])
+                rows = store.escalations_changed_since(cursor[0], cursor[1])
                 for e in rows:
                     click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour))
-                    cursor = (e["updated_at"], e["id"])
+                    cursor = (e.updated_at, e.id)
                 sys.stdout.flush()
                 if not rows:
                     time.sleep(TAIL_POLL_S)
@@ -257,26 +261,27 @@ def report_cmd(since: float, as_json: bool, ledger_path: str | None) -> None:
     with ledger:
         rep = supervisor.report(ledger, start)
     if as_json:
-        click.echo(json.dumps(rep, default=str))
+        click.echo(json.dumps(rep.to_json(), default=str))
         return
-    share = "n/a" if rep["silent_share"] is None else f"{100 * rep['silent_share']:.1f}%"
+    share = "n/a" if rep.silent_share is None else f"{100 * rep.silent_share:.1f}%"
     click.echo(f"since {iso(start)} ({short_age(time.time() - start)} ago)")
-    click.echo(f"runs judged     {rep['runs']}")
-    click.echo(f"silent          {rep['silent']} ({share})")
-    click.echo(f"notes           {rep['notes']}")
-    click.echo(f"escalated       {rep['escalated']}")
+    click.echo(f"runs judged     {rep.runs}")
+    click.echo(f"silent          {rep.silent} ({share})")
+    click.echo(f"notes           {rep.notes}")
+    click.echo(f"escalated       {rep.escalated}")
     click.echo("escalations by kind:")
-    kinds = rep["escalations"] or [{"kind": "(none)", "escalations": 0, "occurrences": 0}]
+    kinds = rep.escalations or (KindCount(kind="(none)"),)
     # Columns sized to their content: a long kind (mission_worker_failed) keeps the counts aligned.
-    kw = max(len(shown(r["kind"])) for r in kinds)
-    ew = max(len(str(r["escalations"])) for r in kinds)
-    ow = max(len(str(r["occurrences"] or 0)) for r in kinds)
-    for r in kinds:
-        click.echo(f"  {shown(r['kind']):<{kw}} {r['escalations']:>{ew}} escalation(s),"
-                   f" {r['occurrences'] or 0:>{ow}} occurrence(s)")
-    n = rep["notifications"]
-    click.echo(f"notifications   sent {n['sent']}, failed {n['failed']}, pending {n['pending']}"
-               + (f", cancelled {n['cancelled']}" if n.get("cancelled") else ""))
+    kw = max(len(shown(k.kind)) for k in kinds)
+    ew = max(len(str(k.escalations)) for k in kinds)
+    ow = max(len(str(k.occurrences or 0)) for k in kinds)
+    for k in kinds:
+        click.echo(f"  {shown(k.kind):<{kw}} {k.escalations:>{ew}} escalation(s),"
+                   f" {k.occurrences or 0:>{ow}} occurrence(s)")
+    sent = rep.notifications
+    click.echo(f"notifications   sent {sent.get('sent', 0)}, failed {sent.get('failed', 0)},"
+               f" pending {sent.get('pending', 0)}"
+               + (f", cancelled {sent['cancelled']}" if sent.get("cancelled") else ""))
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

@@ -101,12 +101,12 @@ def eval_cmd(corpus: str | None, ledger_path: str | None, since: float, show_all
             by_cls[case.cls] = by_cls.get(case.cls, 0) + 1
         click.echo(f"{len(cases)} cases from {corpus} ("
                    + ", ".join(f"{n} {k}" for k, n in sorted(by_cls.items())) + ")")
-        for lbl, r, c in passes:
+        for lbl, r, model_calls in passes:
             for line in r.lines(lbl):
                 click.echo(line)
-            if c.get("error") or c.get("budget") or c.get("cached"):
-                click.echo(f"  model calls: {c['ok']} answered, {c['cached']} cached, {c['error']} errors"
-                           f" (rules verdict kept), {c['budget']} over budget")
+            if model_calls.get("error") or model_calls.get("budget") or model_calls.get("cached"):
+                click.echo(f"  model calls: {model_calls['ok']} answered, {model_calls['cached']} cached,"
+                           f" {model_calls['error']} errors (rules verdict kept), {model_calls['budget']} over budget")
             for missed in r.missed_goals():
                 click.echo(f"  GOAL MISSED: {missed}")
             if show_misses:

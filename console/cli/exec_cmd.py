@@ -6,7 +6,7 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 from pydantic import ValidationError
@@ -25,7 +25,8 @@ from console.cli.common import (
 )
 from console.cli.usable import ledger_problem
 from core.ledger.dialect import is_url, mask_url
-from core.ledger.jobs import job_row
+from core.ledger.records import Job
+from core.ledger.sql_store import SqlStore
 from core.spec.loader import LoadedJob, load_dir, resolve_cwd
 from core.spec.model import JobSpec, spec_from_json
 from core.spec.settings import Settings
@@ -49,9 +50,9 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
         base, source, line = lj.spec, lj.source, lj.line
     else:
-        row = _stored(settings, name)
-        if row is not None and row.get("source"):
-            record, base, source, line = None, spec_from_json(row["spec"]), row["source"], row["source_line"]
+        stored = _stored(settings, name)
+        if stored is not None and stored.source:
+            record, base, source, line = None, spec_from_json(stored.spec), stored.source, stored.source_line
         else:
             if not argv:
                 fail("give the command after --, e.g. watchkeeper exec --job backup -- /usr/local/bin/backup.sh",
@@ -89,12 +90,13 @@ def run_unrecorded(name: str, argv: tuple[str, ...], jobs_dir: str | None, why: 
         raise SystemExit(127 if isinstance(exc, FileNotFoundError) else 126) from None
 
 
-def _stored(settings: Settings, name: str) -> dict[str, Any] | None:
+def _stored(settings: Settings, name: str) -> Job | None:
+    """The ledger's job ``name`` (``jobs``), None when unknown or there is no ledger yet."""
     if not is_url(settings.ledger) and not Path(settings.ledger).exists():
         return None
     led = open_ledger_at(settings.ledger)
     try:
-        return job_row(led.conn, name)
+        return SqlStore(led).job(name)
     finally:
         led.close()
 

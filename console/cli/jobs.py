@@ -8,8 +8,6 @@ first, it is not paused, or the question was answered no), 2 no such job.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import click
 
@@ -29,18 +27,20 @@ from console.cli.common import (
 from core import actions
 from core.actions import removed_words, unknown_words
 from core.ledger.connection import Ledger
-from core.ledger.reads import job_controls
+from core.ledger.page_records import JobControls, JobRow
+from core.ledger.sql_store import SqlStore
 from core.text import short_age
 from core.vocabulary import ActionResult
 
 
-def _known(ledger: Ledger, job: str) -> dict:
-    row = job_controls(ledger, job)
-    if row is not None and not row["enabled"]:
-        fail(shown(removed_words(job)), EXIT_NOT_FOUND)
-    if row is None:
+def _known(ledger: Ledger, job: str) -> JobControls:
+    """The job's control state, or exit 2 (one line) when there is no such job or it was removed."""
+    controls = SqlStore(ledger).job_controls(job)
+    if controls is None:
         fail(unknown_words(job), EXIT_NOT_FOUND)
-    return row
+    if not controls.enabled:
+        fail(shown(removed_words(job)), EXIT_NOT_FOUND)
+    return controls
 
 
 def _report(result: ActionResult) -> None:
@@ -73,8 +73,8 @@ def pause_cmd(job: str, operator: str | None, reason: str | None, ledger_path: s
     """
     settings = open_settings(None, None, ledger=ledger_path, operator=operator)
     with open_ledger(ledger_path) as ledger:
-        row = _known(ledger, job)
-        if row["paused_at"] is None and not yes:
+        controls = _known(ledger, job)
+        if controls.paused_at is None and not yes:
             question = (f"Pause {shown(job)}? Its scheduled runs are skipped until "
                         f"`watchkeeper resume {shown(job)}`.")
             confirm_or_exit(question, "not paused")
@@ -101,9 +101,9 @@ def resume_cmd(job: str, operator: str | None, ledger_path: str | None, yes: boo
     """
     settings = open_settings(None, None, ledger=ledger_path, operator=operator)
     with open_ledger(ledger_path) as ledger:
-        row = _known(ledger, job)
-        if row["paused_at"] is not None and not yes:
-            by = str(row["paused_by"] or "?").removeprefix("operator:")
+        controls = _known(ledger, job)
+        if controls.paused_at is not None and not yes:
+            by = str(controls.paused_by or "?").removeprefix("operator:")
             question = f"Resume {shown(job)} (paused by {shown(by)})? Its next scheduled slot runs."
             confirm_or_exit(question, "not resumed")
         result = actions.resume_job(ledger, job, settings.operator)
@@ -127,54 +127,52 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """
     import time as _time
 
-    from core.ledger.reads import invalid_specs, jobs_page
     from core.supervisor.policy.words import next_run_word
 
     now = _time.time()
-    rows: list[dict[str, Any]] = []
+    rows: list[JobRow] = []
     with open_ledger(ledger_path, read_only=True) as ledger:
+        store = SqlStore(ledger)
         cursor = None
         while True:
-            page = jobs_page(ledger, now=now, after=cursor, limit=500)
+            page = store.jobs_page(now=now, after=cursor, limit=500)
             rows.extend(page.rows)
             cursor = page.cursor
             if cursor is None:
                 break
-        invalid = invalid_specs(ledger, never_loaded=True, limit=10000)
-        errors = {r["job"]: r["text"] for r in invalid_specs(ledger, limit=10000) if r["loaded"]}
+        invalid = store.invalid_specs(never_loaded=True, limit=10000)
+        errors = {spec.job: spec.text for spec in store.invalid_specs(limit=10000) if spec.loaded}
     if as_json:
-        for r in rows:
-            r["loaded"] = True
-            r["spec_error"] = errors.get(r["name"]) or r.get("last_error")
-            click.echo(json.dumps(r, default=str))
+        for job in rows:
+            doc = {**job.to_json(), "loaded": True, "spec_error": errors.get(job.name) or job.last_error}
+            click.echo(json.dumps(doc, default=str))
         for inv in invalid:
-            click.echo(json.dumps({"name": inv["job"] or None, "loaded": False, "enabled": 0, "source": inv["source"],
-                                   "line": inv["line"], "field": inv["field"], "spec_error": inv["text"],
-                                   "first_seen": inv["first_seen"], "last_seen": inv["last_seen"]}))
+            click.echo(json.dumps({"name": inv.job or None, "loaded": False, "enabled": 0, "source": inv.source,
+                                   "line": inv.line, "field": inv.field, "spec_error": inv.text,
+                                   "first_seen": inv.first_seen, "last_seen": inv.last_seen}))
         return
     if not rows and not invalid:
         click.echo("no jobs (a runner records jobs when it loads their specs)")
         return
     click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
-    for r in rows:
+    for job in rows:
         # The console's Jobs view gives the same answer (reads.job_next_run): paused, the
         # breaker's trial slot after its cool-down, a one-shot's `at`.
-        nxt = next_run_word(r["next_run"], r.get("next_held"), now)
-        rate = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
-        brk = r["breaker_state"] or "closed"
-        if brk == "open" and r.get("breaker_until"):
-            brk += f" {short_age(r['breaker_until'] - now)}"  # a daily job cools down for a day
-        name = r["name"] + ("" if r["enabled"] else " (removed)")
-        last = "partial" if r.get("last_status") == "partial" else str(r["last_state"] or "-")
-        click.echo(f"{shown(name, 22):<22} {shown(r['schedule_text'] or '-', 18):<18} {nxt:<10.10}"
+        nxt = next_run_word(job.next_run, job.next_held, now)
+        rate = "-" if job.success_rate is None else f"{job.success_rate:.0%}"
+        brk = job.breaker_state or "closed"
+        if brk == "open" and job.breaker_until:
+            brk += f" {short_age(job.breaker_until - now)}"  # a daily job cools down for a day
+        name = job.name + ("" if job.enabled else " (removed)")
+        last = "partial" if job.last_status == "partial" else str(job.last_state or "-")
+        click.echo(f"{shown(name, 22):<22} {shown(job.schedule_text or '-', 18):<18} {nxt:<10.10}"
                    f" {last:<10} {brk:<10} {rate:>7}")
-        error = errors.get(r["name"]) or r.get("last_error")
+        error = errors.get(job.name) or job.last_error
         if error:
             click.echo(f"  ! spec error (the last good spec still runs): {shown(error, 200)}")
     for inv in invalid:
-        name = inv["job"] or Path(inv["source"]).name
-        click.echo(f"{shown(name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
-        click.echo(f"  ! spec error (never loaded): {shown(inv['text'], 200)}")
+        click.echo(f"{shown(inv.name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
+        click.echo(f"  ! spec error (never loaded): {shown(inv.text, 200)}")
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

@@ -73,7 +73,7 @@ def notify_test_cmd(spec_dir: str, config_path: str | None, sink_names: tuple[st
         if not as_json:
             said = f"delivered in {took:.1f}s" if error is None else f"FAILED after {took:.1f}s: {shown(error)}"
             click.echo(f"{shown(sink.name)} ({sink.type}): {said}")
-    failed = sum(1 for r in results if not r["delivered"])
+    failed = sum(1 for res in results if res["error"] is not None)
     if as_json:
         click.echo(json.dumps({"ok": failed == 0, "results": results}))
     else:

@@ -31,8 +31,8 @@ from console.cli.common import (
 )
 from console.evidence import handoff_fields, verification_rows
 from core.ledger.lifecycle import TERMINAL, State
-from core.ledger.reads import run_detail
-from core.ledger.runs import job_known, list_runs, run_time
+from core.ledger.records import Outcome
+from core.ledger.runs import job_known
 from core.ledger.sql_store import SqlStore
 from core.processes import signal_name
 from core.text import duration, iso, local_hms, quoted
@@ -196,25 +196,25 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
       watchkeeper runs --state failed --limit 10
     """
     with open_ledger(ledger_path, read_only=True) as ledger:
-        rows = list_runs(ledger, job=job, state=state, limit=limit, host=host)
+        rows = SqlStore(ledger).listed_runs(job=job, state=state, limit=limit, host=host)
         if job and not rows and not job_known(ledger, job):
             fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
     if as_json:
-        for r in rows:
-            click.echo(json.dumps(r, default=str))
+        for listed in rows:
+            click.echo(json.dumps(listed.to_json(), default=str))
         return
     if not rows:
         click.echo("no runs")
         return
     click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'HOST':<12} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7}"
                " REASON")
-    for r in rows:
-        t = run_time(r)
-        name = _one_line(f"{r['job']}/{r['task']}" if r.get("task") else r["job"], 22)
-        where = _one_line(r.get("host") or "-", 12)
-        click.echo(f"{r['id']:>6}  {local_hms(t)}  {name:<22.22} {where:<12.12} {r['attempt']:<3} {styled_state(r['state'])} "
-                   f"{fmt_duration(r['duration_s']):>8}  {fmt_exit(r['exit_code'], r['signal']):7} "
-                   f"{_one_line(r.get('verdict_reason') or r.get('reason') or '')}")
+    for listed in rows:
+        r = listed.run
+        name = _one_line(f"{r.job}/{r.task}" if r.task else r.job, 22)
+        where = _one_line(r.host or "-", 12)
+        click.echo(f"{r.id:>6}  {local_hms(r.time)}  {name:<22.22} {where:<12.12} {r.attempt:<3} {styled_state(r.state)} "
+                   f"{fmt_duration(listed.duration_s):>8}  {fmt_exit(r.exit_code, r.signal):7} "
+                   f"{_one_line(listed.verdict_reason or r.reason or '')}")
 
 
 def _one_line(text: Any, width: int = 60) -> str:
@@ -227,19 +227,19 @@ def _safe(text: Any) -> str:
     return shown_lines(text)
 
 
-def verdict_sentence(o: dict[str, Any]) -> str:
-    """The supervisor's verdict on an outcome row as a sentence: ``escalated as critical
+def verdict_sentence(o: Outcome) -> str:
+    """The supervisor's verdict on an outcome as a sentence: ``escalated as critical
     (failed): backup-db exited 1``, ``kept silent (routine): routine success (…)``, ``noted,
     not escalated (first_success, info): first-ever success of x``. Untrusted parts escaped."""
-    kind = shown(o.get("verdict_kind") or "?")
-    reason = shown(o.get("verdict_reason") or "")
-    if o.get("escalate"):
-        head = f"escalated as {shown(o.get('severity') or 'info')} ({kind})"
-    elif o.get("silent"):
+    kind = shown(o.verdict_kind or "?")
+    reason = shown(o.verdict_reason or "")
+    if o.escalate:
+        head = f"escalated as {shown(o.severity or 'info')} ({kind})"
+    elif o.silent:
         head = f"kept silent ({kind})"
     else:
-        head = f"noted, not escalated ({kind}" + (f", {shown(o['severity'])})" if o.get("severity") else ")")
-    judged = f" [judged by {shown(o['judged_by'])}]" if o.get("judged_by") else ""
+        head = f"noted, not escalated ({kind}" + (f", {shown(o.severity)})" if o.severity else ")")
+    judged = f" [judged by {shown(o.judged_by)}]" if o.judged_by else ""
     return head + (f": {reason}" if reason else "") + judged
 
 
@@ -273,66 +273,65 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
       watchkeeper show 42
     """
     with open_ledger(ledger_path, read_only=True) as ledger:
-        d = run_detail(ledger, run_id)
+        d = SqlStore(ledger).run_detail(run_id)
         if d is None:
             fail(f"no run {run_id}", EXIT_NOT_FOUND)
     if as_json:
-        click.echo(json.dumps(d, default=str, indent=2))
+        click.echo(json.dumps(d.to_json(), default=str, indent=2))
         return
-    r, o = d["run"], d["outcome"] or {}
-    click.echo(f"run {r['id']}  job {shown(r['job'])}  attempt {r['attempt']}  state {r['state']}")
-    click.echo(f"  slot {shown(r['slot'])}  trigger {r['trigger']}  worker {r['worker']}"
-               f"  runner {shown(r['runner_id'] or '-')}  host {shown(r.get('host') or '-')}")
-    if r.get("abandon_requested_at"):
-        click.echo(shown(f"  kill requested by {r['abandon_requested_by']} at {iso(r['abandon_requested_at'])}:"
-                         f" waiting for runner {r['runner_id']} on {r.get('host') or '?'} to confirm"))
-    click.echo(f"  started {iso(r['started_at']) or '-'}  ended {iso(r['ended_at']) or '-'}  "
-               f"duration {fmt_duration(o.get('duration_s'))}  exit {fmt_exit(r['exit_code'], r['signal'])}  "
-               f"pid {r['pid'] or '-'}")
-    if r.get("reason"):
-        click.echo(f"  reason: {_safe(r['reason'])}")
+    r, o = d.run, d.outcome
+    click.echo(f"run {r.id}  job {shown(r.job)}  attempt {r.attempt}  state {r.state}")
+    click.echo(f"  slot {shown(r.slot)}  trigger {r.trigger}  worker {r.worker}"
+               f"  runner {shown(r.runner_id or '-')}  host {shown(r.host or '-')}")
+    if r.abandon_requested_at:
+        click.echo(shown(f"  kill requested by {r.abandon_requested_by} at {iso(r.abandon_requested_at)}:"
+                         f" waiting for runner {r.runner_id} on {r.host or '?'} to confirm"))
+    click.echo(f"  started {iso(r.started_at) or '-'}  ended {iso(r.ended_at) or '-'}  "
+               f"duration {fmt_duration(o.duration_s if o else None)}  exit {fmt_exit(r.exit_code, r.signal)}  "
+               f"pid {r.pid or '-'}")
+    if r.reason:
+        click.echo(f"  reason: {_safe(r.reason)}")
     click.echo("attempts:")
-    for a in d["attempts"]:
-        mark = "*" if a["id"] == r["id"] else " "
-        click.echo(f" {mark} #{a['attempt']} run {a['id']} {a['state']:<10} exit {fmt_exit(a['exit_code'], a['signal'])}"
-                   f"  {_safe(a.get('reason') or '')}")
-    if d["children"]:
+    for a in d.attempts:
+        mark = "*" if a.id == r.id else " "
+        click.echo(f" {mark} #{a.attempt} run {a.id} {a.state:<10} exit {fmt_exit(a.exit_code, a.signal)}"
+                   f"  {_safe(a.reason or '')}")
+    if d.children:
         click.echo("sub-tasks:")
-        for c in d["children"]:
-            click.echo(f"   {shown(c['task']):<16} #{c['attempt']} run {c['id']} {c['state']:<10} "
-                       f"exit {fmt_exit(c['exit_code'], c['signal'])}")
+        for c in d.children:
+            click.echo(f"   {shown(c.task):<16} #{c.attempt} run {c.id} {c.state:<10} "
+                       f"exit {fmt_exit(c.exit_code, c.signal)}")
     if o:
-        click.echo(f"outcome: status {o.get('status')}  stdout {d['stdout']['total']} bytes, stderr "
-                   f"{d['stderr']['total']} bytes{' (capped: head and tail kept)' if o.get('output_truncated') else ''}")
-        if o.get("verdict_reason") or o.get("severity") or o.get("verdict_kind"):
+        click.echo(f"outcome: status {o.status}  stdout {d.stdout.total} bytes, stderr "
+                   f"{d.stderr.total} bytes{' (capped: head and tail kept)' if o.output_truncated else ''}")
+        if o.verdict_reason or o.severity or o.verdict_kind:
             click.echo(f"verdict: {verdict_sentence(o)}")
-        ver = o.get("verification")
-        if isinstance(ver, dict) and not ver.get("checks") and r["state"] != "succeeded":
+        ver = o.verification
+        if isinstance(ver, dict) and not ver.get("checks") and r.state != "succeeded":
             click.echo("verification: skipped (the run failed before verification)")
         elif ver:
             for line in verification_lines(ver):
                 click.echo(line)
-        for f in o.get("handoff_findings") or []:
+        for f in o.handoff_findings or []:
             click.echo(f"handoff finding: {shown(f.get('code'))}: {_safe(f.get('message'))}")
-        if o.get("handoff") is not None:
+        if o.handoff is not None:
             click.echo("handoff:")
-            for key, value in handoff_fields(o["handoff"]):
+            for key, value in handoff_fields(o.handoff):
                 click.echo(f"  {key}: {value}")
     click.echo("audit trail (every attempt of the lineage):")
-    for e in d["events"]:
-        move = f"{e['from_state'] or ''} → {e['to_state'] or ''}" if e["to_state"] or e["from_state"] else ""
-        click.echo(f"  {iso(e['at'])}  run {e['run_id'] or '-':<5} {e['kind']:<16} {move:<24} {shown(e['actor'])}  "
-                   f"{_safe(e.get('reason') or '')}")
-    for name in ("stdout", "stderr"):
-        sl = d[name]
-        if not sl.get("size"):
+    for e in d.events:
+        move = f"{e.from_state or ''} → {e.to_state or ''}" if e.to_state or e.from_state else ""
+        click.echo(f"  {iso(e.at)}  run {e.run_id or '-':<5} {e.kind:<16} {move:<24} {shown(e.actor)}  "
+                   f"{_safe(e.reason or '')}")
+    for name, sl in (("stdout", d.stdout), ("stderr", d.stderr)):
+        if not sl.size:
             continue
-        kept = "bytes kept" if sl.get("exists") else "bytes; file gone, slices from the ledger"
-        click.echo(f"--- {name} ({sl['size']} {kept}) head ---")
-        click.echo(_safe(sl["head"]).rstrip("\n"))
-        if sl.get("tail"):
+        kept = "bytes kept" if sl.exists else "bytes; file gone, slices from the ledger"
+        click.echo(f"--- {name} ({sl.size} {kept}) head ---")
+        click.echo(_safe(sl.head).rstrip("\n"))
+        if sl.tail:
             click.echo(f"--- {name} tail ---")
-            click.echo(_safe(sl["tail"]).rstrip("\n"))
+            click.echo(_safe(sl.tail).rstrip("\n"))
 
 
 @click.command("trigger")

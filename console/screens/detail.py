@@ -29,6 +29,8 @@ from console.screens.operator_actions import confirm_run_action, refuse_read_onl
 from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
 from core.ledger import reads
+from core.ledger.page_records import RunDetail
+from core.ledger.records import Outcome, Run
 
 #: States in which a run's output may still grow (its files are re-read on every pulse).
 LIVE_STATES = ("spawned", "running", "verifying")
@@ -67,42 +69,41 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def failed_before_verification(run: dict[str, Any], verification: Any) -> bool:
+def failed_before_verification(run: Run, verification: Any) -> bool:
     """The run ended with a non-zero exit or a signal and the supervisor ran no checks: its
     ``{"ok": true, "checks": []}`` means "not verified", not "passed"."""
-    failed = bool(run.get("signal")) or run.get("exit_code") not in (None, 0)
+    failed = bool(run.signal) or run.exit_code not in (None, 0)
     no_checks = verification is None or (isinstance(verification, dict) and not verification.get("checks"))
     return failed and no_checks
 
 
-def _status_word(run: dict[str, Any], outcome: dict[str, Any]) -> tuple[str, str]:
+def _status_word(run: Run, outcome: Outcome | None) -> tuple[str, str]:
     """The run's state as its label, and "partial" as partial (a handoff that said partial is
     not shown as ✓ ok)."""
-    if outcome.get("status") == "partial":
+    if outcome is not None and outcome.status == "partial":
         lab = label("outcome_status", "partial")
     else:
-        lab = label("run_state", run["state"])
+        lab = label("run_state", run.state)
     return lab.text, lab.style
 
 
-def render_why(out: Text, d: dict[str, Any], width: int) -> None:
+def render_why(out: Text, d: RunDetail, width: int) -> None:
     """The page's opening: the supervisor's reason sentence, then the job's most telling
     output lines (unless the sentence already quotes them)."""
-    run, outcome = d["run"], d["outcome"] or {}
-    reason = outcome.get("verdict_reason") or run.get("reason")
+    reason = (d.outcome.verdict_reason if d.outcome else None) or d.run.reason
     _kv(out, "why", reason, width=width)
-    stderr, stdout = d["stderr"], d["stdout"]
-    lines = evidence.telling_lines(stderr["tail"] or stderr["head"], stdout["tail"] or stdout["head"],
+    stderr, stdout = d.stderr, d.stdout
+    lines = evidence.telling_lines(stderr.tail or stderr.head, stdout.tail or stdout.head,
                                    width=max(20, width - 14))
     lines = evidence.not_in(reason, lines)
     for i, ln in enumerate(lines):
         _kv(out, "output" if i == 0 else "", ln, style="italic", width=width)
 
 
-def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any], raw_json: bool) -> None:
-    verification = outcome.get("verification")
+def render_verification(out: Text, run: Run, outcome: Outcome | None, raw_json: bool) -> None:
+    verification = outcome.verification if outcome else None
     _section(out, "Verification: claimed vs found")
-    if outcome and run["state"] not in ("queued", "spawned", "running", "verifying") \
+    if outcome is not None and run.state not in ("queued", "spawned", "running", "verifying") \
             and failed_before_verification(run, verification):
         out.append("verification: skipped (the run failed before verification)\n", style="bold")
         return
@@ -111,7 +112,7 @@ def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any],
         return
     rows = evidence.verification_rows(verification)
     if not rows:
-        out.append("no checks (nothing was claimed and the spec asks for none)\n" if outcome else "-\n",
+        out.append("no checks (nothing was claimed and the spec asks for none)\n" if outcome is not None else "-\n",
                    style="dim")
         return
     for ok, soft, what, found in rows:
@@ -120,16 +121,18 @@ def render_verification(out: Text, run: dict[str, Any], outcome: dict[str, Any],
         out.append(found + ("  (soft)" if soft and not ok else "") + "\n", style="" if ok else "bold")
 
 
-def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: int = 78) -> None:
+def render_handoff(out: Text, outcome: Outcome | None, raw_json: bool, width: int = 78) -> None:
     _section(out, "Handoff")
-    handoff, findings = outcome.get("handoff"), outcome.get("handoff_findings")
+    handoff = outcome.handoff if outcome else None
+    findings = outcome.handoff_findings if outcome else None
+    handoff_raw = outcome.handoff_raw if outcome else None
     if raw_json:
-        out.append(escaped(_pretty(handoff or outcome.get("handoff_raw"))) + "\n")
+        out.append(escaped(_pretty(handoff or handoff_raw)) + "\n")
         if findings:
             out.append("findings: ", style="bold")
             out.append(escaped(_pretty(findings)) + "\n")
         return
-    if handoff is None and outcome.get("handoff_raw") is None and evidence.is_plain_job_without_handoff(findings):
+    if handoff is None and handoff_raw is None and evidence.is_plain_job_without_handoff(findings):
         out.append("none: a plain shell job; its exit code and output are the evidence\n", style="dim")
         return
     for key, value in evidence.handoff_fields(handoff):
@@ -138,7 +141,7 @@ def render_handoff(out: Text, outcome: dict[str, Any], raw_json: bool, width: in
             _kv(out, key, None, styled=(lab.text, lab.style))
         else:
             _kv(out, key, value, width=width)
-    if handoff is None and outcome.get("handoff_raw"):
+    if handoff is None and handoff_raw:
         _kv(out, "stored", "(not valid: J shows the raw text)")
     for f in findings or []:
         if isinstance(f, dict) and f.get("code") != "missing":
@@ -160,100 +163,100 @@ def hanging(head: str, body: Text, width: int) -> Text:
     return out
 
 
-def render_detail(d: dict[str, Any], now: float, width: int = 78, *, raw_json: bool = False) -> Text:
+def render_detail(d: RunDetail, now: float, width: int = 78, *, raw_json: bool = False) -> Text:
     """The whole detail page as one ``Text`` (sanitised; no markup is ever parsed).
 
     It opens with the why (the supervisor's reason, the job's telling output lines), then the
     verification (claimed vs found) and the handoff as readable fields (``raw_json``: the
     stored JSON instead), then the run's metadata, attempts, sub-tasks, timeline and output.
     Attempt and sub-task rows are cut to ``width`` cells so each stays on one line."""
-    run, outcome = d["run"], d["outcome"] or {}
+    run, outcome = d.run, d.outcome
     out = Text(end="")
     text, style = _status_word(run, outcome)
     # Job and run on separate labelled lines: which job, then which run of it.
     out.append(f"{'job':<12}", style="bold")
-    out.append(escaped(run["job"], keep_newlines=False) + "\n", style="bold")
+    out.append(escaped(run.job, keep_newlines=False) + "\n", style="bold")
     out.append(f"{'run':<12}", style="bold")
-    out.append(f"{run['id']} · attempt {run['attempt']} · ")
+    out.append(f"{run.id} · attempt {run.attempt} · ")
     out.append(text, style=style)
-    took = outcome.get("duration_s")
-    if took is None and run["started_at"] and run["ended_at"]:
-        took = run["ended_at"] - run["started_at"]
-    out.append(f" · {duration(took)} · exit {exit_text(run['exit_code'], run['signal'])}\n")
+    took = outcome.duration_s if outcome else None
+    if took is None and run.started_at and run.ended_at:
+        took = run.ended_at - run.started_at
+    out.append(f" · {duration(took)} · exit {exit_text(run.exit_code, run.signal)}\n")
     render_why(out, d, width)
-    for e in d["escalations"]:
-        lab = label("severity", e["severity"])
+    for e in d.escalations:
+        lab = label("severity", e.severity)
         out.append(f"{'escalation':<12}", style="bold")
         out.append(lab.text, style=lab.style)
-        out.append(escaped(f" #{e['id']} {e['kind']} · {word('escalation_state', e['state'])} · ×{e['count']}",
+        out.append(escaped(f" #{e.id} {e.kind} · {word('escalation_state', e.state)} · ×{e.count}",
                          keep_newlines=False) + "\n")
 
     render_verification(out, run, outcome, raw_json)
     render_handoff(out, outcome, raw_json, width)
 
     _section(out, "Run")
-    _kv(out, "trigger", run["trigger"], width=width)
-    _kv(out, "created", clock(run["created_at"], now))
-    _kv(out, "started", clock(run["started_at"], now))
-    _kv(out, "ended", clock(run["ended_at"], now))
-    where = f" on {run.get('host')}" if run.get("host") else ""  # the host it was spawned on (a fleet)
-    _kv(out, "pid", f"{run['pid'] or '-'}{where} (runner {run['runner_id'] or '-'})")
-    _kv(out, "reason", run["reason"], width=width)
-    _kv(out, "artifacts", run["artifacts_dir"], width=width)
-    _kv(out, "judged", f"{outcome.get('judged_by') or '-'} · verdict {outcome.get('verdict_kind') or '-'}"
-        f" · {'silent' if outcome.get('silent') == 1 else 'spoke up' if outcome.get('silent') == 0 else '-'}")
+    _kv(out, "trigger", run.trigger, width=width)
+    _kv(out, "created", clock(run.created_at, now))
+    _kv(out, "started", clock(run.started_at, now))
+    _kv(out, "ended", clock(run.ended_at, now))
+    where = f" on {run.host}" if run.host else ""  # the host it was spawned on (a fleet)
+    _kv(out, "pid", f"{run.pid or '-'}{where} (runner {run.runner_id or '-'})")
+    _kv(out, "reason", run.reason, width=width)
+    _kv(out, "artifacts", run.artifacts_dir, width=width)
+    silent = outcome.silent if outcome else None
+    _kv(out, "judged", f"{(outcome.judged_by if outcome else None) or '-'} · verdict "
+        f"{(outcome.verdict_kind if outcome else None) or '-'}"
+        f" · {'silent' if silent == 1 else 'spoke up' if silent == 0 else '-'}")
 
-    _section(out, f"Attempts ({len(d['attempts'])})")
-    for a in d["attempts"]:
-        mark = "▶" if a["id"] == run["id"] else " "
-        state_text, st = label("run_state", a["state"])
-        head = f"{mark} #{a['attempt']:<2} run {a['id']:<6} "
-        rest = (f" {escaped_line(a['trigger'], 12):<12} {clock(a['ended_at'], now):<8} "
-                f"exit {exit_text(a['exit_code'], a['signal']):<5}")
+    _section(out, f"Attempts ({len(d.attempts)})")
+    for a in d.attempts:
+        mark = "▶" if a.id == run.id else " "
+        state_text, st = label("run_state", a.state)
+        head = f"{mark} #{a.attempt:<2} run {a.id:<6} "
+        rest = (f" {escaped_line(a.trigger, 12):<12} {clock(a.ended_at, now):<8} "
+                f"exit {exit_text(a.exit_code, a.signal):<5}")
         used = len(head) + 10 + len(rest)
         out.append(head)
         out.append(f"{state_text:<10}", style=st)
         out.append(rest)
-        if a["reason"] and width - used > 2:
-            out.append(" " + escaped_line(a["reason"], width - used - 1))
+        if a.reason and width - used > 2:
+            out.append(" " + escaped_line(a.reason, width - used - 1))
         out.append("\n")
 
-    children = d.get("children") or []
-    if children:
-        _section(out, f"Sub-tasks ({len(children)})")
-        for c in children:
-            state_text, st = label("run_state", c["state"])
-            head = f"  {escaped_line(c['task'], 16):<16} #{c['attempt']:<2} run {c['id']:<6} "
-            rest = f" exit {exit_text(c['exit_code'], c['signal']):<5}"
+    if d.children:
+        _section(out, f"Sub-tasks ({len(d.children)})")
+        for c in d.children:
+            state_text, st = label("run_state", c.state)
+            head = f"  {escaped_line(c.task, 16):<16} #{c.attempt:<2} run {c.id:<6} "
+            rest = f" exit {exit_text(c.exit_code, c.signal):<5}"
             used = len(head) + 10 + len(rest)
             out.append(head)
             out.append(f"{state_text:<10}", style=st)
             out.append(rest)
-            if c["reason"] and width - used > 2:
-                out.append(" " + escaped_line(c["reason"], width - used - 1))
+            if c.reason and width - used > 2:
+                out.append(" " + escaped_line(c.reason, width - used - 1))
             out.append("\n")
 
-    _section(out, f"Timeline ({len(d['events'])} events)")
-    for ev in d["events"]:
-        move = f"{ev['from_state'] or ''} → {ev['to_state']}" if ev["to_state"] else ""
-        line = Text(escaped(f"{ev['kind']} {move}", keep_newlines=False), style="bold")
-        line.append(escaped(f"  {ev['actor']}  {ev['reason'] or ''}", keep_newlines=False).rstrip())
-        out.append_text(hanging(f"{clock(ev['at'], now):<13} #{ev['attempt'] or '-':<3} ", line, width))
+    _section(out, f"Timeline ({len(d.events)} events)")
+    for ev in d.events:
+        move = f"{ev.from_state or ''} → {ev.to_state}" if ev.to_state else ""
+        line = Text(escaped(f"{ev.kind} {move}", keep_newlines=False), style="bold")
+        line.append(escaped(f"  {ev.actor}  {ev.reason or ''}", keep_newlines=False).rstrip())
+        out.append_text(hanging(f"{clock(ev.at, now):<13} #{ev.attempt or '-':<3} ", line, width))
 
     render_output(out, d)
     return out
 
 
-def render_output(out: Text, d: dict[str, Any]) -> None:
+def render_output(out: Text, d: RunDetail) -> None:
     """The run's stdout and stderr sections (head, and tail when cut) of ``reads.run_detail``
     ``d``, each through the escaper; the run detail and the escalation detail show them."""
-    for name in ("stdout", "stderr"):
-        s = d[name]
-        _section(out, f"{name} ({s.get('total', s['size']):,} bytes{'' if s['exists'] else ', stored excerpt'})")
-        out.append(output(s["head"]) or "(empty)")
-        if s["tail"]:
+    for name, s in (("stdout", d.stdout), ("stderr", d.stderr)):
+        _section(out, f"{name} ({s.total:,} bytes{'' if s.exists else ', stored excerpt'})")
+        out.append(output(s.head) or "(empty)")
+        if s.tail:
             out.append("\n… skipped …\n", style="dim italic")
-            out.append(output(s["tail"]))
+            out.append(output(s.tail))
         out.append("\n")
 
 
@@ -271,7 +274,7 @@ class DetailScreen(LiveScreen):
     def __init__(self, run_id: int) -> None:
         super().__init__()
         self.run_id = run_id
-        self.detail: dict[str, Any] | None = None
+        self.detail: RunDetail | None = None
         self.term = ""
         self.raw_json = False  # J: handoff and verification as the stored JSON
         self._matches: list[int] = []
@@ -294,7 +297,7 @@ class DetailScreen(LiveScreen):
 
     async def on_ledger(self, refresh: bool, committed: bool) -> None:
         # A running job's output grows in its files, not in the ledger: re-read it every pulse.
-        if refresh or self.detail is None or self.detail["run"]["state"] in LIVE_STATES:
+        if refresh or self.detail is None or self.detail.run.state in LIVE_STATES:
             await self.load()
 
     async def load(self, *, force: bool = False, **_: Any) -> None:
@@ -414,8 +417,8 @@ class DetailScreen(LiveScreen):
 
     def action_retry(self) -> None:
         if not self._refuse() and self.detail:
-            confirm_run_action(self, "retry", self.run_id, self.detail["run"]["job"], self.load)
+            confirm_run_action(self, "retry", self.run_id, self.detail.run.job, self.load)
 
     def action_abandon(self) -> None:
         if not self._refuse() and self.detail:
-            confirm_run_action(self, "abandon", self.run_id, self.detail["run"]["job"], self.load)
+            confirm_run_action(self, "abandon", self.run_id, self.detail.run.job, self.load)

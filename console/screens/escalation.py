@@ -29,6 +29,7 @@ from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
 from core import actions
 from core.ledger import reads
+from core.ledger.page_records import EscalationDetail, EscalationEvent, RunDetail
 
 
 def _utc(ts: float | None) -> str:
@@ -39,85 +40,84 @@ def _actor(actor: str | None) -> str:
     return (actor or "-").removeprefix("operator:")
 
 
-def occurrences_of(d: dict[str, Any]) -> list[dict[str, Any]]:
-    """The occurrence rows to list: the audit trail's, or (for an escalation written before
-    its events were kept) one built from the row itself (its latest run and reason)."""
-    occ = d["occurrences"]
-    esc = d["escalation"]
-    if not occ and esc.get("latest_run_id") is not None:
-        occ = [{"at": esc["last_seen"], "run_id": esc["latest_run_id"], "reason": esc.get("reason"),
-                "run_state": None, "exit_code": None, "signal": None, "attempt": None}]
-    return occ
+def occurrences_of(d: EscalationDetail) -> list[EscalationEvent]:
+    """The occurrences to list: the audit trail's, or (for an escalation written before
+    its events were kept) one built from the escalation itself (its latest run and reason)."""
+    esc = d.escalation
+    if not d.occurrences and esc.latest_run_id is not None:
+        return [EscalationEvent(at=esc.last_seen, kind="escalation_opened", run_id=esc.latest_run_id,
+                                reason=esc.reason)]
+    return list(d.occurrences)
 
 
-def render_summary(d: dict[str, Any], now: float) -> Group:
+def render_summary(d: EscalationDetail, now: float) -> Group:
     """The screen's head: severity, job, kind, state, count, owner; then the why and first and
     last seen (local clock and age), each wrapping under its own column."""
-    esc = d["escalation"]
+    esc = d.escalation
     head = Text()
-    sev = label("severity", esc["severity"])
-    st = label("escalation_state", esc["state"])
+    sev = label("severity", esc.severity)
+    st = label("escalation_state", esc.state)
     head.append(sev.text, style=sev.style)
     head.append("  ")
-    head.append(escaped(esc["job"], keep_newlines=False), style="bold")
-    head.append("  " + escaped(esc["kind"], keep_newlines=False) + "  ")
+    head.append(escaped(esc.job, keep_newlines=False), style="bold")
+    head.append("  " + escaped(esc.kind, keep_newlines=False) + "  ")
     head.append(st.text, style=st.style)
-    head.append(f"  ×{esc['count']}  owner {escaped_line(esc.get('owner') or '-', 24)}  #{esc['id']}")
-    seen = (f"first {age(now - esc['first_seen'])} ago ({clock(esc['first_seen'], now)}), "
-            f"last {age(now - esc['last_seen'])} ago ({clock(esc['last_seen'], now)})")
-    if esc["state"] == "snoozed" and esc.get("snoozed_until"):
-        seen += f", snoozed for {age(esc['snoozed_until'] - now)} more"
+    head.append(f"  ×{esc.count}  owner {escaped_line(esc.owner or '-', 24)}  #{esc.id}")
+    seen = (f"first {age(now - esc.first_seen)} ago ({clock(esc.first_seen, now)}), "
+            f"last {age(now - esc.last_seen)} ago ({clock(esc.last_seen, now)})")
+    if esc.state == "snoozed" and esc.snoozed_until:
+        seen += f", snoozed for {age(esc.snoozed_until - now)} more"
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", width=7, no_wrap=True)
     grid.add_column(ratio=1)
-    grid.add_row("why", Text(escaped(esc.get("reason") or "(no reason recorded)")))
+    grid.add_row("why", Text(escaped(esc.reason or "(no reason recorded)")))
     grid.add_row("seen", Text(seen))
     return Group(head, grid)
 
 
-def render_acts(d: dict[str, Any], now: float) -> Text:
+def render_acts(d: EscalationDetail, now: float) -> Text:
     """Who acknowledged, snoozed, resolved or reopened it and when; then the notifications
     and their delivery state."""
     out = Text(end="")
     out.append("── Who acted ", style="bold")
     out.append("─" * 40 + "\n", style="dim")
-    acts = list(d["acts"])
-    esc = d["escalation"]
+    acts: list[tuple[str, str | None, float | None, float | None]] = [
+        (a.kind, a.actor, a.at, a.until) for a in d.acts]
+    esc = d.escalation
     if not acts:
-        # Rows from before the audit trail kept these: the row's own fields still tell.
-        for verb, who, at in (("acknowledged", esc.get("acked_by"), esc.get("acked_at")),
-                              ("snoozed", esc.get("snoozed_by"), None),
-                              ("resolved", esc.get("resolved_by"), esc.get("resolved_at"))):
+        # Escalations from before the audit trail kept these: their own fields still tell.
+        for verb, who, at in (("acknowledged", esc.acked_by, esc.acked_at),
+                              ("snoozed", esc.snoozed_by, None),
+                              ("resolved", esc.resolved_by, esc.resolved_at)):
             if who:
-                acts.append({"kind": f"escalation_{verb}", "actor": who, "at": at, "until": None})
+                acts.append((f"escalation_{verb}", who, at, None))
     if not acts:
         out.append("nobody yet\n", style="dim")
-    for a in acts:
-        verb = a["kind"].removeprefix("escalation_")
-        out.append(f"{clock(a['at'], now) if a.get('at') else '-':<9} ")
+    for kind, actor, at, until in acts:
+        verb = kind.removeprefix("escalation_")
+        out.append(f"{clock(at, now) if at else '-':<9} ")
         out.append(f"{verb:<13}", style="bold")
-        out.append(escaped(f"by {_actor(a.get('actor'))}", keep_newlines=False))
-        if a.get("until"):
-            out.append(f" until {clock(a['until'], now)}")
+        out.append(escaped(f"by {_actor(actor)}", keep_newlines=False))
+        if until:
+            out.append(f" until {clock(until, now)}")
         out.append("\n")
     out.append("\n── Notifications ", style="bold")
     out.append("─" * 36 + "\n", style="dim")
-    notes = d["notifications"]
-    if not notes:
+    if not d.notifications:
         out.append("none sent (no sink configured, or routing sent it nowhere)\n", style="dim")
-    for n in notes:
-        lab = label("delivery_state", n["state"])
-        out.append(f"{clock(n['created_at'], now):<9} ")
-        out.append(escaped(f"{n['event']} → {n['sink']}", keep_newlines=False) + "  ")
+    for note in d.notifications:
+        lab = label("delivery_state", note.state)
+        out.append(f"{clock(note.created_at, now):<9} ")
+        out.append(escaped(f"{note.event} → {note.sink}", keep_newlines=False) + "  ")
         out.append(lab.text + " ", style=lab.style)
-        if n["state"] == "sent" and n.get("sent_at"):
-            out.append(f" at {clock(n['sent_at'], now)}")
-        elif n["state"] == "cancelled":
-            out.append(": " + escaped_line(n.get("last_error") or "", 60))
-        elif n["state"] != "sent":
-            out.append(f" after {n['attempts']} attempt{'s' if n['attempts'] != 1 else ''}")
-            if n.get("last_error"):
-                out.append(": " + escaped_line(n["last_error"], 60))
+        if note.state == "sent" and note.sent_at:
+            out.append(f" at {clock(note.sent_at, now)}")
+        elif note.state == "cancelled":
+            out.append(": " + escaped_line(note.last_error or "", 60))
+        elif note.state != "sent":
+            out.append(f" after {note.attempts} attempt{'s' if note.attempts != 1 else ''}")
+            if note.last_error:
+                out.append(": " + escaped_line(note.last_error, 60))
         out.append("\n")
     return out
 
@@ -137,9 +137,9 @@ class EscalationScreen(LiveScreen):
     def __init__(self, esc_id: int) -> None:
         super().__init__()
         self.esc_id = esc_id
-        self.detail: dict[str, Any] | None = None
+        self.detail: EscalationDetail | None = None
         #: ``reads.run_detail`` of the latest run while it is live (its output grows), else None.
-        self.live_run: dict[str, Any] | None = None
+        self.live_run: RunDetail | None = None
         self.following = False  # l: keep the view at the end of the latest run's output
 
 
@@ -173,11 +173,11 @@ class EscalationScreen(LiveScreen):
         if force:
             self.wk.watcher.wake(force=True)
 
-        def read_all(ledger: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        def read_all(ledger: Any) -> tuple[EscalationDetail | None, RunDetail | None]:
             detail = reads.escalation_detail(ledger, self.esc_id)
-            latest = (detail or {}).get("escalation", {}).get("latest_run_id")
-            run = reads.run_detail(ledger, int(latest), events_limit=1) if latest is not None else None
-            return detail, run if run is not None and run["run"]["state"] in LIVE_STATES else None
+            latest = detail.escalation.latest_run_id if detail is not None else None
+            run = reads.run_detail(ledger, latest, events_limit=1) if latest is not None else None
+            return detail, run if run is not None and run.run.state in LIVE_STATES else None
 
         try:
             got = await self.wk.reader.call(read_all)
@@ -213,12 +213,12 @@ class EscalationScreen(LiveScreen):
         # The Why column takes what the others leave, so the table never scrolls sideways.
         room = max(16, (self.query_one("#body").content_region.width or self.app.size.width) - 46)
         for o in occ:
-            st = label("run_state", o.get("run_state")) if o.get("run_state") else None
-            table.add_row(Text(clock(o["at"], now)), Text(str(o["run_id"] or "-")), Text(str(o.get("attempt") or "-")),
+            st = label("run_state", o.run_state) if o.run_state else None
+            table.add_row(Text(clock(o.at, now)), Text(str(o.run_id or "-")), Text(str(o.attempt or "-")),
                           Text(st.text, style=st.style) if st else Text("-"),
-                          Text(exit_text(o.get("exit_code"), o.get("signal"))),
-                          Text(escaped_line(o.get("reason") or "", room)),
-                          key=f"{o['at']}:{o['run_id']}")
+                          Text(exit_text(o.exit_code, o.signal)),
+                          Text(escaped_line(o.reason or "", room)),
+                          key=f"{o.at}:{o.run_id}")
         if occ:
             table.move_cursor(row=min(row, len(occ) - 1))
         self.query_one("#acts", Static).update(render_acts(self.detail, now))
@@ -236,7 +236,7 @@ class EscalationScreen(LiveScreen):
             box.update(Text(""))
             return
         out = Text(end="")
-        out.append(f"── Output of run {run['run']['id']} ({run['run']['state']}; l follows it) ", style="bold")
+        out.append(f"── Output of run {run.run.id} ({run.run.state}; l follows it) ", style="bold")
         out.append("─" * 12, style="dim")
         out.append("\n")
         render_output(out, run)
@@ -250,8 +250,9 @@ class EscalationScreen(LiveScreen):
         if self.detail is None:
             return
         occ = occurrences_of(self.detail)
-        if 0 <= event.cursor_row < len(occ) and occ[event.cursor_row].get("run_id"):
-            self.app.push_screen(DetailScreen(int(occ[event.cursor_row]["run_id"])))
+        picked = occ[event.cursor_row].run_id if 0 <= event.cursor_row < len(occ) else None
+        if picked:
+            self.app.push_screen(DetailScreen(picked))
         else:
             self.notify("no run recorded for this occurrence", severity="warning", markup=False)
 
@@ -297,8 +298,8 @@ class EscalationScreen(LiveScreen):
     def action_snooze(self) -> None:
         if refuse_read_only(self) or self.detail is None:
             return
-        esc = self.detail["escalation"]
-        what = f"{escaped_line(esc['job'], 30)} · {escaped_line(esc['kind'], 24)} (#{esc['id']})"
+        esc = self.detail.escalation
+        what = f"{escaped_line(esc.job, 30)} · {escaped_line(esc.kind, 24)} (#{esc.id})"
 
         async def chosen(seconds: float | None) -> None:
             if seconds is not None:

@@ -25,6 +25,7 @@ from console.widgets.cells import age, clock, duration, exit_text, run_state
 from console.widgets.header_bar import HeaderBar
 from console.widgets.sparkline import run_bars
 from core.ledger import reads
+from core.ledger.page_records import JobHistory
 from core.supervisor import baseline
 
 
@@ -50,44 +51,44 @@ def next_run_text(nxt: float | None, zone: str | None, now: float, held: str | N
     return f"{local.strftime('%a %d %b %H:%M %Z')} ({utc}), {when}"
 
 
-def render_summary(h: dict[str, Any], now: float, width: int) -> Text:
+def render_summary(h: JobHistory, now: float, width: int) -> Text:
     """The head of the screen: job, pause and breaker state, schedule and next run, success
     rate, learned duration range, and the chart (oldest left, newest right)."""
-    job, runs = h["job"], h["runs"]
+    job, runs = h.job, h.runs
     out = Text(end="")
     out.append(f"{'job':<10}", style="bold")
-    out.append(escaped(job["name"], keep_newlines=False), style="bold")
-    if job.get("paused_at"):
-        who = str(job.get("paused_by") or "-").removeprefix("operator:")
-        out.append(f"  ‖ paused by {escaped_line(who, 20)} {age(now - job['paused_at'], 1)} ago", style="bold yellow")
-    if not job["enabled"]:
+    out.append(escaped(job.name, keep_newlines=False), style="bold")
+    if job.paused_at:
+        who = str(job.paused_by or "-").removeprefix("operator:")
+        out.append(f"  ‖ paused by {escaped_line(who, 20)} {age(now - job.paused_at, 1)} ago", style="bold yellow")
+    if not job.enabled:
         out.append("  (off: no spec defines it now)", style="dim")
-    if job.get("breaker_state") and job["breaker_state"] != "closed":
-        out.append(f"  breaker {job['breaker_state']}", style="bold red")
+    if job.breaker_state and job.breaker_state != "closed":
+        out.append(f"  breaker {job.breaker_state}", style="bold red")
     out.append("\n")
     out.append(f"{'schedule':<10}", style="bold")
-    out.append(escaped(job.get("schedule_text") or "manual", keep_newlines=False))
-    if job.get("timezone"):
-        out.append(escaped(f" ({job['timezone']})", keep_newlines=False))
+    out.append(escaped(job.schedule_text or "manual", keep_newlines=False))
+    if job.timezone:
+        out.append(escaped(f" ({job.timezone})", keep_newlines=False))
     out.append("\n")
     out.append(f"{'next run':<10}", style="bold")
-    out.append(next_run_text(h["next_run"], job.get("timezone"), now, h.get("next_held")) + "\n")
+    out.append(next_run_text(h.next_run, job.timezone, now, h.next_held) + "\n")
     rate, lineages = reads.lineage_success_rate(runs)
     out.append(f"{'success':<10}", style="bold")
     out.append(f"{rate * 100:.0f}% of the last {lineages} runs (each slot by its final attempt)"
                if rate is not None else "no finished runs yet")
     out.append("\n")
-    learned = baseline.learn(r["duration_s"] for r in runs if r["status"] == "success")
+    learned = baseline.learn(r.duration_s for r in runs if r.status == "success")
     out.append(f"{'usual':<10}", style="bold")
     if learned is None:
-        n = sum(1 for r in runs if r["status"] == "success")
+        n = sum(1 for r in runs if r.status == "success")
         out.append(f"not learned yet ({n} of {baseline.MIN_SAMPLES} successful runs needed)", style="dim")
     else:
         out.append(f"{duration(learned.low)}–{duration(learned.high)} (median {duration(learned.median)}, "
                    f"from {learned.samples} successes)")
     out.append("\n")
     bars = max(10, width - 12)
-    chart = [(r["state"], r["status"], r["duration_s"]) for r in reversed(runs)]
+    chart = [(r.state, r.status, r.duration_s) for r in reversed(runs)]
     out.append(f"{'last ' + str(min(bars, len(chart))):<10}", style="bold")
     out.append_text(run_bars(chart, bars))
     out.append("  old → new; height = duration, colour = state", style="dim")
@@ -107,7 +108,7 @@ class JobHistoryScreen(LiveScreen):
     def __init__(self, job: str) -> None:
         super().__init__()
         self.job = job
-        self.history: dict[str, Any] | None = None
+        self.history: JobHistory | None = None
 
 
     def compose(self) -> ComposeResult:
@@ -155,13 +156,13 @@ class JobHistoryScreen(LiveScreen):
         table = self.query_one("#runs", DataTable)
         row = table.cursor_row
         table.clear()
-        for r in self.history["runs"]:
-            table.add_row(Text(clock(r["ended_at"], now)), Text(str(r["id"])), Text(str(r["attempt"])),
-                          run_state(r["state"], r["status"]), Text(duration(r["duration_s"])),
-                          Text(exit_text(r["exit_code"], r["signal"])),
-                          Text(escaped_line(r["verdict_reason"] or r["reason"] or "", 200)), key=str(r["id"]))
-        if self.history["runs"]:
-            table.move_cursor(row=min(row, len(self.history["runs"]) - 1))
+        for r in self.history.runs:
+            table.add_row(Text(clock(r.ended_at, now)), Text(str(r.id)), Text(str(r.attempt)),
+                          run_state(r.state, r.status), Text(duration(r.duration_s)),
+                          Text(exit_text(r.exit_code, r.signal)),
+                          Text(escaped_line(r.verdict_reason or r.reason or "", 200)), key=str(r.id))
+        if self.history.runs:
+            table.move_cursor(row=min(row, len(self.history.runs) - 1))
 
     @on(DataTable.RowSelected, "#runs")
     def _open_run(self, event: DataTable.RowSelected) -> None:
@@ -194,7 +195,7 @@ class JobHistoryScreen(LiveScreen):
     def action_pause_job(self) -> None:
         if refuse_read_only(self) or self.history is None:
             return
-        confirm_job_action(self, "pause", self.job, self.load, paused=bool(self.history["job"].get("paused_at")))
+        confirm_job_action(self, "pause", self.job, self.load, paused=self.history.job.paused_at is not None)
 
     def action_trigger(self) -> None:
         if not refuse_read_only(self):

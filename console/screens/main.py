@@ -38,6 +38,8 @@ from console.widgets.paged_table import PagedTable
 from console.widgets.views import VIEWS
 from core import actions
 from core.ledger import reads
+from core.ledger.page_records import InvalidSpec, JobRow, RunEvidence
+from core.ledger.records import Escalation
 from core.vocabulary import ActionResult
 
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
@@ -120,7 +122,7 @@ class MainScreen(LiveScreen):
         self._counting: set[str] = set()
         self._recount_at: dict[str, float] = {}  # view → monotonic time a count is to be redone
         self._changes = 0  # how many reads saw the ledger change; a count begun before one is stale
-        self._evidence: dict[int, dict[str, Any] | None] = {}  # run id → run_evidence (preview's why)
+        self._evidence: dict[int, RunEvidence | None] = {}  # run id → run_evidence (preview's why)
         self._evidence_wanted: set[int] = set()
         self._evidence_stale: set[int] = set()  # run ids to read again (still shown meanwhile)
         # Jobs → enter → that job's outcomes: (jobs cursor row, filter before) for esc.
@@ -138,7 +140,7 @@ class MainScreen(LiveScreen):
         yield Footer(compact=True)
 
     @property
-    def table(self) -> PagedTable:
+    def table(self) -> PagedTable[Any]:
         return self.query_one(f"#{self.view}", PagedTable)
 
     # -- live data -------------------------------------------------------------------------
@@ -250,7 +252,7 @@ class MainScreen(LiveScreen):
         row = table.current()
         self.query_one(Preview).update(self._preview(table, row))
 
-    def _preview(self, table: PagedTable, row: dict[str, Any] | None) -> Text | str:
+    def _preview(self, table: PagedTable[Any], row: Any) -> Text | str:
         if row is None:
             return ""
         first = table.preview(row) or Text("")
@@ -430,12 +432,9 @@ class MainScreen(LiveScreen):
     def _selected_job(self) -> str | None:
         """The job the cursor is on: the jobs view's row, or the job an outcomes filter names
         (None on a spec file that never loaded: it has no history)."""
-        row = self.table.current()
-        if self.view == "jobs":
-            return str(row["name"]) if row and not row.get("invalid") else None
-        if row is not None and row.get("job"):
-            return str(row["job"])
-        return None
+        table = self.table
+        row = table.current()
+        return None if row is None else table.job_of(row)
 
     def action_history(self) -> None:
         job = self._selected_job()
@@ -450,24 +449,24 @@ class MainScreen(LiveScreen):
 
     def action_pause_job(self) -> None:
         row = self.table.current()
-        if self.view != "jobs" or row is None or row.get("invalid") or refuse_read_only(self) \
+        if self.view != "jobs" or not isinstance(row, JobRow) or refuse_read_only(self) \
                 or self._refuse_changed_row():
             return
-        confirm_job_action(self, "pause", str(row["name"]), self._after_run_action, paused=bool(row.get("paused")))
+        confirm_job_action(self, "pause", row.name, self._after_run_action, paused=row.paused_at is not None)
 
     def action_trigger(self) -> None:
         row = self.table.current()
-        if self.view != "jobs" or row is None or row.get("invalid") or refuse_read_only(self) \
+        if self.view != "jobs" or not isinstance(row, JobRow) or refuse_read_only(self) \
                 or self._refuse_changed_row():
             return
-        confirm_job_action(self, "trigger", str(row["name"]), self._after_run_action)
+        confirm_job_action(self, "trigger", row.name, self._after_run_action)
 
     def palette_extra(self) -> list[tuple[str, Any]]:
         """The palette's per-job entries for the jobs loaded in the jobs view (names sanitised)."""
         out: list[tuple[str, Any]] = []
         jobs = self.query_one("#jobs", PagedTable)
-        for row in [r for r in jobs.rows_data if not r.get("invalid")][:200]:
-            name, raw = escaped_line(row["name"], 60), str(row["name"])
+        for row in [r for r in jobs.rows_data if isinstance(r, JobRow)][:200]:
+            name, raw = escaped_line(row.name, 60), row.name
             out.append((f"Outcomes of job {name}", partial(self.show_job_outcomes, raw)))
             out.append((f"History of job {name}", partial(self.open_history, raw)))
         return out
@@ -481,14 +480,14 @@ class MainScreen(LiveScreen):
         row = table.current()
         if row is None:
             return
-        if table.VIEW == "jobs":
-            if row.get("invalid"):
-                self.notify(escaped(f"{row['text']}"), severity="warning", markup=False, timeout=8)
-                return
-            await self.show_job_outcomes(str(row["name"]))
+        if isinstance(row, InvalidSpec):
+            self.notify(escaped(row.text), severity="warning", markup=False, timeout=8)
             return
-        if table.VIEW == "escalations":
-            self.app.push_screen(EscalationScreen(int(row["id"])))
+        if isinstance(row, JobRow):
+            await self.show_job_outcomes(row.name)
+            return
+        if isinstance(row, Escalation):
+            self.app.push_screen(EscalationScreen(row.id))
             return
         run_id = table.run_id_of(row)
         if run_id is None:
@@ -551,7 +550,7 @@ class MainScreen(LiveScreen):
             return
         rows = self.table.selection()
         op = self.wk.config.operator
-        ids = [int(r["id"]) for r in rows]
+        ids = [r.id for r in rows if isinstance(r, Escalation)]
 
         now = self.wk.now()
 
@@ -585,10 +584,10 @@ class MainScreen(LiveScreen):
             self.report([], "snooze") if not self.wk.config.read_only else None
             return
         rows = self.table.selection()
-        if len(rows) == 1:
-            r = rows[0]
-            what = (f"{word('severity', r['severity'])} {escaped_line(r['job'], 30)} · "
-                    f"{escaped_line(r['kind'], 24)} (#{r['id']})")
+        if len(rows) == 1 and isinstance(rows[0], Escalation):
+            one = rows[0]
+            what = (f"{word('severity', one.severity)} {escaped_line(one.job, 30)} · "
+                    f"{escaped_line(one.kind, 24)} (#{one.id})")
         else:
             what = f"{len(rows)} marked escalations"
 
@@ -600,23 +599,24 @@ class MainScreen(LiveScreen):
 
         self.app.push_screen(SnoozeScreen(what), chosen)
 
-    def _target_run(self) -> tuple[int, dict[str, Any]] | None:
+    def _target_run(self) -> tuple[int, str] | None:
+        """(run id, its job) of the cursor row, None (said) when it has no run."""
         if self._refuse_changed_row():
             return None
-        row = self.table.current()
-        run_id = self.table.run_id_of(row) if row else None
+        table = self.table
+        row = table.current()
+        run_id = table.run_id_of(row) if row is not None else None
         if run_id is None:
             self.notify("no run selected", severity="warning", markup=False)
             return None
-        assert row is not None  # a run id came from it
-        return int(run_id), row
+        return int(run_id), table.job_of(row) or "?"
 
     def action_retry(self) -> None:
         if self._refuse_read_only():
             return
         target = self._target_run()
         if target:
-            confirm_run_action(self, "retry", target[0], target[1].get("job", "?"), self._after_run_action,
+            confirm_run_action(self, "retry", target[0], target[1], self._after_run_action,
                                before=self._pin)
 
     def action_abandon(self) -> None:
@@ -624,7 +624,7 @@ class MainScreen(LiveScreen):
             return
         target = self._target_run()
         if target:
-            confirm_run_action(self, "abandon", target[0], target[1].get("job", "?"), self._after_run_action,
+            confirm_run_action(self, "abandon", target[0], target[1], self._after_run_action,
                                before=self._pin)
 
     def _pin(self) -> None:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from rich.text import Text
 
@@ -60,9 +59,9 @@ def exit_text(exit_code: int | None, signal: int | None) -> str:
     return "-" if exit_code is None else str(exit_code)
 
 
-def job_name(row: dict[str, Any]) -> str:
+def job_name(job: str, task: str | None) -> str:
     """A run's job as shown: fan-out sub-tasks as ``parent/task``."""
-    return f"{row['job']}/{row['task']}" if row.get("task") else str(row["job"])
+    return f"{job}/{task}" if task else job
 
 
 def run_state(state: str | None, status: str | None) -> Text:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -34,6 +34,7 @@ from textual.strip import Strip
 
 from console import evidence, keys
 from console.safe_text import escaped_line
+from core.ledger.page_records import RunEvidence
 from core.ledger.reads import Filter, Page, count_rows, host_count
 
 #: The widest a column other than the one that takes the rest (Why, Reason) grows to fit its
@@ -59,8 +60,13 @@ class Column:
     fleet: bool = False
 
 
-class PagedTable(ScrollView, can_focus=True):
-    """Base for the four main views. ``VIEW`` names the view ("escalations", …)."""
+#: A view's row: the record its page read returns (``core.ledger.page_records``).
+R = TypeVar("R")
+
+
+class PagedTable(ScrollView, Generic[R], can_focus=True):
+    """Base for the four main views. ``VIEW`` names the view ("escalations", …); ``R`` is
+    the record type of its rows."""
 
     VIEW: ClassVar[str] = ""
     TITLE: ClassVar[str] = ""
@@ -111,7 +117,7 @@ class PagedTable(ScrollView, can_focus=True):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.rows_data: list[dict[str, Any]] = []  # the loaded window
+        self.rows_data: list[R] = []  # the loaded window
         self.window_start = 0
         self.more = False  # rows exist past the loaded window
         self.total = 0
@@ -121,7 +127,7 @@ class PagedTable(ScrollView, can_focus=True):
         self.pinned: int | None = None  # hold the cursor at this row while an action re-sorts
         self.restore: int | None = None  # put the cursor here when the next rows arrive (back navigation)
         self.want_bottom = False  # G pressed before the row count was known: go there when it is
-        self.marked: dict[str, dict[str, Any]] = {}
+        self.marked: dict[str, R] = {}
         self.now = 0.0
         #: Hosts the ledger's runners ran on (``fleet`` columns show from 2), and as drawn.
         self.hosts = 1
@@ -139,21 +145,26 @@ class PagedTable(ScrollView, can_focus=True):
         self.changed_under_cursor_at = -1e9  # monotonic time a live update swapped the cursor's row
 
     # -- subclass API ------------------------------------------------------------------
-    def key_of(self, row: dict[str, Any]) -> str:
-        return str(row["id"])
-
-    def cells(self, row: dict[str, Any]) -> list[Text]:
+    def key_of(self, row: R) -> str:
+        """What names ``row`` across reads (the cursor and the marks follow it)."""
         raise NotImplementedError
 
-    def run_id_of(self, row: dict[str, Any]) -> int | None:
-        """The run an enter / retry / abandon on this row applies to."""
-        return row.get("id")
+    def cells(self, row: R) -> list[Text]:
+        raise NotImplementedError
 
-    def preview(self, row: dict[str, Any]) -> Text | None:
+    def run_id_of(self, row: R) -> int | None:
+        """The run an enter / retry / abandon on this row applies to (None: no run)."""
+        return None
+
+    def job_of(self, row: R) -> str | None:
+        """The job ``row`` belongs to (None: none)."""
+        return None
+
+    def preview(self, row: R) -> Text | None:
         """One line about ``row`` shown under the table (what the columns had to cut)."""
         return None
 
-    def evidence_line(self, row: dict[str, Any], ev: dict[str, Any] | None) -> Text | None:
+    def evidence_line(self, row: R, ev: RunEvidence | None) -> Text | None:
         """The preview's second line: the job's most telling output lines for the cursor row's
         run (``ev``: ``core.ledger.reads.run_evidence``), then ``meta`` (when); None when the
         view has no run for the row."""
@@ -162,7 +173,7 @@ class PagedTable(ScrollView, can_focus=True):
             return Text(f"└ {meta}", style="dim", no_wrap=True, overflow="ellipsis", end="") if meta else None
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         # Shown even when the reason quotes them: the first line is cut at the screen's edge.
-        lines = evidence.telling_lines((ev or {}).get("stderr_end"), (ev or {}).get("stdout_end"), n=2, width=100)
+        lines = evidence.telling_lines(ev.stderr_end if ev else None, ev.stdout_end if ev else None, n=2, width=100)
         out.append("└ ", style="dim")
         if lines:
             out.append(" / ".join(lines), style="italic")
@@ -174,7 +185,7 @@ class PagedTable(ScrollView, can_focus=True):
             out.append(f"  · {meta}", style="dim")
         return out
 
-    def meta(self, row: dict[str, Any]) -> str:
+    def meta(self, row: R) -> str:
         """What comes after the evidence on the preview's second line (e.g. "last 5m ago")."""
         return ""
 
@@ -200,11 +211,11 @@ class PagedTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.scrollable_content_region.width, self.total + 1)
 
     # -- state -----------------------------------------------------------------------------
-    def row_at(self, index: int) -> dict[str, Any] | None:
+    def row_at(self, index: int) -> R | None:
         i = index - self.window_start
         return self.rows_data[i] if 0 <= i < len(self.rows_data) else None
 
-    def current(self) -> dict[str, Any] | None:
+    def current(self) -> R | None:
         return self.row_at(self.cursor_row)
 
     def just_changed(self, within: float = 1.0) -> bool:
@@ -212,7 +223,7 @@ class PagedTable(ScrollView, can_focus=True):
         seconds ago (and the operator has not moved since)."""
         return time.monotonic() - self.changed_under_cursor_at < within
 
-    def selection(self) -> list[dict[str, Any]]:
+    def selection(self) -> list[R]:
         """Marked rows if any, else the row under the cursor."""
         if self.marked:
             return list(self.marked.values())
@@ -257,7 +268,7 @@ class PagedTable(ScrollView, can_focus=True):
         self._invalidate()
 
     # -- data in -------------------------------------------------------------------------
-    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page:
+    def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page[R]:
         if any(c.fleet for c in self.COLUMNS):  # one small read (the runners table) per page read
             self.hosts = host_count(ledger)
         return type(self).FETCH(ledger, now=now, offset=offset, limit=limit, flt=flt)
@@ -267,7 +278,7 @@ class PagedTable(ScrollView, can_focus=True):
         thread, never on every poll)."""
         return count_rows(ledger, self.VIEW, now=now, flt=flt)
 
-    def show(self, page: Page, now: float, *, start: int = 0, limit: int | None = None,
+    def show(self, page: Page[R], now: float, *, start: int = 0, limit: int | None = None,
              follow: bool = False) -> None:
         """Put a freshly read window (rows ``start``… of the view) on screen, keeping the
         cursor on the same row key."""

@@ -716,6 +716,18 @@ class Ledger:
             raise LedgerError(f"no row from: {sql[:80]}")
         return row[0]
 
+    def decode_leniently(self) -> None:
+        """Read text columns holding bytes that are not UTF-8 with U+FFFD in their place
+        instead of failing the read (a job may have stored such output; the console shows it
+        through the escaper). PostgreSQL text is always valid UTF-8: nothing to do there."""
+        if self.backend == "sqlite":
+            self.conn.text_factory = lambda b: b.decode("utf-8", "replace")
+
+    def rollback(self) -> None:
+        """End a transaction a failed call left open (nothing when none is open)."""
+        if self.conn.in_transaction:
+            self.conn.rollback()
+
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes whenever another connection commits (on
         PostgreSQL: the ``wk_changes`` counter every write statement bumps)."""

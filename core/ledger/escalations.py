@@ -27,6 +27,8 @@ from typing import Any
 
 from core.ledger import outbox
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id, row_dict
+from core.ledger.page_records import KindCount
+from core.ledger.records import Escalation
 from core.text import utc_hms
 from core.vocabulary import AuditEvent, EscalationState, NotificationEvent, max_severity
 
@@ -191,8 +193,8 @@ def get(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
 
 def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, limit: int = 100, *,
                      job: str | None = None, since: float | None = None,
-                     before_id: int | None = None) -> list[dict[str, Any]]:
-    """Escalations newest activity first (``escalations`` rows as dicts).
+                     before_id: int | None = None) -> list[Escalation]:
+    """Escalations newest activity first (``Escalation`` records of ``escalations``).
 
     Args:
         state: one state, several, ``"active"`` (open|acknowledged|snoozed), or None for all.
@@ -224,20 +226,21 @@ def list_escalations(ledger: Ledger, state: str | Sequence[str] | None = None, l
         params.append(before_id)
     sql = "SELECT * FROM escalations" + (f" WHERE {' AND '.join(where)}" if where else "")
     sql += " ORDER BY last_seen DESC, id DESC LIMIT ?"
-    return ledger.rows(sql, (*params, int(limit)))
+    return [Escalation.from_row(r) for r in ledger.rows(sql, (*params, int(limit)))]
 
 
-def changed_since(ledger: Ledger, after_updated: float, after_id: int, limit: int = 200) -> list[dict[str, Any]]:
-    """Escalations changed after the keyset ``(updated_at, id)``, oldest change first (for tail)."""
-    rows = ledger.query("SELECT * FROM escalations WHERE (updated_at > ?) OR (updated_at = ? AND id > ?)"
-                        " ORDER BY updated_at, id LIMIT ?", (after_updated, after_updated, after_id, int(limit)))
-    return [row_dict(r) for r in rows]
+def changed_since(ledger: Ledger, after_updated: float, after_id: int, limit: int = 200) -> list[Escalation]:
+    """Escalations changed after the keyset ``(updated_at, id)`` (epoch s, id), oldest change
+    first (for tail), as ``Escalation`` records."""
+    rows = ledger.rows("SELECT * FROM escalations WHERE (updated_at > ?) OR (updated_at = ? AND id > ?)"
+                       " ORDER BY updated_at, id LIMIT ?", (after_updated, after_updated, after_id, int(limit)))
+    return [Escalation.from_row(r) for r in rows]
 
 
-def counts_by_kind(ledger: Ledger, since: float) -> list[dict[str, Any]]:
-    """``[{kind, escalations, occurrences}]`` for escalations seen since ``since``."""
-    rows = ledger.query("SELECT kind, COUNT(*) AS escalations, SUM(count) AS occurrences"
-                        " FROM escalations WHERE last_seen >= ? GROUP BY kind ORDER BY occurrences DESC",
-                        (since,))
-    return [row_dict(r) for r in rows]
+def counts_by_kind(ledger: Ledger, since: float) -> list[KindCount]:
+    """Escalations seen since ``since`` (epoch s) per kind, most occurrences first."""
+    rows = ledger.rows("SELECT kind, COUNT(*) AS escalations, SUM(count) AS occurrences"
+                       " FROM escalations WHERE last_seen >= ? GROUP BY kind ORDER BY occurrences DESC",
+                       (since,))
+    return [KindCount(kind=r["kind"], escalations=r["escalations"], occurrences=r["occurrences"]) for r in rows]
 

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from core.ledger import escalations
 from core.ledger.connection import Conn, Ledger, Row, add_event
+from core.ledger.page_records import SpecErrorEvent
 from core.spec.loader import LoadedJob, LoadResult, SpecError
 from core.spec.model import JobSpec, spec_from_json, spec_json
 from core.text import iso, safe_text
@@ -244,11 +245,9 @@ def load_job_rows(ledger: Ledger) -> dict[str, LoadedJob]:
     return out
 
 
-def recent_spec_errors(ledger: Ledger, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest ``spec_error`` events (newest first), at most ``limit``.
-
-    Each item: ``{"id", "at" (Unix seconds), "actor", "job", "text", "file", "line",
-    "field", "message"}`` — the ``SpecError`` fields as recorded, ``text`` formatted as
+def recent_spec_errors(ledger: Ledger, limit: int = 50) -> list[SpecErrorEvent]:
+    """The newest ``spec_error`` events (newest first), at most ``limit``, as
+    ``SpecErrorEvent`` records: the ``SpecError`` fields as recorded, ``text`` formatted as
     ``file:line: job 'x': field 'f': message``. Reads the ``events`` table.
     """
     rows = ledger.query("SELECT id, at, actor, job, reason, detail FROM events WHERE kind = ?"
@@ -259,10 +258,10 @@ def recent_spec_errors(ledger: Ledger, limit: int = 50) -> list[dict[str, Any]]:
             detail = json.loads(r["detail"]) if r["detail"] else {}
         except ValueError:
             detail = {}
-        out.append({"id": r["id"], "at": r["at"], "actor": r["actor"], "job": r["job"],
-                    "text": detail.get("text") or r["reason"], "file": detail.get("file"),
-                    "line": detail.get("line"), "field": detail.get("field"),
-                    "message": detail.get("message")})
+        out.append(SpecErrorEvent(id=r["id"], at=r["at"], actor=r["actor"], job=r["job"],
+                                  text=detail.get("text") or r["reason"], file=detail.get("file"),
+                                  line=detail.get("line"), field=detail.get("field"),
+                                  message=detail.get("message")))
     return out
 
 

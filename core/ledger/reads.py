@@ -1,6 +1,7 @@
 """The console's read API: bounded pages of the ledger, never a whole table.
 
-Every list function returns a ``Page``: at most ``limit`` rows (plain dicts) plus a keyset
+Every list function returns a ``Page``: at most ``limit`` typed rows (the records of
+``core.ledger.page_records``, one per view) plus a keyset
 cursor for the next page, so a 1,000,000-run ledger costs the same as a small one. Callers
 hand the cursor back unchanged; it is an opaque tuple. All timestamps are float Unix
 seconds (UTC); ``now`` arguments exist so tests can freeze time.
@@ -10,19 +11,41 @@ Reads only: writes belong to ``core.actions``, ``core.ledger.escalations`` and `
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from core import liveness
 from core.ledger import runners as status
 from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
-from core.ledger.records import Runner
+from core.ledger.page_records import (
+    Attempt,
+    ChildRun,
+    EscalationBrief,
+    EscalationDetail,
+    EscalationEvent,
+    HistoryRun,
+    InvalidSpec,
+    JobControls,
+    JobHistory,
+    JobInfo,
+    JobRow,
+    LiveRunRow,
+    NotificationBrief,
+    OutcomeRow,
+    OutputSlice,
+    RecentRun,
+    RunBrief,
+    RunDetail,
+    RunEvidence,
+    build,
+)
+from core.ledger.records import Escalation, Event, Outcome, Run, Runner
 from core.text import short_age
 from core.vocabulary import AuditEvent, BreakerState, RunState
 
@@ -36,15 +59,19 @@ _TERMINAL = tuple(sorted(str(s) for s in TERMINAL))
 _LIVE = tuple(sorted(str(s) for s in LIVE))
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Page:
+class Page(Generic[T]):
     """One page of rows.
 
-    ``rows``: list of dicts (columns documented on each query). ``cursor``: pass to the
-    same query's ``after`` to read the next page; None when this was the last page.
+    ``rows``: the view's records (``Escalation``, ``OutcomeRow``, ``LiveRunRow``, ``JobRow``).
+    ``cursor``: pass to the same query's ``after`` to read the next page; None when this was
+    the last page.
     """
 
-    rows: list[dict[str, Any]]
+    rows: list[T]
     cursor: tuple | None
 
 
@@ -175,15 +202,14 @@ _ESC_ORDER = (
 
 
 def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PAGE,
-                     flt: Filter | None = None, include_resolved: bool = True, offset: int = 0) -> Page:
+                     flt: Filter | None = None, include_resolved: bool = True,
+                     offset: int = 0) -> Page[Escalation]:
     """Escalations, open first, then by severity (critical first), newest ``last_seen`` first.
 
     ``offset`` skips that many rows after ``after`` (the console's Line-API view reads the
     page around what is visible by offset; sequential readers use the keyset cursor).
 
-    Rows are ``escalations`` columns (id, job, kind, severity, state, count, first_seen,
-    last_seen, owner, reason, acked_by, acked_at, snoozed_by, snoozed_until, resolved_by,
-    resolved_at, latest_run_id). Filter fields: job, state, kind; free text also searches
+    Rows are ``Escalation`` records (``escalations`` rows). Filter fields: job, state, kind; free text also searches
     ``reason`` and ``owner``.
     """
     conds, params = _where(flt, {"job": "job", "state": "state", "kind": "kind", "host": _ESCALATION_HOST},
@@ -196,22 +222,20 @@ def escalations_page(ledger: Ledger, *, after: tuple | None = None, limit: int =
         conds.append(f"({key}) > ({', '.join('?' * len(after))})")
         params.extend(after)
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
-    rows = ledger.query(
+    rows = ledger.rows(
         f"SELECT *, {_ESC_ORDER[0]} AS _k0, {_ESC_ORDER[1]} AS _k1 FROM escalations {where}"
         f" ORDER BY {sort + ', ' if sort else ''}{key} LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
-    out = [row_dict(r) for r in rows]
     cursor = None
-    if len(out) == limit and sort is None:  # a sorted page is read by offset only
-        last = out[-1]
+    if len(rows) == limit and sort is None:  # a sorted page is read by offset only
+        last = rows[-1]
         cursor = (last["_k0"], last["_k1"], -last["last_seen"], -last["id"])
-    for r in out:
-        r.pop("_k0"), r.pop("_k1")
-    return Page(out, cursor)
+    return Page([Escalation.from_row(r) for r in rows], cursor)
 
 
-def escalation(ledger: Ledger, esc_id: int) -> dict[str, Any] | None:
-    """One ``escalations`` row as a dict, or None when there is no such id."""
-    return ledger.row("SELECT * FROM escalations WHERE id = ?", (esc_id,))
+def escalation(ledger: Ledger, esc_id: int) -> Escalation | None:
+    """One ``escalations`` row as an ``Escalation``, or None when there is no such id."""
+    row = ledger.row("SELECT * FROM escalations WHERE id = ?", (esc_id,))
+    return None if row is None else Escalation.from_row(row)
 
 
 #: ``events.kind`` of an escalation's audit trail: occurrences (opened, updated) and what
@@ -221,38 +245,36 @@ _ESC_ACTS = (AuditEvent.ESCALATION_ACKNOWLEDGED, AuditEvent.ESCALATION_SNOOZED, 
              AuditEvent.ESCALATION_REOPENED)
 
 
-def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> dict[str, Any] | None:
-    """Everything the escalation detail screen shows, or None when there is no such id.
+def escalation_detail(ledger: Ledger, esc_id: int, *, limit: int = 200) -> EscalationDetail | None:
+    """Everything the escalation detail screen shows (``EscalationDetail``), or None when
+    there is no such id.
 
-    Keys: ``escalation`` (the ``escalations`` row); ``occurrences`` (newest first, at most
-    ``limit``: the ``escalation_opened`` / ``escalation_updated`` events, each ``{at (Unix s),
-    run_id, reason, run_state, exit_code, signal, attempt}`` with the run's columns from
-    ``runs``); ``acts`` (acknowledge / snooze / resolve / reopen events, newest first: ``{at,
-    kind, actor, from_state, to_state, until}``); ``notifications`` (its ``notifications``
-    outbox rows, newest first: ``{id, event, sink, state, attempts, last_error, created_at,
-    sent_at, next_attempt_at}``); ``latest_run`` (``runs`` id, state, exit_code, signal,
-    attempt of ``latest_run_id``, or None)."""
+    ``escalation`` (the ``escalations`` row); ``occurrences`` (newest first, at most
+    ``limit``: the ``escalation_opened`` / ``escalation_updated`` events with the run's
+    columns from ``runs``); ``acts`` (acknowledge / snooze / resolve / reopen events, newest
+    first); ``notifications`` (its ``notifications`` outbox rows, newest first);
+    ``latest_run`` (the ``runs`` row of ``latest_run_id``, or None)."""
     esc = escalation(ledger, esc_id)
     if esc is None:
         return None
     kinds = _ESC_OCCURRENCE + _ESC_ACTS
-    events = [row_dict(r) for r in ledger.query(
+    events = [build(EscalationEvent, r) for r in ledger.rows(
         "SELECT e.at, e.kind, e.actor, e.run_id, e.from_state, e.to_state, e.reason,"
         " CAST(json_extract(e.detail, '$.until') AS REAL) AS until, r.state AS run_state, r.exit_code, r.signal, r.attempt"
         f" FROM events e LEFT JOIN runs r ON r.id = e.run_id WHERE e.kind IN ({','.join('?' * len(kinds))})"
         " AND e.job = ? AND CAST(json_extract(e.detail, '$.escalation_id') AS INTEGER) = ? ORDER BY e.id DESC LIMIT ?",
-        (*kinds, esc["job"], esc_id, limit * 2))]
-    occurrences = [e for e in events if e["kind"] in _ESC_OCCURRENCE][:limit]
-    acts = [e for e in events if e["kind"] in _ESC_ACTS][:limit]
-    notes = [row_dict(r) for r in ledger.query(
+        (*kinds, esc.job, esc_id, limit * 2))]
+    occurrences = tuple([e for e in events if e.kind in _ESC_OCCURRENCE][:limit])
+    acts = tuple([e for e in events if e.kind in _ESC_ACTS][:limit])
+    notes = tuple(build(NotificationBrief, r) for r in ledger.rows(
         "SELECT id, event, sink, state, attempts, last_error, created_at, sent_at, next_attempt_at"
-        " FROM notifications WHERE escalation_id = ? ORDER BY id DESC LIMIT ?", (esc_id, limit))]
+        " FROM notifications WHERE escalation_id = ? ORDER BY id DESC LIMIT ?", (esc_id, limit)))
     latest = None
-    if esc.get("latest_run_id") is not None:
-        latest = row_dict(ledger.one("SELECT id, state, exit_code, signal, attempt FROM runs WHERE id = ?",
-                                     (esc["latest_run_id"],)))
-    return {"escalation": esc, "occurrences": occurrences, "acts": acts, "notifications": notes,
-            "latest_run": latest}
+    if esc.latest_run_id is not None:
+        got = ledger.row("SELECT id, state, exit_code, signal, attempt FROM runs WHERE id = ?", (esc.latest_run_id,))
+        latest = None if got is None else build(RunBrief, got)
+    return EscalationDetail(escalation=esc, occurrences=occurrences, acts=acts, notifications=notes,
+                            latest_run=latest)
 
 
 # -- outcomes ------------------------------------------------------------------------------
@@ -269,15 +291,12 @@ _ANCHOR_FROM = 5000
 
 
 def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PAGE,
-                  flt: Filter | None = None, offset: int = 0) -> Page:
+                  flt: Filter | None = None, offset: int = 0) -> Page[OutcomeRow]:
     """Finished runs (``runs`` with ``ended_at`` set, left-joined with ``job_outcomes``),
     newest first by (ended_at, id), keyset-paged on the ``runs_ended`` index.
 
-    Row keys: id, job, task ('' unless a fan-out sub-task), lineage, attempt, state, trigger,
-    started_at, ended_at (Unix s),
-    exit_code, signal, run_reason, status, duration_s (seconds), verdict_reason,
-    verdict_kind, severity, silent (0/1/None), judged_by, and ``reason``: the one-line
-    reason to show (verdict reason, else the run's reason). ``offset`` skips rows (it walks
+    Rows are ``OutcomeRow`` records (``duration_s``: the outcome's, else ended_at -
+    started_at; ``reason``: the verdict's reason, else the run's). ``offset`` skips rows (it walks
     the ``runs_ended`` index: about 45 ms per 500,000 rows skipped).
     """
     conds, params = _where(flt, {"job": "r.job", "state": "r.state", "kind": "o.verdict_kind", "host": "r.host = ?"},
@@ -293,27 +312,28 @@ def outcomes_page(ledger: Ledger, *, after: tuple | None = None, limit: int = PA
         anchor = ledger.one("SELECT ended_at, id FROM runs WHERE ended_at IS NOT NULL"
                             " ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?", (offset,))
         if anchor is None:
-            return Page([], None)
+            return Page[OutcomeRow]([], None)
         conds.append("(r.ended_at, r.id) <= (?, ?)")
         params.extend([anchor[0], anchor[1]])
         offset = 0
-    rows = ledger.query(
+    rows = ledger.rows(
         f"SELECT {_OUTCOME_COLS} FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
         f" WHERE {' AND '.join(conds)} ORDER BY {sort + ', ' if sort else ''}r.ended_at DESC, r.id DESC"
         " LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
-    out = [row_dict(r) for r in rows]
-    for r in out:
-        r["reason"] = r["verdict_reason"] or r["run_reason"] or ""
-        if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
-            r["duration_s"] = r["ended_at"] - r["started_at"]
-    cursor = (out[-1]["ended_at"], out[-1]["id"]) if len(out) == limit and sort is None else None
+    out = []
+    for r in rows:
+        took = r["duration_s"]
+        if took is None and r["started_at"] is not None and r["ended_at"] is not None:
+            took = r["ended_at"] - r["started_at"]
+        out.append(build(OutcomeRow, r, duration_s=took, reason=r["verdict_reason"] or r["run_reason"] or ""))
+    cursor = (out[-1].ended_at, out[-1].id) if len(out) == limit and sort is None else None
     return Page(out, cursor)
 
 
 # -- live and orphaned runs ---------------------------------------------------------------
 
 def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
-                 flt: Filter | None = None, offset: int = 0) -> Page:
+                 flt: Filter | None = None, offset: int = 0) -> Page[LiveRunRow]:
     """Every live run (``spawned``, ``running``, ``verifying``), then orphaned runs: the
     console's "Live & orphans" view, where an operator can see and abandon any live run.
 
@@ -324,18 +344,14 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
     whole on the first page; later pages hold orphaned runs only, keyset on (ended_at, id).
     ``offset`` counts rows of that combined list (live rows first).
 
-    Row keys: id, job, task (fan-out sub-task name, "" otherwise), attempt, state, pid,
-    runner_id, lease_until, started_at, ended_at, reason, heartbeat_at (the owning runner's
-    last heartbeat, from ``runners``, or None), lease_age_s (seconds since the lease expired; negative while still valid),
-    heartbeat_age_s (seconds since that heartbeat, or None), at_risk (bool), live (bool),
-    risk (why a live run is at risk: "lease expired", "runner stopped", "runner silent",
-    "runner gone"; "" otherwise).
+    Rows are ``LiveRunRow`` records (``lease_age_s`` and ``heartbeat_age_s`` in seconds at
+    ``now``; ``risk``: why a live run is at risk, "" otherwise).
     """
     conds, params = _where(flt, {"job": "r.job", "state": "r.state", "host": "r.host = ?"},
                            ["r.job", "r.state", "r.reason"])
     extra = (" AND " + " AND ".join(conds)) if conds else ""
     offset = max(0, offset)
-    out: list[dict[str, Any]] = []
+    out: list[LiveRunRow] = []
     skip = offset
     if after is None:
         live = live_runs(ledger, now=now, extra=extra, params=params)
@@ -347,19 +363,23 @@ def orphans_page(ledger: Ledger, *, now: float, after: tuple | None = None, limi
         oconds.append("(r.ended_at, r.id) < (?, ?)")
         oparams.extend([after[0], after[1]])
     want = limit - len(out)
-    orph: list[dict[str, Any]] = []
+    orph: list[LiveRunRow] = []
     if want > 0:
         orphaned = ledger.query(
             f"SELECT {_ORPHAN_COLS} FROM runs r LEFT JOIN runners w ON w.id = r.runner_id"
             f" WHERE {' AND '.join(oconds)}{extra} ORDER BY r.ended_at DESC, r.id DESC LIMIT ? OFFSET ?",
             (*oparams, *params, want, skip))
-        orph = [dict(row_dict(r), at_risk=False, live=False, risk="") for r in orphaned]
+        orph = [_live_row(r, now, at_risk=False, live=False, risk="") for r in orphaned]
     out.extend(orph)
-    for r in out:
-        r["lease_age_s"] = None if r["lease_until"] is None else now - r["lease_until"]
-        r["heartbeat_age_s"] = None if r["heartbeat_at"] is None else now - r["heartbeat_at"]
-    cursor = (orph[-1]["ended_at"], orph[-1]["id"]) if orph and len(orph) == want else None
+    cursor = (orph[-1].ended_at, orph[-1].id) if orph and len(orph) == want else None
     return Page(out, cursor)
+
+
+def _live_row(r: Any, now: float, **judged: Any) -> LiveRunRow:
+    """A ``LiveRunRow`` from its columns, its ages taken at ``now``."""
+    return build(LiveRunRow, r, **judged,
+                 lease_age_s=None if r["lease_until"] is None else now - r["lease_until"],
+                 heartbeat_age_s=None if r["heartbeat_at"] is None else now - r["heartbeat_at"])
 
 
 def runs_in_flight(ledger: Ledger) -> int:
@@ -369,7 +389,7 @@ def runs_in_flight(ledger: Ledger) -> int:
                              tuple(_LIVE)))
 
 
-def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[dict[str, Any]]:
+def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | list = ()) -> list[LiveRunRow]:
     """Live runs (at most ``LIVE_MAX``, newest first read) judged at ``now``, at-risk ones
     first (see ``orphans_page``). ``extra``/``params``: filter conditions on ``runs r``."""
     rows = ledger.rows(
@@ -381,6 +401,7 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
         (*_LIVE, *params, LIVE_MAX))
     host = liveness.hostname()
     judged: dict[str, liveness.RunnerLiveness] = {}
+    out: list[tuple[LiveRunRow, float]] = []
     for r in rows:
         w = {k[2:]: r.pop(k) for k in list(r) if k.startswith("w_")}
         risk = ""
@@ -399,14 +420,12 @@ def live_runs(ledger: Ledger, *, now: float, extra: str = "", params: tuple | li
                 risk = "runner gone"
             elif r["heartbeat_at"] + 2 * r["heartbeat_s"] < now:
                 risk = "runner silent"
-        r.update(at_risk=bool(risk), live=True, risk=risk)
-    risky = sorted((r for r in rows if r["at_risk"]),
-                   key=lambda r: (r["lease_until"] is None, r["lease_until"] or 0.0, r["id"]))
-    healthy = sorted((r for r in rows if not r["at_risk"]),
-                     key=lambda r: (-(r["started_at"] or r["created_at"] or 0.0), -r["id"]))
-    for r in risky + healthy:
-        r.pop("created_at", None)
-    return risky + healthy
+        out.append((_live_row(r, now, at_risk=bool(risk), live=True, risk=risk), r["created_at"]))
+    risky = sorted((x for x, _ in out if x.at_risk),
+                   key=lambda x: (x.lease_until is None, x.lease_until or 0.0, x.id))
+    healthy = sorted(((x, created) for x, created in out if not x.at_risk),
+                     key=lambda xc: (-(xc[0].started_at or xc[1] or 0.0), -xc[0].id))
+    return risky + [x for x, _ in healthy]
 
 
 #: Most live runs listed (a handful in practice: at most the runners' concurrency).
@@ -465,34 +484,39 @@ def job_next_run(ledger: Ledger, job: dict[str, Any], spec_text: str | None, now
     return at, held
 
 
-def lineage_success_rate(runs: list[dict[str, Any]]) -> tuple[float | None, int]:
-    """(rate 0..1 or None, lineages counted) over finished runs with ``lineage``, ``attempt``
-    and ``state``: each lineage (a slot and its retries) counts once, by its final attempt
-    — succeeded (partial content included) or not. A failure retried to success is a success."""
-    final: dict[Any, dict[str, Any]] = {}
+class _Final(NamedTuple):
+    """A finished attempt as the success rate counts it (``runs``)."""
+
+    lineage: str
+    attempt: int
+    state: str
+
+
+def lineage_success_rate(runs: Sequence[HistoryRun | _Final]) -> tuple[float | None, int]:
+    """(rate 0..1 or None, lineages counted) over finished runs (records with ``lineage``,
+    ``attempt`` and ``state``): each lineage (a slot and its retries) counts once, by its
+    final attempt — succeeded (partial content included) or not. A failure retried to
+    success is a success."""
+    final: dict[str, HistoryRun | _Final] = {}
     for r in runs:
-        got = final.get(r["lineage"])
-        if got is None or r["attempt"] > got["attempt"]:
-            final[r["lineage"]] = r
+        got = final.get(r.lineage)
+        if got is None or r.attempt > got.attempt:
+            final[r.lineage] = r
     if not final:
         return None, 0
-    return sum(1 for r in final.values() if r["state"] == RunState.SUCCEEDED) / len(final), len(final)
+    return sum(1 for r in final.values() if r.state == RunState.SUCCEEDED) / len(final), len(final)
 
 
 def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: int = PAGE,
-              flt: Filter | None = None, offset: int = 0) -> Page:
+              flt: Filter | None = None, offset: int = 0) -> Page[JobRow]:
     """Jobs by name with schedule, next run, last outcome and success rate.
 
-    Row keys: name, kind, schedule_text, owner, intent, enabled, breaker_state,
-    breaker_until, last_error, paused_at (Unix s, None when not paused), paused_by (actor,
-    ``operator:<name>``), pause_reason (from ``jobs``); next_run (Unix s or None) and
-    next_held (``paused``, ``breaker`` or None): ``job_next_run``; last_state,
-    last_ended_at (latest finished run), last_status (its ``job_outcomes.status``: ``partial``
-    for a run that succeeded with part of its work, None before judging); success_rate (0..1,
-    None with no finished lineage: ``lineage_success_rate`` over the last ``RATE_WINDOW``
-    lineages, each by its final attempt); recent (number of outcomes in the sparkline);
-    recent_runs (the last ``RATE_WINDOW`` outcomes, every attempt, oldest first as
-    ``(state, status, duration_s)``, for the Jobs view's sparkline).
+    Rows are ``JobRow`` records: the ``jobs`` columns; next_run and next_held
+    (``job_next_run``); last_state, last_ended_at (latest finished run), last_status (its
+    ``job_outcomes.status``: ``partial`` for a run that succeeded with part of its work, None
+    before judging); success_rate (``lineage_success_rate`` over the last ``RATE_WINDOW``
+    lineages, each by its final attempt); recent_runs (the last ``RATE_WINDOW`` outcomes,
+    every attempt, oldest first, for the Jobs view's sparkline) and their number ``recent``.
 
     Fan-out sub-task runs (``runs.task != ''``) are left out of next_run, last_state and
     success_rate: the parent run is the job's outcome.
@@ -508,41 +532,42 @@ def jobs_page(ledger: Ledger, *, now: float, after: tuple | None = None, limit: 
         "SELECT name, kind, spec, schedule_text, owner, intent, enabled, breaker_state, breaker_until,"
         f" last_error, paused_at, paused_by, pause_reason FROM jobs {where} ORDER BY name {'DESC' if desc else ''}"
         " LIMIT ? OFFSET ?", (*params, limit, max(0, offset)))
+    out: list[JobRow] = []
     for r in rows:
-        r["next_run"], r["next_held"] = job_next_run(ledger, r, r.pop("spec"), now)
+        next_run, next_held = job_next_run(ledger, r, r.get("spec"), now)
         last = ledger.one("SELECT r.state, r.ended_at, o.status FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id"
                           " WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL ORDER BY r.id DESC LIMIT 1",
                           (r["name"],))
-        r["last_state"] = last["state"] if last else None
-        r["last_status"] = last["status"] if last else None
-        r["last_ended_at"] = last["ended_at"] if last else None
         recent = ledger.query(
             "SELECT o.status, r.state, o.duration_s FROM job_outcomes o JOIN runs r ON r.id = o.run_id"
             " WHERE o.job = ? AND r.task = '' ORDER BY o.run_id DESC LIMIT ?", (r["name"], RATE_WINDOW))
-        r["recent"] = len(recent)
-        r["recent_runs"] = [(x["state"], x["status"], x["duration_s"]) for x in reversed(recent)]
         finals = ledger.query(
             "SELECT r.lineage, r.attempt, r.state FROM runs r WHERE r.job = ? AND r.task = '' AND r.ended_at IS NOT NULL"
             " AND r.attempt = (SELECT MAX(x.attempt) FROM runs x WHERE x.lineage = r.lineage)"
             " ORDER BY r.id DESC LIMIT ?", (r["name"], RATE_WINDOW))
-        r["success_rate"] = lineage_success_rate([dict(x) for x in finals])[0]
-    cursor = (rows[-1]["name"],) if len(rows) == limit else None
-    return Page(rows, cursor)
+        out.append(build(
+            JobRow, r, next_run=next_run, next_held=next_held,
+            last_state=last["state"] if last else None, last_status=last["status"] if last else None,
+            last_ended_at=last["ended_at"] if last else None, recent=len(recent),
+            recent_runs=tuple(RecentRun(state=x["state"], status=x["status"], duration_s=x["duration_s"])
+                              for x in reversed(recent)),
+            success_rate=lineage_success_rate([_Final(x["lineage"], x["attempt"], x["state"]) for x in finals])[0]))
+    cursor = (out[-1].name,) if len(out) == limit else None
+    return Page(out, cursor)
 
 
 #: Runs the job history screen reads (its chart, success rate and learned range).
 HISTORY_RUNS = 50
 
 
-def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RUNS) -> dict[str, Any] | None:
-    """What the job history screen shows for ``job``, or None when no ``jobs`` row has that name.
+def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RUNS) -> JobHistory | None:
+    """What the job history screen shows for ``job`` (``JobHistory``), or None when no
+    ``jobs`` row has that name.
 
-    Keys: ``job`` (the ``jobs`` row: name, kind, schedule_text, owner, intent, enabled,
-    breaker_state, paused_at, paused_by, pause_reason, last_error, plus ``timezone``: the
-    spec's IANA zone or None for UTC), ``next_run`` and ``next_held`` (``job_next_run``), and
-    ``runs``: its last ``limit`` finished top-level runs, newest first (``runs`` id, lineage, attempt,
-    state, trigger, started_at, ended_at, exit_code, signal, reason; ``job_outcomes`` status,
-    verdict_reason, and ``duration_s``: the outcome's, else ended_at - started_at, seconds).
+    ``job`` (the ``jobs`` row, plus ``timezone``: the spec's IANA zone or None for UTC),
+    ``next_run`` and ``next_held`` (``job_next_run``), and ``runs``: its last ``limit``
+    finished top-level runs, newest first (``duration_s``: the outcome's, else ended_at -
+    started_at, seconds).
     """
     from core.spec.model import spec_from_json
 
@@ -552,9 +577,9 @@ def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RU
     if row is None:
         return None
     spec_text = row.pop("spec")
-    row["timezone"] = None
+    zone = None
     try:
-        row["timezone"] = getattr(spec_from_json(spec_text), "timezone", None)
+        zone = getattr(spec_from_json(spec_text), "timezone", None)
     except Exception:  # a stored spec this version cannot read
         pass
     nxt, held = job_next_run(ledger, row, spec_text, now)
@@ -566,24 +591,22 @@ def job_history(ledger: Ledger, job: str, *, now: float, limit: int = HISTORY_RU
     for r in runs:
         if r["duration_s"] is None and r["started_at"] is not None and r["ended_at"] is not None:
             r["duration_s"] = max(0.0, r["ended_at"] - r["started_at"])
-    return {"job": row, "next_run": nxt, "next_held": held, "runs": runs}
+    return JobHistory(job=build(JobInfo, row, timezone=zone), next_run=nxt, next_held=held,
+                      runs=tuple(build(HistoryRun, r) for r in runs))
 
 
-def job_controls(ledger: Ledger, job: str) -> dict[str, Any] | None:
-    """The control state of one job from the ``jobs`` table, or None when no row has that
-    name: ``{"name", "enabled" (0/1), "paused_at" (Unix s or None), "paused_by" (actor),
-    "pause_reason", "breaker_state", "breaker_until" (Unix s or None), "last_error"}``. What
-    a pause/resume/trigger dialog shows before asking."""
-    return ledger.row("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
-                               " breaker_until, last_error FROM jobs WHERE name = ?", (job,))
+def job_controls(ledger: Ledger, job: str) -> JobControls | None:
+    """The control state of one job from the ``jobs`` table (``JobControls``), or None when
+    no row has that name. What a pause/resume/trigger dialog shows before asking."""
+    row = ledger.row("SELECT name, enabled, paused_at, paused_by, pause_reason, breaker_state,"
+                     " breaker_until, last_error FROM jobs WHERE name = ?", (job,))
+    return None if row is None else build(JobControls, row)
 
 
-def invalid_specs(ledger: Ledger, *, limit: int = PAGE, never_loaded: bool = False) -> list[dict[str, Any]]:
-    """Spec files the last folder load could not take, from ``invalid_specs``, by file then
-    line: ``{"key", "source" (file), "job" (name, "" when the error names none), "line"
-    (1-based or None), "field", "message", "text" ("file:line: job 'x': field 'f': message"),
-    "first_seen", "last_seen" (Unix s), "loaded" (True when an enabled ``jobs`` row has that
-    name: its last good spec still runs)}``.
+def invalid_specs(ledger: Ledger, *, limit: int = PAGE, never_loaded: bool = False) -> list[InvalidSpec]:
+    """Spec files the last folder load could not take (``InvalidSpec`` records of
+    ``invalid_specs``), by file then line; ``loaded`` is True when an enabled ``jobs`` row
+    has that name (its last good spec still runs).
 
     ``never_loaded=True`` keeps only the rows with no such job (a job that never parsed, or a
     file whose error names no job): what the Jobs view lists beside the jobs. All text is
@@ -594,12 +617,7 @@ def invalid_specs(ledger: Ledger, *, limit: int = PAGE, never_loaded: bool = Fal
     if never_loaded:
         sql += " WHERE j.name IS NULL"
     sql += " ORDER BY i.source, i.line, i.key LIMIT ?"
-    out = []
-    for r in ledger.query(sql, (int(limit),)):
-        d = row_dict(r) or {}
-        d["loaded"] = bool(d["loaded"])
-        out.append(d)
-    return out
+    return [build(InvalidSpec, r, loaded=bool(r["loaded"])) for r in ledger.rows(sql, (int(limit),))]
 
 
 # -- row counts (scrollbar size) -----------------------------------------------------------
@@ -641,15 +659,6 @@ def count_rows(ledger: Ledger, view: str, *, now: float, flt: Filter | None = No
 
 # -- run detail ----------------------------------------------------------------------------
 
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> dict[str, Any]:
     """Head and tail of one output file, decoded as UTF-8 with replacement.
 
@@ -671,80 +680,81 @@ def read_output(path: str | os.PathLike[str], head: int = OUTPUT_HEAD, tail: int
             "tail": last.decode("utf-8", "replace")}
 
 
-def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> dict[str, Any] | None:
-    """Everything the run detail screen shows, or None when there is no such run.
+def run_detail(ledger: Ledger, run_id: int, *, events_limit: int = 500) -> RunDetail | None:
+    """Everything the run detail screen shows (``RunDetail``), or None when there is no such run.
 
-    Keys: ``run`` (the ``runs`` row), ``outcome`` (``job_outcomes`` row with handoff,
-    handoff_findings, verification and verdict JSON-decoded, or None), ``attempts`` (all
-    runs of the lineage: id, attempt, state, trigger, created_at, ended_at, exit_code,
-    reason; by attempt), ``events`` (audit trail of every attempt of the lineage, oldest
-    first, at most ``events_limit``), ``stdout`` / ``stderr`` (``read_output`` of
-    ``<artifacts_dir>/stdout.log`` / ``stderr.log``, falling back to the outcome's stored
-    head and tail when the file is gone; plus ``total``: bytes the job wrote to the stream,
-    the larger of the outcome's count and the file's size, so a run abandoned or orphaned
-    before its output was counted does not read "0 bytes"), ``escalations`` (rows naming this run as latest),
-    ``children`` (fan-out sub-task runs whose ``parent_run_id`` is this run: id, task,
-    attempt, state, exit_code, signal, reason, started_at, ended_at; by task then attempt).
+    ``run`` (the ``runs`` row), ``outcome`` (its ``job_outcomes`` record, JSON decoded, or
+    None), ``attempts`` (all runs of the lineage, by attempt), ``events`` (audit trail of
+    every attempt of the lineage, oldest first, at most ``events_limit``), ``stdout`` /
+    ``stderr`` (``read_output`` of ``<artifacts_dir>/stdout.log`` / ``stderr.log``, falling
+    back to the outcome's stored head and tail when the file is gone; plus ``total``: bytes
+    the job wrote to the stream, the larger of the outcome's count and the file's size, so a
+    run abandoned or orphaned before its output was counted does not read "0 bytes"),
+    ``escalations`` (those naming this run as latest), ``children`` (fan-out sub-task runs
+    whose ``parent_run_id`` is this run, by task then attempt).
     """
-    run = ledger.row("SELECT * FROM runs WHERE id = ?", (run_id,))
-    if run is None:
+    got = ledger.row("SELECT * FROM runs WHERE id = ?", (run_id,))
+    if got is None:
         return None
-    outcome = ledger.row("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,))
-    if outcome:
-        for k in ("handoff", "handoff_findings", "verification", "verdict"):
-            outcome[k] = _json(outcome.get(k))
-    attempts = ledger.rows(
+    run = Run.from_row(got)
+    found = ledger.row("SELECT * FROM job_outcomes WHERE run_id = ?", (run_id,))
+    outcome = None if found is None else Outcome.from_row(found)
+    attempts = tuple(build(Attempt, r) for r in ledger.rows(
         "SELECT id, attempt, state, trigger, created_at, ended_at, exit_code, signal, reason FROM runs"
-        " WHERE lineage = ? ORDER BY attempt LIMIT 1000", (run["lineage"],))
-    ids = [a["id"] for a in attempts] or [run_id]
-    events = ledger.rows(
+        " WHERE lineage = ? ORDER BY attempt LIMIT 1000", (run.lineage,)))
+    ids = [a.id for a in attempts] or [run_id]
+    events = tuple(Event.from_row(r) for r in ledger.rows(
         f"SELECT * FROM events WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id LIMIT ?",
-        (*ids, events_limit))
-    streams: dict[str, dict[str, Any]] = {}
+        (*ids, events_limit)))
+    streams: dict[str, OutputSlice] = {}
     for name in ("stdout", "stderr"):
-        got = {"exists": False, "size": 0, "head": "", "tail": ""}
-        if run.get("artifacts_dir"):
-            got = read_output(Path(run["artifacts_dir"]) / f"{name}.log")
-        if not got["exists"] and outcome:
-            got = {"exists": False, "size": outcome.get(f"{name}_bytes") or 0,
-                   "head": outcome.get(f"{name}_head") or "", "tail": outcome.get(f"{name}_tail") or ""}
+        got_out: dict[str, Any] = {"exists": False, "size": 0, "head": "", "tail": ""}
+        if run.artifacts_dir:
+            got_out = read_output(Path(run.artifacts_dir) / f"{name}.log")
+        written = int(getattr(outcome, f"{name}_bytes", 0) or 0)
+        if not got_out["exists"] and outcome is not None:
+            got_out = {"exists": False, "size": written,
+                       "head": getattr(outcome, f"{name}_head") or "",
+                       "tail": getattr(outcome, f"{name}_tail") or ""}
         # A run settled by someone other than its capture (abandoned, orphaned) has an outcome
         # written before its output ended, counting 0 bytes; the file knows better. The file
         # never holds more than the job wrote, so the larger figure is the truer one.
-        got["total"] = max(int((outcome or {}).get(f"{name}_bytes") or 0), int(str(got["size"] or 0)))
-        streams[name] = got
-    escs = ledger.rows(
-        "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,))
-    children = ledger.rows(
+        streams[name] = OutputSlice(exists=bool(got_out["exists"]), size=int(got_out["size"] or 0),
+                                    head=str(got_out["head"]), tail=str(got_out["tail"]),
+                                    total=max(written, int(str(got_out["size"] or 0))))
+    escs = tuple(build(EscalationBrief, r) for r in ledger.rows(
+        "SELECT id, kind, severity, state, count FROM escalations WHERE latest_run_id = ? LIMIT 20", (run_id,)))
+    children = tuple(build(ChildRun, r) for r in ledger.rows(
         "SELECT id, task, attempt, state, exit_code, signal, reason, started_at, ended_at FROM runs"
-        " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,))
-    return {"run": run, "outcome": outcome, "attempts": attempts, "events": events,
-            "stdout": streams["stdout"], "stderr": streams["stderr"], "escalations": escs, "children": children}
+        " WHERE parent_run_id = ? ORDER BY task, attempt, id LIMIT 1000", (run_id,)))
+    return RunDetail(run=run, outcome=outcome, attempts=attempts, events=events, stdout=streams["stdout"],
+                     stderr=streams["stderr"], escalations=escs, children=children)
 
 
-def run_evidence(ledger: Ledger, run_id: int, tail_chars: int = 2000) -> dict[str, Any] | None:
+def run_evidence(ledger: Ledger, run_id: int, tail_chars: int = 2000) -> RunEvidence | None:
     """The evidence of one finished run for a one-glance "why" (the console's preview line),
     from ``job_outcomes``: ``status``, ``verdict_reason``, and the last ``tail_chars``
     characters of stderr and stdout (``stderr_end`` / ``stdout_end``: the stored tail, else
     the head when the output was short). A run with no outcome (yet) is read from the files
     its monitor writes (``<artifacts_dir>/stdout.log``, ``stderr.log``), ``status`` and
     ``verdict_reason`` None; None when there is no outcome and no output file either."""
-    row = ledger.row(
+    row = ledger.one(
         "SELECT run_id, status, verdict_reason,"
         " substr(COALESCE(NULLIF(stderr_tail, ''), stderr_head, ''), -?) AS stderr_end,"
         " substr(COALESCE(NULLIF(stdout_tail, ''), stdout_head, ''), -?) AS stdout_end"
         " FROM job_outcomes WHERE run_id = ?", (tail_chars, tail_chars, run_id))
     if row is not None:
-        return row
-    run = ledger.row("SELECT artifacts_dir FROM runs WHERE id = ?", (run_id,))
-    if run is None or not run.get("artifacts_dir"):
+        return RunEvidence(run_id=row["run_id"], status=row["status"], verdict_reason=row["verdict_reason"],
+                           stderr_end=row["stderr_end"] or "", stdout_end=row["stdout_end"] or "")
+    run = ledger.one("SELECT artifacts_dir FROM runs WHERE id = ?", (run_id,))
+    if run is None or not run["artifacts_dir"]:
         return None
     ends = {name: read_output(Path(run["artifacts_dir"]) / f"{name}.log", head=0, tail=tail_chars * 4)
             for name in ("stdout", "stderr")}
     if not any(e["exists"] for e in ends.values()):
         return None
-    return {"run_id": run_id, "status": None, "verdict_reason": None,
-            **{f"{name}_end": (e["head"] + e["tail"])[-tail_chars:] for name, e in ends.items()}}
+    return RunEvidence(run_id=run_id, **{f"{name}_end": (e["head"] + e["tail"])[-tail_chars:]
+                                         for name, e in ends.items()})
 
 
 # -- header --------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from typing import Any
 
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id
 from core.ledger.lifecycle import FAILED_STATES, NON_TERMINAL, TERMINAL
+from core.ledger.page_records import ListedRun
+from core.ledger.records import Run
 from core.vocabulary import AuditEvent, RunCommand, RunState, Trigger, sql_set
 
 
@@ -64,12 +66,6 @@ def create(conn: Conn, *, job: str, slot: str, trigger: Trigger | str, actor: st
               to_state=RunState.QUEUED.value, reason=reason if reason is not None else trig.value,
               detail=detail, at=ts)
     return run_id
-
-
-def run_time(run: dict[str, Any]) -> float:
-    """The time a run is listed at (Unix seconds): when it ended, else when it started, else
-    when it was queued — the time ``watchkeeper runs`` prints beside it."""
-    return run["ended_at"] or run["started_at"] or run["created_at"]
 
 
 def get(conn: Conn, run_id: int, columns: str = "*") -> dict[str, Any] | None:
@@ -132,10 +128,10 @@ def queued_of_removed_jobs(conn: Conn, *, removed_before: float,
 
 
 def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = None,
-              limit: int = 50, host: str | None = None) -> list[dict[str, Any]]:
-    """The newest runs by ``run_time`` (newest first; ties by id), each a dict of ``runs``
-    columns plus the outcome's ``duration_s``, ``status``, ``verdict_reason`` and
-    ``severity``. ``limit`` is clamped to 1..10,000. ``host``: only runs spawned on that
+              limit: int = 50, host: str | None = None) -> list[ListedRun]:
+    """The newest runs by ``Run.time`` (newest first; ties by id), each a ``ListedRun``: the
+    ``runs`` record plus its outcome's ``duration_s`` (seconds), ``status``,
+    ``verdict_reason`` and ``severity``. ``limit`` is clamped to 1..10,000. ``host``: only runs spawned on that
     host (``runs.host``).
 
     Ordered by time, not by id: a retry queued before another slot's run may end after it,
@@ -169,8 +165,10 @@ def list_runs(ledger: Ledger, *, job: str | None = None, state: str | None = Non
         rows += [r for r in ledger.rows(
             f"{base}{conds} ORDER BY COALESCE(r.started_at, r.created_at) DESC, r.id DESC LIMIT ?",
             (*params, limit)) if r["id"] not in seen]
-    rows.sort(key=lambda r: (run_time(r), r["id"]), reverse=True)
-    return rows[:limit]
+    listed = [ListedRun(run=Run.from_row(r), duration_s=r["duration_s"], status=r["status"],
+                        verdict_reason=r["verdict_reason"], severity=r["severity"]) for r in rows]
+    listed.sort(key=lambda x: (x.run.time, x.run.id), reverse=True)
+    return listed[:limit]
 
 
 def job_known(ledger: Ledger, job: str) -> bool:

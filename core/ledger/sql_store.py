@@ -28,12 +28,26 @@ from core.ledger import (
     outbox,
     outcomes,
     queue,
+    reads,
     runners,
     runs,
     terminal,
 )
 from core.ledger.connection import Conn, Ledger, add_event
 from core.ledger.mission_tx import MissionTx
+from core.ledger.page_records import (
+    EscalationDetail,
+    InvalidSpec,
+    JobControls,
+    JobHistory,
+    JobRow,
+    ListedRun,
+    LiveRunRow,
+    OutcomeRow,
+    RunDetail,
+    RunEvidence,
+    SpecErrorEvent,
+)
 from core.ledger.records import (
     Escalation,
     EscalationMove,
@@ -67,7 +81,8 @@ T = TypeVar("T")
 
 
 class SqlStore:
-    """The ``Store`` over one ``Ledger`` handle (same-thread, like the ``Ledger`` itself).
+    """The ``Store`` and the ``PageReads`` over one ``Ledger`` handle (same-thread, like the
+    ``Ledger`` itself).
 
     Args:
         ledger: the open ledger; its ``write`` gives each operation its transaction.
@@ -452,6 +467,61 @@ class SqlStore:
         return self.ledger.write(lambda conn: fn(MissionTx(conn)))
 
     # -- lifetime (a store made by ``open_store`` owns its ledger handle) ----------------------
+    # -- page reads (PageReads) ---------------------------------------------------------------
+    def escalations_page(self, *, after: tuple | None = None, limit: int = reads.PAGE,
+                         flt: reads.Filter | None = None, include_resolved: bool = True,
+                         offset: int = 0) -> reads.Page[Escalation]:
+        return reads.escalations_page(self.ledger, after=after, limit=limit, flt=flt,
+                                      include_resolved=include_resolved, offset=offset)
+
+    def outcomes_page(self, *, after: tuple | None = None, limit: int = reads.PAGE,
+                      flt: reads.Filter | None = None, offset: int = 0) -> reads.Page[OutcomeRow]:
+        return reads.outcomes_page(self.ledger, after=after, limit=limit, flt=flt, offset=offset)
+
+    def orphans_page(self, *, now: float, after: tuple | None = None, limit: int = reads.PAGE,
+                     flt: reads.Filter | None = None, offset: int = 0) -> reads.Page[LiveRunRow]:
+        return reads.orphans_page(self.ledger, now=now, after=after, limit=limit, flt=flt, offset=offset)
+
+    def jobs_page(self, *, now: float, after: tuple | None = None, limit: int = reads.PAGE,
+                  flt: reads.Filter | None = None, offset: int = 0) -> reads.Page[JobRow]:
+        return reads.jobs_page(self.ledger, now=now, after=after, limit=limit, flt=flt, offset=offset)
+
+    def count_rows(self, view: str, *, now: float, flt: reads.Filter | None = None) -> int:
+        return reads.count_rows(self.ledger, view, now=now, flt=flt)
+
+    def run_detail(self, run_id: int, *, events_limit: int = 500) -> RunDetail | None:
+        return reads.run_detail(self.ledger, run_id, events_limit=events_limit)
+
+    def run_evidence(self, run_id: int, tail_chars: int = 2000) -> RunEvidence | None:
+        return reads.run_evidence(self.ledger, run_id, tail_chars)
+
+    def escalation_detail(self, esc_id: int, *, limit: int = 200) -> EscalationDetail | None:
+        return reads.escalation_detail(self.ledger, esc_id, limit=limit)
+
+    def job_history(self, job: str, *, now: float, limit: int = reads.HISTORY_RUNS) -> JobHistory | None:
+        return reads.job_history(self.ledger, job, now=now, limit=limit)
+
+    def job_controls(self, job: str) -> JobControls | None:
+        return reads.job_controls(self.ledger, job)
+
+    def invalid_specs(self, *, limit: int = reads.PAGE, never_loaded: bool = False) -> list[InvalidSpec]:
+        return reads.invalid_specs(self.ledger, limit=limit, never_loaded=never_loaded)
+
+    def listed_runs(self, *, job: str | None = None, state: str | None = None, limit: int = 50,
+                    host: str | None = None) -> list[ListedRun]:
+        return runs.list_runs(self.ledger, job=job, state=state, limit=limit, host=host)
+
+    def escalations(self, state: str | Sequence[str] | None = None, limit: int = 100, *,
+                    job: str | None = None) -> list[Escalation]:
+        return escalations.list_escalations(self.ledger, state, limit, job=job)
+
+    def escalations_changed_since(self, after_updated: float, after_id: int, *,
+                                  limit: int = 200) -> list[Escalation]:
+        return escalations.changed_since(self.ledger, after_updated, after_id, limit)
+
+    def spec_errors(self, *, limit: int = 50) -> list[SpecErrorEvent]:
+        return jobs.recent_spec_errors(self.ledger, limit=limit)
+
     def close(self) -> None:
         """Close the ledger handle (for a store made by ``open_store``)."""
         self.ledger.close()

@@ -27,8 +27,23 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from core.ledger.mission_tx import MissionTx
+from core.ledger.page_records import (
+    EscalationDetail,
+    InvalidSpec,
+    JobControls,
+    JobHistory,
+    JobRow,
+    ListedRun,
+    LiveRunRow,
+    OutcomeRow,
+    RunDetail,
+    RunEvidence,
+    SpecErrorEvent,
+)
+from core.ledger.reads import HISTORY_RUNS, PAGE, Filter, Page
 from core.ledger.records import (
     BreakerFailure,
+    Escalation,
     EscalationMove,
     Event,
     FinishedRun,
@@ -566,4 +581,86 @@ class Store(Protocol):
         events) and return what it returns. ``fn`` may be run again when the transaction is
         retried after a lock, so it must decide only from what it reads through the handle.
         Errors ``fn`` raises roll the transaction back and propagate."""
+        ...
+
+
+class PageReads(Protocol):
+    """The console's and the CLI's reads: bounded pages and one-screen reads of the ledger,
+    returned as the typed records of ``core.ledger.page_records`` (one per row shape), never
+    rows. ``core.ledger.reads`` holds the SQL (one statement set for both backends); every
+    operation is one read, never a whole table. Times are epoch seconds (UTC); ``now``
+    arguments exist so callers can freeze time. ``flt`` is a parsed ``/`` filter
+    (``core.ledger.reads.parse_filter``); ``after`` is a page's ``cursor`` handed back
+    unchanged; ``offset`` skips rows after it.
+    """
+
+    def escalations_page(self, *, after: tuple | None = None, limit: int = PAGE, flt: Filter | None = None,
+                         include_resolved: bool = True, offset: int = 0) -> Page[Escalation]:
+        """Escalations (``escalations``), open first, then by severity, newest ``last_seen`` first."""
+        ...
+
+    def outcomes_page(self, *, after: tuple | None = None, limit: int = PAGE, flt: Filter | None = None,
+                      offset: int = 0) -> Page[OutcomeRow]:
+        """Finished runs with their verdicts (``runs`` ⋈ ``job_outcomes``), newest end first."""
+        ...
+
+    def orphans_page(self, *, now: float, after: tuple | None = None, limit: int = PAGE, flt: Filter | None = None,
+                     offset: int = 0) -> Page[LiveRunRow]:
+        """Live runs (at-risk first) then orphaned runs, with their runner's heartbeat
+        (``runs`` ⋈ ``runners``), judged at ``now``."""
+        ...
+
+    def jobs_page(self, *, now: float, after: tuple | None = None, limit: int = PAGE, flt: Filter | None = None,
+                  offset: int = 0) -> Page[JobRow]:
+        """Jobs by name (``jobs``) with next run, last outcome, success rate and recent runs."""
+        ...
+
+    def count_rows(self, view: str, *, now: float, flt: Filter | None = None) -> int:
+        """How many rows ``view`` ("escalations", "outcomes", "orphans", "jobs") lists under
+        ``flt``. Raises ``ValueError`` for another view."""
+        ...
+
+    def run_detail(self, run_id: int, *, events_limit: int = 500) -> RunDetail | None:
+        """Everything about one run (run, outcome, attempts, audit trail, output head and tail,
+        escalations, sub-tasks); None when there is no such run."""
+        ...
+
+    def run_evidence(self, run_id: int, tail_chars: int = 2000) -> RunEvidence | None:
+        """A run's status, verdict reason and output ends for a one-glance why; None when
+        there is neither an outcome nor an output file."""
+        ...
+
+    def escalation_detail(self, esc_id: int, *, limit: int = 200) -> EscalationDetail | None:
+        """One escalation with its occurrences, acts, notifications and latest run; None
+        when there is no such id."""
+        ...
+
+    def job_history(self, job: str, *, now: float, limit: int = HISTORY_RUNS) -> JobHistory | None:
+        """One job's head (``jobs``), next run and last finished runs; None for no such job."""
+        ...
+
+    def job_controls(self, job: str) -> JobControls | None:
+        """One job's pause and breaker state (``jobs``); None for no such job."""
+        ...
+
+    def invalid_specs(self, *, limit: int = PAGE, never_loaded: bool = False) -> list[InvalidSpec]:
+        """Spec files the last folder load could not take (``invalid_specs``), by file and line."""
+        ...
+
+    def listed_runs(self, *, job: str | None = None, state: str | None = None, limit: int = 50,
+                    host: str | None = None) -> list[ListedRun]:
+        """The newest runs by ``Run.time`` with their outcome's figures (``watchkeeper runs``)."""
+        ...
+
+    def escalations(self, state: str | Sequence[str] | None = None, limit: int = 100, *,
+                    job: str | None = None) -> list[Escalation]:
+        """Escalations newest activity first; ``state``: one, several, ``"active"`` or None for all."""
+        ...
+
+    def escalations_changed_since(self, after_updated: float, after_id: int, *, limit: int = 200) -> list[Escalation]:
+        """Escalations changed after the keyset ``(updated_at, id)``, oldest change first (tail)."""
+        ...
+
+    def spec_errors(self, *, limit: int = 50) -> list[SpecErrorEvent]:
+        """The newest ``spec_error`` events of the audit trail, newest first."""
         ...

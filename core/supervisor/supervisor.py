@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -34,6 +34,7 @@ from weakref import WeakKeyDictionary
 from core.ledger import escalations, runners
 from core.ledger.connection import Ledger, StorageError
 from core.ledger.lifecycle import FAILED_STATES, TERMINAL, State
+from core.ledger.page_records import KindCount
 from core.ledger.records import Job, JudgingCase, RaiseEscalation, Run, VerdictWrite
 from core.ledger.sql_store import SqlStore
 from core.ledger.store import Store
@@ -499,17 +500,38 @@ def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: fl
     return done
 
 
-def report(ledger: Ledger, since: float) -> dict[str, Any]:
-    """Figures for ``watchkeeper report``: outcomes judged since ``since`` (Unix seconds).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """Figures for ``watchkeeper report`` over a window from ``since`` (epoch s, UTC): from
+    ``job_outcomes``, ``escalations`` and ``notifications``."""
 
-    Returns ``{since, runs, silent, notes, escalated, silent_share (0..1 or None),
-    by_verdict: {kind: n}, escalations: [{kind, escalations, occurrences}],
-    notifications: {pending, sent, failed}}`` from ``job_outcomes``, ``escalations`` and
-    ``notifications``.
-    """
+    since: float
+    #: Outcomes judged in the window, and how many were kept silent, noted, escalated.
+    runs: int = 0
+    silent: int = 0
+    notes: int = 0
+    escalated: int = 0
+    #: ``silent / runs`` (0..1), None when nothing was judged.
+    silent_share: float | None = None
+    #: Judged outcomes per verdict kind.
+    by_verdict: dict[str, int] = field(default_factory=dict)
+    #: Escalations seen in the window per kind, most occurrences first.
+    escalations: tuple[KindCount, ...] = ()
+    #: Notifications created in the window per delivery state (pending, sent, failed, cancelled).
+    notifications: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document (keys in this order, as they have always been)."""
+        return {"since": self.since, "runs": self.runs, "silent": self.silent, "notes": self.notes,
+                "escalated": self.escalated, "silent_share": self.silent_share, "by_verdict": self.by_verdict,
+                "escalations": [k.to_json() for k in self.escalations], "notifications": self.notifications}
+
+
+def report(ledger: Ledger, since: float) -> Report:
+    """Figures for ``watchkeeper report``: outcomes judged since ``since`` (Unix seconds)."""
     counts = SqlStore(ledger).judged_counts(since)
     n = counts["runs"]
-    return {"since": since, "runs": n, "silent": counts["silent"], "notes": counts["notes"],
-            "escalated": counts["escalated"], "silent_share": (counts["silent"] / n) if n else None,
-            "by_verdict": counts["by_verdict"], "escalations": escalations.counts_by_kind(ledger, since),
-            "notifications": notify.summary(ledger, since)}
+    return Report(since=since, runs=n, silent=counts["silent"], notes=counts["notes"],
+                  escalated=counts["escalated"], silent_share=(counts["silent"] / n) if n else None,
+                  by_verdict=counts["by_verdict"], escalations=tuple(escalations.counts_by_kind(ledger, since)),
+                  notifications=notify.summary(ledger, since))

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from console.cli.escalations import escalation_line
+from core.ledger.records import Escalation
 from core.spec.loader import load_file
 
 
 def test_tail_line_is_plain_and_greppable():
-    line = escalation_line({"id": 3, "severity": "critical", "job": "j\x1b[2J", "kind": "failed", "count": 2,
-                            "owner": "research-lead@example.org", "state": "open", "updated_at": 0,
-                            "reason": "boom \x1b]52;c;aGVsbG8=\x07 [bold]x[/bold] \x9b31m"})
+    line = escalation_line(Escalation(id=3, dedup_key="j:failed", severity="critical", job="j\x1b[2J", kind="failed",
+                                      count=2, owner="research-lead@example.org", state="open", updated_at=0,
+                                      reason="boom \x1b]52;c;aGVsbG8=\x07 [bold]x[/bold] \x9b31m"))
     assert "\x1b" not in line and "\x9b" not in line and "\x07" not in line
     assert " critical " in line and "research-lead@example.org" in line and "[bold]x[/bold]" in line
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from console.cli.main import cli
 from core.ledger.connection import Ledger
-from core.ledger.runs import list_runs, run_time
+from core.ledger.runs import list_runs
 from tests.kit import console_fixtures as cf
 
 
@@ -27,12 +27,12 @@ def test_runs_are_listed_by_time_not_by_id(tmp_path):
         ledger.conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (cf.NOW - 500, live))
         ledger.conn.execute("COMMIT")
         rows = list_runs(ledger, limit=10)
-        assert [r["id"] for r in rows] == [long, live, short]
-        assert [run_time(r) for r in rows] == sorted((run_time(r) for r in rows), reverse=True)
-        assert [r["id"] for r in list_runs(ledger, limit=2)] == [long, live]
-        assert [r["id"] for r in list_runs(ledger, state="failed")] == [short]
-        assert [r["id"] for r in list_runs(ledger, state="running")] == [live]
-        assert [r["id"] for r in list_runs(ledger, job="backup-db")] == [long, short]
+        assert [r.run.id for r in rows] == [long, live, short]
+        assert [r.run.time for r in rows] == sorted((r.run.time for r in rows), reverse=True)
+        assert [r.run.id for r in list_runs(ledger, limit=2)] == [long, live]
+        assert [r.run.id for r in list_runs(ledger, state="failed")] == [short]
+        assert [r.run.id for r in list_runs(ledger, state="running")] == [live]
+        assert [r.run.id for r in list_runs(ledger, job="backup-db")] == [long, short]
     out = CliRunner().invoke(cli, ["runs", "--ledger", str(db), "--json"])
     assert [json.loads(x)["id"] for x in out.stdout.splitlines()] == [long, live, short]
 

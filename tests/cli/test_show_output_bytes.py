@@ -29,7 +29,7 @@ def test_outcome_line_counts_the_bytes_in_the_file(tmp_path):
         run_id = cf.add_run(ledger, "backup-db", state="abandoned", ended_at=cf.NOW, artifacts_dir=str(art))
         ledger.conn.execute("COMMIT")
         d = run_detail(ledger, run_id)
-        assert (d["stdout"]["total"], d["stdout"]["size"], d["stderr"]["total"]) == (5000, 5000, 0)
+        assert (d.stdout.total, d.stdout.size, d.stderr.total) == (5000, 5000, 0)
     out = CliRunner().invoke(cli, ["show", str(run_id), "--ledger", str(db)])
     assert "stdout 5000 bytes, stderr 0 bytes" in out.stdout
     assert "--- stdout (5000 bytes kept) head ---" in out.stdout

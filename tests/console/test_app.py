@@ -43,7 +43,7 @@ async def test_number_keys_switch_views_and_show_rows(db, key, view, expect):
         screen = await loaded(pilot)
         await pilot.press(key)
         await until(pilot, lambda: screen.table.VIEW == view and screen.table.rows_data)
-        names = {r.get("job") or r.get("name") for r in screen.table.rows_data}
+        names = {screen.table.job_of(r) for r in screen.table.rows_data}
         assert expect in names
 
 
@@ -113,7 +113,7 @@ async def test_abandon_from_orphans_view(db):
         screen = await loaded(pilot)
         await pilot.press("3")
         await until(pilot, lambda: screen.table.VIEW == "orphans" and screen.table.rows_data)
-        assert screen.table.current()["id"] == ids["risky_run"]
+        assert screen.table.current().id == ids["risky_run"]
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
@@ -146,7 +146,7 @@ async def test_filter_narrows_and_escape_clears(db):
         await until(pilot, lambda: screen.table.VIEW == "outcomes" and screen.table.rows_data)
         everything = len(screen.table.rows_data)
         await pilot.press("slash", *"job:sync", "enter")
-        await until(pilot, lambda: {r["job"] for r in screen.table.rows_data} == {"sync-mail"})
+        await until(pilot, lambda: {r.job for r in screen.table.rows_data} == {"sync-mail"})
         await pilot.press("escape")
         await until(pilot, lambda: len(screen.table.rows_data) == everything)
         assert screen.filter_text == ""
@@ -162,7 +162,7 @@ async def test_enter_opens_detail_and_escape_goes_back(db):
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.detail is not None)
         detail = app.screen
-        assert detail.detail["run"]["id"] == screen.table.rows_data[0]["id"]
+        assert detail.detail.run.id == screen.table.rows_data[0].id
         await pilot.press("slash", *"hello", "enter")
         await until(pilot, lambda: detail._matches)
         await pilot.press("escape")
@@ -203,14 +203,14 @@ async def test_live_update_from_another_process_keeps_cursor(db):
         await pilot.press("2")
         await until(pilot, lambda: screen.table.VIEW == "outcomes" and screen.table.rows_data)
         await pilot.press("j", "j")
-        before = screen.table.current()["id"]
+        before = screen.table.current().id
         code = ("import sys; sys.path.insert(0, sys.argv[2]); from tests.kit import console_fixtures as cf;"
                 "from core.ledger.connection import Ledger; db = Ledger(sys.argv[1]);"
                 "db.write(lambda c: cf.add_run(db, 'sync-mail', state='failed', ended_at=cf.NOW - 1,"
                 " exit_code=3, lineage='live-x'))")
         subprocess.run([sys.executable, "-c", code, str(path), str(ROOT)], check=True, timeout=30)
-        await until(pilot, lambda: screen.table.rows_data[0]["exit_code"] == 3)
-        assert screen.table.current()["id"] == before
+        await until(pilot, lambda: screen.table.rows_data[0].exit_code == 3)
+        assert screen.table.current().id == before
 
 
 async def test_pause_freezes_the_view(db):
@@ -265,10 +265,10 @@ async def test_action_right_after_a_live_swap_of_the_selected_row_is_refused(db)
     app = make_app(path)
     async with app.run_test(notifications=True) as pilot:
         screen = await loaded(pilot)
-        first = screen.table.current()["id"]
+        first = screen.table.current().id
         with Ledger(path) as led:  # a new critical escalation lands on top of the untouched cursor
             new_id = led.write(lambda c: cf.add_escalation(led, "new-job", "failed", "critical", last_seen=cf.NOW))
-        await until(pilot, lambda: screen.table.current() and screen.table.current()["id"] == new_id)
+        await until(pilot, lambda: screen.table.current() and screen.table.current().id == new_id)
         await pilot.press("a")
         await until(pilot, lambda: any("just changed" in n for n in notes(app)))
         assert esc_row(path, new_id)["state"] == "open" and esc_row(path, first)["state"] == "open"

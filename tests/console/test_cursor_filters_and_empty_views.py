@@ -56,14 +56,14 @@ async def test_run_detail_and_its_header_update_live_keeping_the_scroll(db):
         body = detail.query_one("#body")
         y = body.scroll_y
         assert y > 0
-        lineage = detail.detail["run"]["lineage"]
+        lineage = detail.detail.run.lineage
         retry = write(path, lambda led, c: cf.add_run(led, "backup-db", state="queued", ended_at=None, attempt=2,
                                                       lineage=lineage))
-        await until(pilot, lambda: len(detail.detail["attempts"]) == 2)
+        await until(pilot, lambda: len(detail.detail.attempts) == 2)
         assert "… queued" in str(detail.query_one("#content").render())
         write(path, lambda led, c: c.execute("UPDATE runs SET state='failed', ended_at=?, exit_code=1 WHERE id=?",
                                              (cf.NOW - 1, retry)))
-        await until(pilot, lambda: detail.detail["attempts"][1]["state"] == "failed")
+        await until(pilot, lambda: detail.detail.attempts[1].state == "failed")
         await pilot.pause(0.1)
         assert body.scroll_y == y  # the reader stays where they were
         write(path, lambda led, c: cf.add_escalation(led, "report", "failed", "critical", run_id=retry))
@@ -120,16 +120,16 @@ async def test_acknowledge_keeps_the_cursor_in_place_so_a_walks_the_list(db):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await loaded(pilot)
         table = screen.table
-        assert table.current()["id"] == ids["esc_crit"]
+        assert table.current().id == ids["esc_crit"]
         await pilot.press("a")
         await until(pilot, lambda: esc_row(path, ids["esc_crit"])["state"] == "acknowledged")
-        await until(pilot, lambda: table.current()["id"] == ids["esc_warn"])
+        await until(pilot, lambda: table.current().id == ids["esc_warn"])
         assert table.cursor_row == 0  # the next open escalation took the acked one's place
         # A new escalation arriving after the action does not slide under the cursor: it now
         # follows the row that took the place.
         write(path, lambda led, c: cf.add_escalation(led, "new-job", "failed", "critical", last_seen=cf.NOW))
         await until(pilot, lambda: table.total == 4)
-        assert table.current()["id"] == ids["esc_warn"] and table.cursor_row == 1
+        assert table.current().id == ids["esc_warn"] and table.cursor_row == 1
         await pilot.press("a")
         await until(pilot, lambda: esc_row(path, ids["esc_warn"])["state"] == "acknowledged")
         await pilot.pause(0.2)
@@ -143,10 +143,10 @@ async def test_live_rows_follow_the_selected_item_once_moved(db):
         screen = await loaded(pilot)
         table = screen.table
         await pilot.press("j")
-        assert table.current()["id"] == ids["esc_warn"]
+        assert table.current().id == ids["esc_warn"]
         write(path, lambda led, c: cf.add_escalation(led, "new-job", "failed", "critical", last_seen=cf.NOW))
         await until(pilot, lambda: table.total == 4)
-        assert table.current()["id"] == ids["esc_warn"] and table.cursor_row == 2
+        assert table.current().id == ids["esc_warn"] and table.cursor_row == 2
 
 
 async def test_on_first_open_the_cursor_stays_on_the_top_row_while_rows_arrive(db):
@@ -229,14 +229,14 @@ async def test_escape_from_a_jobs_outcomes_returns_to_jobs_with_its_cursor(db):
         await pilot.press("4")
         await until(pilot, lambda: screen.table.VIEW == "jobs" and screen.table.rows_data)
         await pilot.press("j", "j")
-        job = screen.table.current()["name"]
+        job = screen.table.current().name
         await pilot.press("enter")
         await until(pilot, lambda: screen.view == "outcomes" and screen.table.rows_data)
-        assert {r["job"] for r in screen.table.rows_data} == {job}
+        assert {r.job for r in screen.table.rows_data} == {job}
         await pilot.press("escape")
         await until(pilot, lambda: screen.view == "jobs" and screen.table.current() is not None)
         assert screen.filter_text == ""
-        assert screen.table.cursor_row == 2 and screen.table.current()["name"] == job
+        assert screen.table.cursor_row == 2 and screen.table.current().name == job
         await pilot.press("escape")  # nothing left to go back to: stays on jobs
         assert screen.view == "jobs"
 
@@ -302,9 +302,9 @@ async def test_kind_filter_is_exact_in_the_console(db):
         await pilot.press("slash", *"kind:failed", "enter")
         await until(pilot, lambda: screen.filter_text == "kind:failed" and screen.table.rows_data)
         await pilot.pause(0.1)
-        assert {r["kind"] for r in screen.table.rows_data} == {"failed"}
+        assert {r.kind for r in screen.table.rows_data} == {"failed"}
         await pilot.press("slash", "ctrl+u", *"KIND:verify_fail", "enter")
-        await until(pilot, lambda: {r["kind"] for r in screen.table.rows_data} == {"verification_failed"})
+        await until(pilot, lambda: {r.kind for r in screen.table.rows_data} == {"verification_failed"})
         assert isinstance(app.screen, MainScreen)
 
 

@@ -37,7 +37,7 @@ async def open_story(pilot, esc_id: int) -> EscalationScreen:
     main = pilot.app.screen
     await until(pilot, lambda: isinstance(main, MainScreen) and main.polls > 0 and main.table.rows_data)
     await pilot.press("slash", *"job:nightly", "enter")
-    await until(pilot, lambda: [r["id"] for r in main.table.rows_data] == [esc_id])
+    await until(pilot, lambda: [r.id for r in main.table.rows_data] == [esc_id])
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(pilot.app.screen, EscalationScreen) and pilot.app.screen.detail)
     await pilot.pause(0.1)
@@ -79,7 +79,7 @@ async def test_resolve_from_the_detail_is_attributed_and_shown(story):
     async with app.run_test(size=(100, 40)) as pilot:
         screen = await open_story(pilot, ids["esc"])
         await pilot.press("R")
-        await until(pilot, lambda: screen.detail["escalation"]["state"] == "resolved")
+        await until(pilot, lambda: screen.detail.escalation.state == "resolved")
         with Ledger(path) as led:
             row = led.one("SELECT resolved_by FROM escalations WHERE id = ?", (ids["esc"],))
         assert row[0] == "carol"

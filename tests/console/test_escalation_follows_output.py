@@ -47,8 +47,8 @@ async def test_the_latest_runs_output_grows_on_the_escalation_and_l_follows_it(r
             fh.write(b"".join(f"line {i}\n".encode() for i in range(2, 200)) + b"last \x1b[2J line\n")
 
         def shown() -> str:
-            out = (screen.live_run or {}).get("stdout", {})
-            return out.get("head", "") + out.get("tail", "")
+            out = screen.live_run.stdout if screen.live_run else None
+            return out.head + out.tail if out else ""
         await until(pilot, lambda: "line 199" in shown())
         body = screen.query_one("#body")
         await until(pilot, lambda: body.scroll_y > 0 and body.scroll_y >= body.max_scroll_y - 1)

@@ -54,7 +54,7 @@ async def test_preview_keeps_the_output_the_reason_quotes_across_ledger_changes(
         main = await loaded(pilot)
         await pilot.press("2")  # outcomes: newest first, myjob on top
         await until(pilot, lambda: main.table.VIEW == "outcomes" and main.table.current()
-                    and main.table.current()["job"] == "myjob")
+                    and main.table.current().job == "myjob")
         await until(pilot, lambda: "└ hi" in screen_text(app))
         assert "printed nothing" not in screen_text(app)
         # The ledger changes while the evidence cannot be read again: the line stays.
@@ -136,7 +136,7 @@ async def test_names_owners_files_and_output_show_escaped(db):
         assert any("[bold]own\\u202eer" in c and "bad\\x1b[31mred\\u202e" in c for c in cells)
         await pilot.press("2")
         await until(pilot, lambda: main.table.VIEW == "outcomes" and main.table.current()
-                    and main.table.current()["job"] == name)
+                    and main.table.current().job == name)
         await until(pilot, lambda: "PWNED" in screen_text(app))
         text = screen_text(app)
         assert "bad\\x1b[31mred\\u202e" in text and "\\x1b]0;PWNED\\x07" in text
@@ -258,14 +258,14 @@ def test_next_run_is_one_answer_for_breaker_pause_and_once(tmp_path):
                     "at": __import__("datetime").datetime.fromtimestamp(now + 35, tz=__import__("datetime").UTC).isoformat()}
             c.execute("UPDATE jobs SET spec = ? WHERE name = 'one-shot'", (_json.dumps(spec),))
         led.write(tx)
-        rows = {r["name"]: r for r in reads.jobs_page(led, now=now, limit=100).rows}
-    assert rows["flaky"]["next_run"] >= now + 120 and rows["flaky"]["next_held"] == "breaker"
-    assert rows["held"]["next_run"] is None and next_run_word(None, "paused", now) == "paused"
-    assert abs(rows["one-shot"]["next_run"] - (now + 35)) < 1
+        rows = {r.name: r for r in reads.jobs_page(led, now=now, limit=100).rows}
+    assert rows["flaky"].next_run >= now + 120 and rows["flaky"].next_held == "breaker"
+    assert rows["held"].next_run is None and next_run_word(None, "paused", now) == "paused"
+    assert abs(rows["one-shot"].next_run - (now + 35)) < 1
     cli = _jobs_cli(path, now)
     for name in ("flaky", "held"):
         r = rows[name]
-        assert next_run_word(r["next_run"], r["next_held"], now) in cli[name]
+        assert next_run_word(r.next_run, r.next_held, now) in cli[name]
     assert "in 2m" in cli["flaky"] and "paused" in cli["held"] and "in 3" in cli["one-shot"]  # not "-"
 
 
@@ -286,11 +286,11 @@ def test_success_rate_counts_each_lineage_by_its_final_attempt(tmp_path):
                 cf.add_run(led, "partial-job", state="succeeded", ended_at=cf.NOW - 90 + i, lineage=f"p{i}",
                            exit_code=0, status="partial")
         led.write(tx)
-        rows = {r["name"]: r for r in reads.jobs_page(led, now=cf.NOW, limit=100).rows}
+        rows = {r.name: r for r in reads.jobs_page(led, now=cf.NOW, limit=100).rows}
         hist = reads.job_history(led, "rate-limited-agent", now=cf.NOW)
-    assert rows["rate-limited-agent"]["success_rate"] == 1.0
-    assert rows["partial-job"]["success_rate"] == 1.0
-    assert reads.lineage_success_rate(hist["runs"]) == (1.0, 3)
+    assert rows["rate-limited-agent"].success_rate == 1.0
+    assert rows["partial-job"].success_rate == 1.0
+    assert reads.lineage_success_rate(hist.runs) == (1.0, 3)
 
 
 def test_history_of_a_paused_job_has_no_next_run():

@@ -98,7 +98,7 @@ async def test_notifications_carry_hostile_text_literally(hostile):
         screen = await loaded(pilot)
         await pilot.press("2")
         await until(pilot, lambda: screen.table.VIEW == "outcomes" and screen.table.rows_data)
-        assert screen.table.current()["job"] == bad_job
+        assert screen.table.current().job == bad_job
         await pilot.press("r")
         await pilot.pause()
         _screen_text(app)  # the confirm dialog names the job

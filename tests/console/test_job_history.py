@@ -59,7 +59,7 @@ async def open_history(pilot, job: str = "etl-berlin") -> JobHistoryScreen:
     await until(pilot, lambda: isinstance(main, MainScreen) and main.polls > 0)
     await pilot.press("4")
     await until(pilot, lambda: main.table.VIEW == "jobs" and main.table.rows_data)
-    while main.table.current()["name"] != job:
+    while main.table.current().name != job:
         await pilot.press("j")
     await pilot.press("h")
     await until(pilot, lambda: isinstance(pilot.app.screen, JobHistoryScreen) and pilot.app.screen.history)
@@ -104,7 +104,7 @@ async def test_enter_opens_a_run_and_o_shows_the_jobs_outcomes(db):
     app = make_app(db)
     async with app.run_test(size=(100, 40)) as pilot:
         screen = await open_history(pilot)
-        newest = screen.history["runs"][0]["id"]
+        newest = screen.history.runs[0].id
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.detail is not None)
         assert app.screen.run_id == newest
@@ -113,7 +113,7 @@ async def test_enter_opens_a_run_and_o_shows_the_jobs_outcomes(db):
         await pilot.press("o")
         await until(pilot, lambda: isinstance(app.screen, MainScreen) and app.screen.view == "outcomes"
                     and app.screen.table.rows_data)
-        assert {r["job"] for r in app.screen.table.rows_data} == {"etl-berlin"}
+        assert {r.job for r in app.screen.table.rows_data} == {"etl-berlin"}
 
 
 async def test_jobs_view_has_a_sparkline_column(db):
@@ -123,7 +123,7 @@ async def test_jobs_view_has_a_sparkline_column(db):
         await until(pilot, lambda: isinstance(main, MainScreen) and main.polls > 0)
         await pilot.press("4")
         await until(pilot, lambda: main.table.VIEW == "jobs" and main.table.rows_data)
-        row = next(r for r in main.table.rows_data if r["name"] == "etl-berlin")
+        row = next(r for r in main.table.rows_data if r.name == "etl-berlin")
         cells = main.table.cells(row)
         recent = [c.key for c in main.table.COLUMNS].index("recent")
         assert len(cells[recent].plain) == 10 and set(cells[recent].plain) <= set("▁▂▃▄▅▆▇█✗")
@@ -139,17 +139,17 @@ async def test_pause_resume_and_run_now_ask_first_and_are_attributed(db):
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")  # declined: nothing changes
         await until(pilot, lambda: isinstance(app.screen, JobHistoryScreen))
-        assert not screen.history["job"]["paused_at"]
+        assert not screen.history.job.paused_at
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(pilot, lambda: screen.history["job"]["paused_at"])
-        assert "carol" in str(screen.history["job"]["paused_by"])
+        await until(pilot, lambda: screen.history.job.paused_at)
+        assert "carol" in str(screen.history.job.paused_by)
         assert "paused by carol" in screen_text(app)
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(pilot, lambda: not screen.history["job"]["paused_at"])
+        await until(pilot, lambda: not screen.history.job.paused_at)
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
@@ -172,7 +172,7 @@ async def test_jobs_view_pause_key_asks_and_marks_the_row(db):
         await pilot.press("P")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(pilot, lambda: main.table.current() and main.table.current().get("paused_at"))
+        await until(pilot, lambda: main.table.current() and main.table.current().paused_at)
         assert main.table.cells(main.table.current())[0].plain.startswith("‖ ")
 
 

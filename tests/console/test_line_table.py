@@ -47,7 +47,7 @@ async def test_keys_move_through_a_big_table_holding_only_a_window(big):
     async with app.run_test(size=(80, 24)) as pilot:
         screen, table = await outcomes(pilot)
         await until(pilot, lambda: table.total == RUNS and table.total_exact)
-        first = table.current()["id"]
+        first = table.current().id
         assert first == RUNS  # newest first
         await pilot.press("j", "j", "k")
         assert table.cursor_row == 1
@@ -55,18 +55,18 @@ async def test_keys_move_through_a_big_table_holding_only_a_window(big):
             await pilot.press("pagedown")
         assert table.cursor_row == 1 + 10 * table.page_height
         await until(pilot, lambda: visible_loaded(table) and table.current() is not None)
-        assert table.current()["id"] == RUNS - table.cursor_row
+        assert table.current().id == RUNS - table.cursor_row
         assert len(table.rows_data) <= table.page_height + 2 * MARGIN
         await pilot.press("G")
         await until(pilot, lambda: table.current() is not None and table.cursor_row == RUNS - 1)
-        assert table.current()["id"] == 1
+        assert table.current().id == 1
         assert len(table.rows_data) <= table.page_height + 2 * MARGIN
         await pilot.press("pageup")
         await until(pilot, lambda: visible_loaded(table))
-        assert table.current()["id"] == 1 + table.page_height
+        assert table.current().id == 1 + table.page_height
         await pilot.press("g")
         await until(pilot, lambda: table.current() is not None and table.cursor_row == 0)
-        assert table.current()["id"] == first
+        assert table.current().id == first
         assert f"1/{RUNS:,}" in str(screen.query_one("#viewbar").render())
 
 
@@ -78,7 +78,7 @@ async def test_mouse_click_moves_the_cursor_and_a_second_click_opens(big):
         assert table.cursor_row == 3
         await pilot.click("#outcomes", offset=(10, 4))
         await until(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.detail is not None)
-        assert app.screen.detail["run"]["id"] == RUNS - 3
+        assert app.screen.detail.run.id == RUNS - 3
 
 
 async def test_mouse_wheel_scrolls_and_rows_load(big):
@@ -89,7 +89,7 @@ async def test_mouse_wheel_scrolls_and_rows_load(big):
             await pilot._post_mouse_events([events.MouseScrollDown], "#outcomes", offset=(10, 5))
         await until(pilot, lambda: table.scroll_y > 0 and visible_loaded(table))
         top = int(table.scroll_y)
-        assert table.row_at(top)["id"] == RUNS - top
+        assert table.row_at(top).id == RUNS - top
 
 
 async def test_cursor_stays_on_its_row_deep_in_the_table_when_rows_arrive(big, tmp_path):
@@ -102,7 +102,7 @@ async def test_cursor_stays_on_its_row_deep_in_the_table_when_rows_arrive(big, t
         for _ in range(20):
             await pilot.press("pagedown")
         await until(pilot, lambda: visible_loaded(table) and table.current() is not None)
-        before, row_before = table.current()["id"], table.cursor_row
+        before, row_before = table.current().id, table.cursor_row
 
         def add(c):
             for i in range(3):
@@ -111,7 +111,7 @@ async def test_cursor_stays_on_its_row_deep_in_the_table_when_rows_arrive(big, t
         with Ledger(path) as led:
             led.write(add)
         await until(pilot, lambda: table.cursor_row == row_before + 3)
-        assert table.current()["id"] == before
+        assert table.current().id == before
         await until(pilot, lambda: table.total == RUNS + 3)
 
 
@@ -126,7 +126,7 @@ async def test_marks_survive_scrolling_and_escape_clears_them(big):
         await until(pilot, lambda: table.current() is not None and table.cursor_row == RUNS - 1)
         await pilot.press("g")
         assert set(table.marked) == marked
-        assert [str(r["id"]) for r in table.selection()] == list(marked)
+        assert [str(r.id) for r in table.selection()] == list(marked)
         await pilot.press("escape")
         assert not table.marked
 
@@ -141,7 +141,7 @@ async def test_bottom_key_before_the_count_lands_follows_the_count_to_the_last_r
         assert table.cursor_row == 199
         table.set_total(RUNS)  # the count lands
         await until(pilot, lambda: table.current() is not None and table.cursor_row == RUNS - 1)
-        assert table.current()["id"] == 1
+        assert table.current().id == 1
         table.set_total(RUNS, exact=False)
         await pilot.press("G", "k")  # moving away cancels the pending jump
         table.set_total(RUNS)

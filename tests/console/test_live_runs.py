@@ -77,17 +77,17 @@ def test_live_view_lists_at_risk_then_healthy_live_newest_first_then_orphaned(tm
     newer = add_live(path, "sync-mail", *sleepers(), started_at=cf.NOW - 30)
     with Ledger(path) as led:
         rows = reads.orphans_page(led, now=cf.NOW).rows
-        assert [(r["id"], r["at_risk"], r["live"]) for r in rows] == [
+        assert [(r.id, r.at_risk, r.live) for r in rows] == [
             (ids["risky_run"], True, True), (newer, False, True), (older, False, True),
             (ids["orphan_run"], False, False)]
-        assert rows[0]["risk"] == "lease expired" and rows[1]["risk"] == ""
-        assert rows[1]["lease_age_s"] == pytest.approx(-20)
+        assert rows[0].risk == "lease expired" and rows[1].risk == ""
+        assert rows[1].lease_age_s == pytest.approx(-20)
         assert reads.count_rows(led, "orphans", now=cf.NOW) == 4
         flt = reads.parse_filter("state:running")
-        assert [r["id"] for r in reads.orphans_page(led, now=cf.NOW, flt=flt).rows] == [ids["risky_run"], newer, older]
+        assert [r.id for r in reads.orphans_page(led, now=cf.NOW, flt=flt).rows] == [ids["risky_run"], newer, older]
         assert reads.count_rows(led, "orphans", now=cf.NOW, flt=flt) == 3
         # offsets walk the combined list, live rows first
-        assert [r["id"] for r in reads.orphans_page(led, now=cf.NOW, offset=2, limit=2).rows] == [
+        assert [r.id for r in reads.orphans_page(led, now=cf.NOW, offset=2, limit=2).rows] == [
             older, ids["orphan_run"]]
 
 
@@ -99,12 +99,12 @@ def test_a_live_run_whose_runner_process_died_here_is_at_risk_at_once(tmp_path, 
     write(path, lambda led, c: c.execute("UPDATE runners SET hostname = ?, pid = ?, pid_create_time = ? WHERE id = 'r1'",
                                          (liveness.hostname(), proc.pid, ct)))
     with Ledger(path) as led:
-        assert not next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)["at_risk"]
+        assert not next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r.id == run_id).at_risk
     proc.kill()
     proc.wait(10)
     with Ledger(path) as led:  # heartbeat and lease still fresh: only the dead process tells
-        row = next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r["id"] == run_id)
-    assert row["at_risk"] and row["risk"] == "runner gone"
+        row = next(r for r in reads.orphans_page(led, now=cf.NOW).rows if r.id == run_id)
+    assert row.at_risk and row.risk == "runner gone"
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ async def test_a_healthy_running_run_is_listed_and_x_abandons_it(tmp_path, sleep
         assert "[3 Live & orphans]" in line_of(screen.query_one("#viewbar"))
         await pilot.press("j")  # past the at-risk run, onto the healthy one
         row = screen.table.current()
-        assert (row["id"], row["state"], row["at_risk"]) == (run_id, "running", False)
+        assert (row.id, row.state, row.at_risk) == (run_id, "running", False)
         table_line = line_of(screen.table, 2)
         assert "▸ running" in table_line and "ok 20s" in table_line and str(proc.pid) in table_line
         assert "running since" in line_of(screen.query_one("#preview"))
@@ -138,7 +138,7 @@ async def test_a_healthy_running_run_is_listed_and_x_abandons_it(tmp_path, sleep
             assert led.one("SELECT actor FROM events WHERE run_id=? AND kind='abandon_kill'", (run_id,))[0] == \
                 "operator:ana"
         # It leaves the live part of the view: now an abandoned run, shown under Outcomes.
-        await until(pilot, lambda: run_id not in [r["id"] for r in screen.table.rows_data])
+        await until(pilot, lambda: run_id not in [r.id for r in screen.table.rows_data])
 
 
 @pytest.mark.slow

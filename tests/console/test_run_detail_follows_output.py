@@ -43,8 +43,8 @@ async def test_a_running_jobs_output_grows_on_screen_and_l_follows_it(running):
         with open(art / "stdout.log", "ab") as fh:  # the job prints on; the ledger does not change
             fh.write(b"".join(f"line {i}\n".encode() for i in range(2, 200)) + b"last \x1b[2J line\n")
         def shown() -> str:
-            out = (screen.detail or {}).get("stdout", {})
-            return out.get("head", "") + out.get("tail", "")
+            out = screen.detail.stdout if screen.detail else None
+            return out.head + out.tail if out else ""
         await until(pilot, lambda: "line 199" in shown())
         body = screen.query_one("#body")
         await until(pilot, lambda: body.scroll_y > 0 and body.scroll_y >= body.max_scroll_y - 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.ledger.connection import Ledger
+from core.ledger.page_records import InvalidSpec
 from tests.kit.pilot import loaded, make_app, until
 
 
@@ -20,7 +21,7 @@ async def test_a_job_with_a_spec_error_is_marked_and_its_preview_says_why(tmp_pa
         await pilot.press("4")
         await until(pilot, lambda: screen.table.VIEW == "jobs" and len(screen.table.rows_data) == 2)
         table = screen.table
-        assert table.current()["name"] == "bad"
+        assert table.current().name == "bad"
         assert str(table.cells(table.current())[0]).startswith("! ")
         preview = str(table.preview(table.current()))
         assert "spec error" in preview and "max_attempts" in preview and "\x1b" not in preview
@@ -46,13 +47,13 @@ async def test_a_job_whose_spec_never_parsed_is_listed_in_jobs_with_its_error(tm
         await until(pilot, lambda: screen.table.VIEW == "jobs" and len(screen.table.rows_data) == 2)
         table = screen.table
         bad = table.rows_data[0]
-        assert bad["invalid"] and bad["name"] == "broken"  # listed first
+        assert isinstance(bad, InvalidSpec) and bad.name == "broken"  # listed first
         cells = [c.plain for c in table.cells(bad)]
         assert cells[0] == "! broken" and cells[1] == "spec invalid" and cells[3] == "broken.toml:4"
         assert "timeout" in str(table.preview(bad))
-        assert table.rows_data[1]["name"] == "good"
+        assert table.rows_data[1].name == "good"
         await pilot.press("h")  # no history for a job that never loaded: nothing opens
         await pilot.pause(0.1)
         assert app.screen is screen
         await pilot.press("slash", *"job:good", "enter")
-        await until(pilot, lambda: [r["name"] for r in table.rows_data] == ["good"])
+        await until(pilot, lambda: [r.name for r in table.rows_data] == ["good"])

@@ -70,7 +70,7 @@ async def test_a_burst_after_slash_goes_into_the_filter_box(db):
         assert not screen.paused  # `p` did not pause
         await pilot.press("enter")
         await until(pilot, lambda: screen.filter_text == "backup" and screen.table.rows_data
-                    and {r["job"] for r in screen.table.rows_data} == {"backup-db"})
+                    and {r.job for r in screen.table.rows_data} == {"backup-db"})
         assert untouched(path, ids)
 
 
@@ -96,7 +96,7 @@ async def test_a_colon_after_slash_is_filter_text_not_the_palette(db):
         assert untouched(path, ids)
         await pilot.press("enter")
         await until(pilot, lambda: screen.filter_text == "kind:failed" and screen.table.rows_data
-                    and {r["kind"] for r in screen.table.rows_data} == {"failed"})
+                    and {r.kind for r in screen.table.rows_data} == {"failed"})
 
 
 async def test_slash_inside_the_box_is_text_and_keys_before_it_never_act_later(db):
@@ -139,7 +139,7 @@ async def test_a_y_typed_behind_x_does_not_answer_the_unseen_dialog(db):
         screen = await loaded(pilot)
         await pilot.press("3")
         await until(pilot, lambda: screen.table.VIEW == "orphans" and screen.table.rows_data)
-        assert screen.table.current()["id"] == ids["risky_run"]
+        assert screen.table.current().id == ids["risky_run"]
         await burst(pilot, "xy", settle=0.5)
         assert isinstance(app.screen, ConfirmScreen)  # still asking
         assert run_state(path, ids["risky_run"]) == "running"

@@ -53,7 +53,7 @@ async def loaded(pilot) -> MainScreen:
     return main
 
 
-def row_text(table, row: dict) -> list[str]:
+def row_text(table, row) -> list[str]:
     return [t.plain for t in table.cells(row)]
 
 
@@ -148,7 +148,7 @@ async def test_partial_and_subtasks_show_as_such_in_outcomes_and_jobs(db):
         assert cells[1][1] == "report/eu-west"
         await pilot.press("4")
         await until(pilot, lambda: main.table.VIEW == "jobs" and main.table.rows_data)
-        report = next(r for r in main.table.rows_data if r["name"] == "report")
+        report = next(r for r in main.table.rows_data if r.name == "report")
         assert "partial" in row_text(main.table, report)[3]
 
 
@@ -188,7 +188,7 @@ async def test_space_marks_the_row_and_moves_down(db):
     app = make_app(db)
     async with app.run_test(size=(80, 24)) as pilot:
         main = await loaded(pilot)
-        first = main.table.current()["id"]
+        first = main.table.current().id
         await pilot.press("space")
         assert main.table.cursor_row == 1 and list(main.table.marked) == [str(first)]
 

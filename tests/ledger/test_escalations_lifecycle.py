@@ -177,9 +177,9 @@ def test_list_escalations_filters(ledger, tmp_path):
     end_as(ledger, rid, "timed_out")
     supervisor.judge_run(ledger, rid)
     assert len(escalations.list_escalations(ledger)) == 2
-    assert [e["job"] for e in escalations.list_escalations(ledger, job="other")] == ["other"]
+    assert [e.job for e in escalations.list_escalations(ledger, job="other")] == ["other"]
     actions.resolve(ledger, escalations_of(ledger)[0]["id"], "ana")
-    assert [e["job"] for e in escalations.list_escalations(ledger, state="active")] == ["other"]
+    assert [e.job for e in escalations.list_escalations(ledger, state="active")] == ["other"]
 
 
 def test_overlapping_success_does_not_resolve_a_failure_it_overlapped(ledger, tmp_path):

@@ -94,6 +94,6 @@ def test_host_filter_narrows_runs_and_escalations_to_one_host(ledger):
     flt = reads.parse_filter("host:db1")
     assert flt.host == "db1" and not flt.empty
     now = time.time()
-    assert [r["id"] for r in reads.orphans_page(ledger, now=now, flt=flt).rows] == [run_id]
+    assert [r.id for r in reads.orphans_page(ledger, now=now, flt=flt).rows] == [run_id]
     assert reads.orphans_page(ledger, now=now, flt=reads.parse_filter("host:web1")).rows == []
-    assert [e["job"] for e in reads.escalations_page(ledger, flt=flt).rows] == ["(host db1)"]
+    assert [e.job for e in reads.escalations_page(ledger, flt=flt).rows] == ["(host db1)"]

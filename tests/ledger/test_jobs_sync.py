@@ -106,8 +106,8 @@ def test_recent_spec_errors_newest_first(tmp_path: Path, ledger: Ledger):
     _write(specs, "a", 'name = "a"\ncommand = "true"\ntimeout = 0\n')
     sync_jobs(ledger, load_dir(specs), now=2.0)
     errs = recent_spec_errors(ledger)
-    assert [e["field"] for e in errs] == ["timeout", "command"]
-    assert errs[0]["at"] == 2.0 and errs[0]["text"].endswith("Input should be greater than 0")
+    assert [e.field for e in errs] == ["timeout", "command"]
+    assert errs[0].at == 2.0 and errs[0].text.endswith("Input should be greater than 0")
     assert len(recent_spec_errors(ledger, limit=1)) == 1
 
 

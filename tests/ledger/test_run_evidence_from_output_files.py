@@ -26,9 +26,9 @@ def test_a_run_without_an_outcome_shows_what_its_monitor_kept(ledger, tmp_path):
     (art / "stderr.log").write_text("oops\n")
     rid = _ended_run(ledger, art)
     ev = reads.run_evidence(ledger, rid, tail_chars=100)
-    assert ev is not None and ev["status"] is None
-    assert ev["stdout_end"].endswith("last line\n") and len(ev["stdout_end"]) == 100
-    assert ev["stderr_end"] == "oops\n"
+    assert ev is not None and ev.status is None
+    assert ev.stdout_end.endswith("last line\n") and len(ev.stdout_end) == 100
+    assert ev.stderr_end == "oops\n"
 
 
 def test_a_run_without_an_outcome_or_output_has_no_evidence(ledger, tmp_path):

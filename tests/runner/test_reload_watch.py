@@ -47,7 +47,7 @@ async def test_edit_then_invalid_edit(tmp_path: Path):
         await _wait_for(results, lambda r: bool(r.errors))
         assert load_jobs(ledger)["a"].timeout == 20.0
         (err,) = recent_spec_errors(ledger)
-        assert err["field"] == "timeout" and err["file"] == str(spec)
+        assert err.field == "timeout" and err.file == str(spec)
 
         stop.set()
         await asyncio.wait_for(task, 5)

@@ -27,8 +27,8 @@ def test_a_verifying_run_is_listed_once(ledger, ledger_target):
     assert lifecycle.transition(ledger, rid, 1, "running", "verifying", actor="test",
                                 fields={"ended_at": 2.0, "exit_code": 0})
     ledger.write(lambda c: outcomes.record(c, rid, state="verifying", status="success"))
-    assert [r["id"] for r in runs.list_runs(ledger)] == [rid]
-    assert [r["id"] for r in runs.list_runs(ledger, state="verifying")] == [rid]
+    assert [r.run.id for r in runs.list_runs(ledger)] == [rid]
+    assert [r.run.id for r in runs.list_runs(ledger, state="verifying")] == [rid]
     res = CliRunner().invoke(cli, ["runs", "--ledger", ledger_target, "--json"])
     assert res.exit_code == 0, res.output
     assert [json.loads(line)["id"] for line in res.output.splitlines() if line.strip()] == [rid]

@@ -42,9 +42,9 @@ def test_a_job_that_never_parsed_is_listed_and_escalated_until_fixed(tmp_path, l
     rep = sync_jobs(ledger, load_dir(specs), actor="runner:r1", owner="ops")
     assert rep.invalid_opened == ["bad"]
     [row] = invalid_specs(ledger)
-    assert (row["source"], row["job"], row["line"], row["field"], row["loaded"]) == (str(bad), "bad", 4, "timeout",
+    assert (row.source, row.job, row.line, row.field, row.loaded) == (str(bad), "bad", 4, "timeout",
                                                                                       False)
-    assert row["text"].startswith(f"{bad}:4: job 'bad': field 'timeout'")
+    assert row.text.startswith(f"{bad}:4: job 'bad': field 'timeout'")
     [esc] = escalations(ledger)
     assert (esc["job"], esc["state"], esc["severity"], esc["owner"]) == ("bad", "open", "warning", "ops")
     assert f"{bad}:4" in esc["reason"]
@@ -67,7 +67,7 @@ def test_an_edit_breaking_a_loaded_job_escalates_with_its_owner_and_says_the_old
     _write(specs, "a", 'name = "a"\ncommand = "true"\nowner = "bea"\ntimeout = 0\n')
     sync_jobs(ledger, load_dir(specs), owner="ops")
     [row] = invalid_specs(ledger)
-    assert row["loaded"] is True and invalid_specs(ledger, never_loaded=True) == []
+    assert row.loaded is True and invalid_specs(ledger, never_loaded=True) == []
     [esc] = escalations(ledger)
     assert esc["owner"] == "bea" and "last good spec still runs" in esc["reason"]
     # A different error in the same place is a repeat on the same escalation.
