@@ -3,6 +3,7 @@ WATCHKEEPER_* or ANTHROPIC_* variables leak in, and nothing reaches the network.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Iterator
@@ -16,9 +17,11 @@ from tests.kit import postgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests (real processes, Pilot, tmux) share one xdist group, so under
-    ``--dist loadgroup`` at most one of them runs at a time while the other worker takes the
-    fast ones: two heavy tests never fight over a 2-core machine's CPU and time out.
+    """Slow tests run in xdist groups of their own, so under ``--dist loadgroup`` two of
+    a kind never fight over a 2-core machine's CPU: ``pilot`` holds the console driven with
+    Pilot (every ``async`` test of a module that calls ``run_test``; they are marked slow
+    here), ``heavy`` the other slow ones (real runners, tmux, the browser). The fast tests
+    fill whichever worker is free; ``make test-fast`` runs them alone.
 
     PostgreSQL items (marker ``pg``) outside the representative modules
     (``tests.kit.postgres.REPRESENTATIVE``) are also ``soak``: ``make test`` runs the
@@ -28,8 +31,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
             if module not in postgres.REPRESENTATIVE:
                 item.add_marker(pytest.mark.soak)
-        if item.get_closest_marker("slow") or item.get_closest_marker("soak"):
+        if _drives_the_console(item):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("pilot"))
+        elif item.get_closest_marker("slow") or item.get_closest_marker("soak"):
             item.add_marker(pytest.mark.xdist_group("heavy"))
+
+
+def _drives_the_console(item: pytest.Item) -> bool:
+    """An ``async`` test in a module that starts the console with ``run_test`` (Pilot)."""
+    fn = getattr(item, "function", None)
+    module = getattr(item, "module", None)
+    if fn is None or module is None or not inspect.iscoroutinefunction(fn):
+        return False
+    source = _SOURCES.get(module.__file__)
+    if source is None:
+        source = _SOURCES[module.__file__] = Path(module.__file__).read_text(encoding="utf-8")
+    return "run_test(" in source
+
+
+_SOURCES: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
