@@ -31,7 +31,7 @@ from console.cli.common import (
 )
 from console.evidence import handoff_fields, verification_rows
 from core.ledger.lifecycle import TERMINAL, State
-from core.ledger.records import Outcome
+from core.ledger.records import Outcome, Run
 from core.ledger.runs import job_known
 from core.ledger.sql_store import SqlStore
 from core.processes import signal_name
@@ -165,15 +165,15 @@ def start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
     return stop
 
 
-def print_stopped(reason: str, left: list[dict[str, Any]]) -> None:
+def print_stopped(reason: str, left: list[Run]) -> None:
     """On stderr: why the runner stopped and the runs it left running (``Runner.left_behind``),
     which keep running under their monitors until the next runner re-attaches them."""
     click.echo(f"watchkeeper: runner stopped ({shown(reason)})"
                + (f"; {len(left)} run(s) left running; the next runner re-attaches them and records how they end:"
                   if left else "; nothing left running"), err=True)
     for r in left:
-        name = f"{r['job']}/{r['task']}" if r.get("task") else r["job"]
-        click.echo(f"  run {r['id']}  {shown(name)}  attempt {r['attempt']}  pid {r['pid'] or '-'}", err=True)
+        name = f"{r.job}/{r.task}" if r.task else r.job
+        click.echo(f"  run {r.id}  {shown(name)}  attempt {r.attempt}  pid {r.pid or '-'}", err=True)
 
 
 @click.command("runs")

@@ -110,12 +110,14 @@ class LoopStore:
         return dict(await self.writer.run(read))
 
     async def record_stopped(self, runner_id: str, *, actor: str, left_running: list[int], reason: str,
-                             detail: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                             detail: dict[str, Any] | None = None) -> list[Run]:
         """Mark the runner stopped (``runners.stopped_at``/``stop_reason``) with its
-        ``runner_stopped`` event naming the runs it left running. Returns those runs as
-        ``[{id, job, task, attempt, pid}]`` (JSON, for the operator's screen)."""
-        return list(await self.writer.run(lambda conn: runners.record_stopped(
-            conn, runner_id, actor=actor, left_running=left_running, reason=reason, detail=detail)))
+        ``runner_stopped`` event naming the runs it left running. Returns those runs (by id)."""
+        def tx(conn: Conn) -> list[Run]:
+            runners.record_stopped(conn, runner_id, actor=actor, left_running=left_running, reason=reason,
+                                   detail=detail)
+            return [Run.from_row(r) for r in runs.in_ids(conn, left_running)]
+        return list(await self.writer.run(tx))
 
     async def reattach_run(self, run: Run, *, runner_id: str, lease_s: float, reason: str) -> bool:
         """Take over live ``run`` an earlier runner of this host left (compare-and-set on its

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from core.ledger.connection import Conn, Ledger, add_event, inserted_id
@@ -108,6 +109,15 @@ def in_states(conn: Conn, states: Any, columns: str = "*", *,
     dict of ``columns`` (comma-separated names)."""
     return [{k: r[k] for k in r.keys()} for r in conn.execute(
         f"SELECT {columns} FROM runs WHERE state IN {sql_set(states)} ORDER BY id LIMIT ?", (limit,))]
+
+
+def in_ids(conn: Conn, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The ``runs`` rows of ``run_ids`` (those that exist), by id, each a dict of its columns."""
+    if not run_ids:
+        return []
+    return [{k: r[k] for k in r.keys()} for r in conn.execute(
+        "SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (json.dumps([int(i) for i in run_ids]),))]
 
 
 def children_in_states(conn: Conn, parent_id: int, states: Any) -> list[int]:

@@ -154,7 +154,7 @@ class Runner:
         self._subreaper = subreaper
         self.stop_reason = "stop requested"
         self._stop_detail: dict[str, Any] = {}
-        self.left_behind: list[dict[str, Any]] = []
+        self.left_behind: list[Run] = []  # the runs a stop left running under their monitors
         self.started = threading.Event()
         self.service = ServiceNotifier()  # systemd's READY/WATCHDOG; silent outside systemd
         self.deadman = Deadman(self.settings.deadman.url, timeout=self.settings.deadman.timeout)
