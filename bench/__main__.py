@@ -40,6 +40,11 @@ def _idle(quick: bool) -> list[Figure]:
     return runner_bench.idle(quick)
 
 
+def _monitors(quick: bool) -> list[Figure]:
+    from bench import monitor_bench
+    return monitor_bench.run(quick)
+
+
 def _scale(quick: bool) -> list[Figure]:
     from bench import runner_bench
     return runner_bench.scale(quick)
@@ -126,6 +131,7 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "idle": _idle,
     "fleet": _fleet,
     "scale": _scale,
+    "monitors": _monitors,
     "ledger": _ledger,
     "detection": _detection,
     "fanout": _fanout,

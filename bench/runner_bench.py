@@ -15,10 +15,9 @@
   asyncio process holding 500 ``sleep 60`` children with their output piped. Goal: runner
   CPU ≤ 5% of one core.
 
-* **Monitors**: 500 concurrent runs under their per-run monitors (``core.monitor``): spawn
-  time per run against a bare piped spawn, and the memory each run's monitor costs.
+What each run's monitor costs (spawn time, memory, 500 of them) is ``bench.monitor_bench``.
 
-    python -m bench.runner_bench [--quick] [--json] [--only idle|scale|monitors]
+    python -m bench.runner_bench [--quick] [--json] [--only idle|scale]
 """
 
 from __future__ import annotations
@@ -248,71 +247,7 @@ def _kill_runs(db: Path) -> None:
             pass
 
 
-def _monitor_family(mon_pid: int, job_pid: int) -> list[psutil.Process]:
-    """A run's monitor and its drains (every descendant but the job's own process)."""
-    try:
-        top = psutil.Process(mon_pid)
-        return [top, *(p for p in top.children(recursive=True) if p.pid != job_pid)]
-    except psutil.Error:
-        return []
-
-
-def monitors(quick: bool) -> list[Figure]:
-    """The per-run monitor (``core.monitor``) at 500 concurrent runs (``--quick``: 100):
-    spawn time per run (``core.runner.spawn.start_monitored``, until the job's pid is known)
-    against the bare pipe spawn the runner used before (``asyncio.create_subprocess_exec``
-    with both streams piped, in the same process and window), and the memory its monitor and
-    drains and deadline keeper cost per run (every job has a timeout): unique (USS: what the
-    run adds) and resident (RSS: shared pages of sh/head counted again for every process)."""
-    import asyncio
-
-    from core.runner import spawn
-
-    n = 100 if quick else SCALE_RUNS
-
-    async def measure(folder: Path) -> tuple[float, float, float, float]:
-        t0 = time.perf_counter()
-        mons = [await spawn.start_monitored(["sleep", "600"], cwd=None, env=dict(os.environ), art=folder / str(i),
-                                            cap=1 << 20, timeout=3600, grace=5) for i in range(n)]
-        mon_ms = (time.perf_counter() - t0) * 1000 / n
-        await asyncio.sleep(1.0)  # every drain is up
-        alive = sum(psutil.pid_exists(m.pid) for m in mons)
-        assert alive == n, f"only {alive} of {n} jobs running"
-        uss = rss = 0.0
-        for m in mons:
-            assert m.monitor is not None
-            for p in _monitor_family(m.monitor, m.pid):
-                try:
-                    info = p.memory_full_info()
-                except psutil.Error:
-                    continue
-                uss += info.uss
-                rss += info.rss
-        for m in mons:
-            os.killpg(m.pid, signal.SIGKILL)
-        for m in mons:
-            await m.drained(10)
-        t0 = time.perf_counter()
-        bare = [await asyncio.create_subprocess_exec("sleep", "60", stdout=asyncio.subprocess.PIPE,
-                                                     stderr=asyncio.subprocess.PIPE, start_new_session=True)
-                for _ in range(n)]
-        bare_ms = (time.perf_counter() - t0) * 1000 / n
-        for p in bare:
-            p.kill()
-        await asyncio.gather(*(p.wait() for p in bare))
-        return mon_ms, bare_ms, uss / n / 1e6, rss / n / 1e6
-
-    with tempfile.TemporaryDirectory() as tmp:
-        mon_ms, bare_ms, uss_mb, rss_mb = asyncio.run(measure(Path(tmp)))
-    return [
-        Figure(f"monitor: spawn per run ({n} concurrent)", mon_ms, "ms", bare_ms, "bare piped spawn", bare_ms / mon_ms,
-               "≤ 2 ms", mon_ms <= 2.0),
-        Figure("monitor: unique memory per run (USS, monitor + drains)", uss_mb, "MB", goal="≤ 1 MB", met=uss_mb <= 1.0),
-        Figure("monitor: resident memory per run (RSS, shared pages counted per process)", rss_mb, "MB"),
-    ]
-
-
-BENCHES = {"idle": idle, "scale": scale, "monitors": monitors}
+BENCHES = {"idle": idle, "scale": scale}
 
 
 def run(quick: bool = False, only: list[str] | None = None) -> list[Figure]:

@@ -1,0 +1,207 @@
+"""What a run's per-run monitor (``core.monitor``) costs: spawn time, memory, and 500 of them.
+
+Issue 18's goal: at most about 1 MB of RSS and 2 ms of spawn time per run, and 500 concurrent
+runs affordable. Every figure has a baseline measured in the same process and window, so a
+busy host (a shared 2-core CI box) is judged against itself. The jobs are started as the
+runner starts a job with the defaults (``RUN``: 1 h timeout, so each monitor also runs its
+deadline keeper, ``core.monitor.TIMER``).
+
+* **Spawn time per run** (median and p95 of ``--samples``, default 200; ``--quick`` 60):
+  ``core.runner.spawn.start_monitored`` until the job's pid is known (what the runner waits
+  for before it records ``running``), against a bare ``subprocess.Popen(["true"])`` (the
+  cheapest start of any process) and a bare ``sh -c 'echo $$'`` read back (the floor of any
+  ``sh`` monitor: one shell started and heard from). The three are interleaved sample by
+  sample, so load changes hit them alike. Also the runner's own CPU per spawn (this
+  process's CPU time, the part that competes with its event loop) and the host's CPU per
+  monitored run (monitor, drains, keeper and job, counted when they are reaped).
+* **Memory per run**: the monitor, its drains and its deadline keeper (every process but the
+  job) while the job runs: RSS summed over the processes as psutil reports it (shared pages of ``sh`` and
+  libc counted again in every process), PSS (shared pages split between their users: the
+  share of the host's memory a run takes) and USS (pages only the run has).
+* **500 concurrent runs** (``--quick``: 100): 500 ``sleep`` jobs started at once, each under
+  its monitor, the way the runner starts them (one task per run on one event loop): spawn
+  wall time until every job's pid is known, against 500 bare ``Popen(["sleep", …])`` in a
+  loop; the monitors' total RSS and PSS; this process's CPU over 5 s while it waits on all
+  500 jobs as the runner does (one pidfd per job on its loop). The real runner's CPU with 500
+  live runs is the ``scale`` benchmark's.
+
+    python -m bench.monitor_bench [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from bench.common import Figure, bench_main
+
+SPAWN_GOAL_MS = 2.0
+MEMORY_GOAL_MB = 1.0
+CONCURRENT = 500
+WINDOW_S = 5.0
+#: What the runner passes for a job with the defaults: 1 MB output cap, 1 h timeout (so the
+#: monitor's deadline keeper runs too), 10 s grace.
+RUN = {"cap": 1 << 20, "timeout": 3600.0, "grace": 10.0}
+
+
+def _p95(xs: list[float]) -> float:
+    return sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.95))]
+
+
+def _family(mon_pid: int, job_pid: int) -> list[psutil.Process]:
+    """A run's monitor, its drains and deadline keeper (every descendant but the job's own
+    process)."""
+    try:
+        top = psutil.Process(mon_pid)
+        return [top, *(p for p in top.children(recursive=True) if p.pid != job_pid)]
+    except psutil.Error:
+        return []
+
+
+def _memory(mons: list) -> tuple[float, float, float]:
+    """(RSS, PSS, USS) in MB summed over the monitors of ``mons`` and their helpers."""
+    rss = pss = uss = 0
+    for m in mons:
+        for p in _family(m.monitor, m.pid):
+            try:
+                info = p.memory_full_info()
+            except psutil.Error:
+                continue
+            rss, pss, uss = rss + info.rss, pss + info.pss, uss + info.uss
+    return rss / 1e6, pss / 1e6, uss / 1e6
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+async def _end(mons: list) -> None:
+    for m in mons:
+        m.kill()
+    for m in mons:
+        await m.drained(30)
+
+
+async def _sequential(folder: Path, samples: int) -> dict[str, list[float]]:
+    """Interleaved samples (ms) of the three spawns, plus CPU per spawn."""
+    from core.runner import spawn
+
+    out: dict[str, list[float]] = {k: [] for k in ("true", "sh", "monitor", "true_cpu", "monitor_cpu")}
+    env = dict(os.environ)
+    host_cpu = 0.0
+    for i in range(samples):
+        c0, t0 = time.process_time(), time.perf_counter()
+        p = subprocess.Popen(["true"])
+        out["true"].append((time.perf_counter() - t0) * 1000)
+        out["true_cpu"].append((time.process_time() - c0) * 1000)
+        p.wait()
+
+        t0 = time.perf_counter()
+        p = subprocess.Popen(["sh", "-c", "echo $$"], stdout=subprocess.PIPE)
+        assert p.stdout is not None
+        p.stdout.readline()
+        out["sh"].append((time.perf_counter() - t0) * 1000)
+        p.wait()
+        p.stdout.close()
+
+        h0 = _children_cpu()
+        c0, t0 = time.process_time(), time.perf_counter()
+        mon = await spawn.start_monitored(["sleep", "600"], cwd=None, env=env, art=folder / f"s{i}", **RUN)
+        out["monitor"].append((time.perf_counter() - t0) * 1000)
+        out["monitor_cpu"].append((time.process_time() - c0) * 1000)
+        await _end([mon])
+        host_cpu += _children_cpu() - h0
+    out["host_cpu"] = [host_cpu * 1000 / samples]
+    return out
+
+
+async def _concurrent(folder: Path, n: int) -> dict[str, float]:
+    from core.runner import spawn
+
+    env = dict(os.environ)
+    t0 = time.perf_counter()
+    mons = await asyncio.gather(*(spawn.start_monitored(["sleep", "600"], cwd=None, env=env, art=folder / f"c{i}",
+                                                        **RUN) for i in range(n)))
+    wall = time.perf_counter() - t0
+    try:
+        # Every drain is up (each has opened its log) before memory is looked at.
+        deadline = time.monotonic() + 60
+        while not all((m.art / "stderr.log").exists() for m in mons) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        alive = sum(psutil.pid_exists(m.pid) for m in mons)
+        assert alive == n, f"only {alive} of {n} jobs running"
+        rss, pss, uss = _memory(mons)
+        waits = [asyncio.ensure_future(m.job_exit()) for m in mons]
+        await asyncio.sleep(0.5)
+        c0, t1 = time.process_time(), time.perf_counter()
+        await asyncio.sleep(WINDOW_S)
+        cpu = (time.process_time() - c0) / (time.perf_counter() - t1) * 100
+    finally:
+        await _end(mons)
+    await asyncio.gather(*waits)
+    t0 = time.perf_counter()
+    bare = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(n)]
+    bare_wall = time.perf_counter() - t0
+    for p in bare:
+        p.kill()
+    for p in bare:
+        p.wait()
+    return {"wall_s": wall, "bare_wall_s": bare_wall, "rss_mb": rss, "pss_mb": pss, "uss_mb": uss, "cpu": cpu}
+
+
+def run(quick: bool = False, samples: int | None = None) -> list[Figure]:
+    samples = samples or (60 if quick else 200)
+    n = 100 if quick else CONCURRENT
+    with tempfile.TemporaryDirectory(prefix="wk-bench-monitor-") as tmp:
+        seq = asyncio.run(_sequential(Path(tmp), samples))
+        con = asyncio.run(_concurrent(Path(tmp), n))
+    med = {k: statistics.median(v) for k, v in seq.items()}
+    p95 = {k: _p95(v) for k, v in seq.items()}
+    where = f"{samples} samples interleaved with the baselines"
+    figs = [
+        Figure("monitor: spawn time per run, median (until the job's pid is known)", med["monitor"], "ms",
+               med["sh"], "bare sh -c 'echo $$' read back", med["sh"] / med["monitor"], f"≤ {SPAWN_GOAL_MS:g} ms",
+               med["monitor"] <= SPAWN_GOAL_MS, f"{where}; bare Popen(['true']) median {med['true']:.2f} ms"),
+        Figure("monitor: spawn time per run, p95", p95["monitor"], "ms", p95["sh"], "bare sh -c 'echo $$' read back",
+               p95["sh"] / p95["monitor"], "≤ 2× the bare sh p95", p95["monitor"] <= 2 * p95["sh"],
+               f"bare Popen(['true']) p95 {p95['true']:.2f} ms"),
+        Figure("monitor: spawn vs the bare sh floor, median", med["monitor"] - med["sh"], "ms", None,
+               "monitor median − bare sh median", None, f"≤ {SPAWN_GOAL_MS:g} ms over the floor",
+               med["monitor"] - med["sh"] <= SPAWN_GOAL_MS, "what the monitor adds to one shell's start"),
+        Figure("monitor: runner CPU per spawn (this process)", med["monitor_cpu"], "ms", med["true_cpu"],
+               "bare Popen(['true'])", med["true_cpu"] / med["monitor_cpu"] if med["monitor_cpu"] else None,
+               f"≤ {SPAWN_GOAL_MS:g} ms", med["monitor_cpu"] <= SPAWN_GOAL_MS, "median; its event loop's share"),
+        Figure("monitor: host CPU per monitored run (monitor, drains, keeper, job)", seq["host_cpu"][0], "ms",
+               note="mean, counted when reaped; the job here is `sleep`"),
+        Figure(f"monitor: {n} concurrent runs, spawn wall time per run", con["wall_s"] * 1000 / n, "ms",
+               con["bare_wall_s"] * 1000 / n, f"{n} bare Popen(['sleep']) in a loop",
+               con["bare_wall_s"] / con["wall_s"], f"≤ {SPAWN_GOAL_MS:g} ms", con["wall_s"] * 1000 / n <= SPAWN_GOAL_MS,
+               f"{n} started at once on one loop: all pids known after {con['wall_s']:.2f} s"),
+        Figure("monitor: RSS per run (monitor, drains, keeper: summed per process)", con["rss_mb"] / n, "MB",
+               goal=f"≤ about {MEMORY_GOAL_MB:g} MB", met=con["rss_mb"] / n <= MEMORY_GOAL_MB,
+               note=f"{n} runs: {con['rss_mb']:.0f} MB in total; shared pages of sh/head/libc counted in every process"),
+        Figure("monitor: PSS per run (its share of the host's memory)", con["pss_mb"] / n, "MB",
+               goal=f"≤ {MEMORY_GOAL_MB:g} MB", met=con["pss_mb"] / n <= MEMORY_GOAL_MB,
+               note=f"{n} runs: {con['pss_mb']:.0f} MB in total; USS {con['uss_mb'] / n:.2f} MB per run"),
+        Figure(f"monitor: this process's CPU while {n} monitored jobs run", con["cpu"], "% core",
+               note=f"{WINDOW_S:g} s window, one pidfd wait per job on the loop (the runner's own: bench `scale`)"),
+    ]
+    return figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench_main("python -m bench.monitor_bench", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
