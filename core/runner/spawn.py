@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from core import monitor
-from core.processes import forget_child, signal_group, start_child
+from core.processes import forget_child, group_members, signal_group, start_child
 
 
 class Child:
@@ -290,7 +290,7 @@ class Monitored:
         while self.helpers_left():
             if time.monotonic() > deadline:
                 return False
-            await asyncio.sleep(POLL_S / 5)
+            await asyncio.sleep(POLL_S / 5 if self._child else POLL_S)  # else each look scans the process table
         return True
 
     def helpers_left(self) -> bool:
@@ -306,7 +306,12 @@ class Monitored:
             os.killpg(self.monitor, 0)
         except (ProcessLookupError, PermissionError):
             return False
-        return True
+        if self._child:
+            return True
+        # A re-attached run's monitor is not ours to reap: once exited it (and its drains) may
+        # stay zombies in the group until whoever adopted them reaps them (an init that reaps
+        # late), which is not a helper still reading.
+        return bool(group_members(self.monitor))
 
     def kill(self) -> None:
         """SIGKILL the job's process group, or the job alone while it has no group yet: its
