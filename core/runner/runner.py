@@ -79,7 +79,8 @@ IDLE_WAKE_S = 30.0
 #: loop at once, and so does any other process's commit, e.g. a person's approve, answer or
 #: abort from the CLI or console, through the ledger feed).
 MISSION_IDLE_S = 30.0
-#: Seconds a stopping runner waits at least for runs being started to be recorded running.
+#: Seconds a stopping runner waits at most for runs being started to be recorded running
+#: (a spawn takes milliseconds; the bound keeps a stuck ledger from holding the stop).
 START_WAIT_S = 5.0
 
 
@@ -699,7 +700,7 @@ class Runner:
         self._stop_began = time.monotonic()
         # A run being started finishes starting first (its pid recorded), so it is left to
         # its monitor and re-attached, never cut off with its job running unrecorded.
-        if not await self.executor.starts_done(max(START_WAIT_S, self.settings.shutdown_grace)):
+        if not await self.executor.starts_done(START_WAIT_S):
             log.warning("run(s) %s still starting at the stop; left to the sweep", sorted(self.executor.starting))
         if self.live and self.stop_mode == "drain":
             await self._wait_live(self.settings.shutdown_grace)
