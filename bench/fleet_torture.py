@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -352,10 +353,15 @@ def fleet_torture(*, hosts: int = 3, kills: int = 2, seconds: float = 60, seed: 
     root = Path(tempfile.mkdtemp(prefix="wk-fleet-torture-"))
     t = FleetTorture(root, server.fresh_database(), hosts=hosts, kills=kills, seconds=seconds, seed=seed, log=log)
     try:
-        return t.drive()
+        result = t.drive()
     finally:
         t.close()
         server.stop()
+    if not result["violations"]:  # the hosts' logs and the sink's lines stay only when something broke
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        result["logs"] = str(root)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
