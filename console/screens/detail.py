@@ -28,9 +28,9 @@ from console.screens.live import LiveScreen
 from console.screens.operator_actions import confirm_run_action, refuse_read_only
 from console.widgets.cells import clock, duration, exit_text
 from console.widgets.header_bar import HeaderBar
-from core.ledger import reads
 from core.ledger.page_records import RunDetail
 from core.ledger.records import Outcome, Run
+from core.ledger.sql_store import SqlStore
 
 #: States in which a run's output may still grow (its files are re-read on every pulse).
 LIVE_STATES = ("spawned", "running", "verifying")
@@ -307,7 +307,7 @@ class DetailScreen(LiveScreen):
         if force:
             self.wk.watcher.wake(force=True)
         try:
-            detail = await self.wk.reader.call(lambda ledger: reads.run_detail(ledger, self.run_id))
+            detail = await self.wk.reader.call(lambda ledger: SqlStore(ledger).run_detail(self.run_id))
         except Exception as exc:
             self.wk.watcher.wake()
             if self.detail is None:

@@ -28,8 +28,8 @@ from console.screens.operator_actions import refuse_read_only
 from console.widgets.cells import age, clock, exit_text
 from console.widgets.header_bar import HeaderBar
 from core import actions
-from core.ledger import reads
 from core.ledger.page_records import EscalationDetail, EscalationEvent, RunDetail
+from core.ledger.sql_store import SqlStore
 
 
 def _utc(ts: float | None) -> str:
@@ -174,9 +174,10 @@ class EscalationScreen(LiveScreen):
             self.wk.watcher.wake(force=True)
 
         def read_all(ledger: Any) -> tuple[EscalationDetail | None, RunDetail | None]:
-            detail = reads.escalation_detail(ledger, self.esc_id)
+            store = SqlStore(ledger)
+            detail = store.escalation_detail(self.esc_id)
             latest = detail.escalation.latest_run_id if detail is not None else None
-            run = reads.run_detail(ledger, latest, events_limit=1) if latest is not None else None
+            run = store.run_detail(latest, events_limit=1) if latest is not None else None
             return detail, run if run is not None and run.run.state in LIVE_STATES else None
 
         try:

@@ -26,6 +26,7 @@ from console.widgets.header_bar import HeaderBar
 from console.widgets.sparkline import run_bars
 from core.ledger import reads
 from core.ledger.page_records import JobHistory
+from core.ledger.sql_store import SqlStore
 from core.supervisor import baseline
 
 
@@ -133,7 +134,7 @@ class JobHistoryScreen(LiveScreen):
             self.wk.watcher.wake(force=True)
         now = self.wk.now()
         try:
-            history = await self.wk.reader.call(lambda ledger: reads.job_history(ledger, self.job, now=now))
+            history = await self.wk.reader.call(lambda ledger: SqlStore(ledger).job_history(self.job, now=now))
         except Exception as exc:
             self.wk.watcher.wake()
             if self.history is None:

@@ -40,6 +40,7 @@ from core import actions
 from core.ledger import reads
 from core.ledger.page_records import InvalidSpec, JobRow, RunEvidence
 from core.ledger.records import Escalation
+from core.ledger.sql_store import SqlStore
 from core.vocabulary import ActionResult
 
 #: Least seconds between two row counts of one view (the scrollbar size) while data changes.
@@ -274,7 +275,7 @@ class MainScreen(LiveScreen):
 
         async def fetch() -> None:
             try:
-                ev = await self.wk.reader.call(lambda ledger: reads.run_evidence(ledger, run_id))
+                ev = await self.wk.reader.call(lambda ledger: SqlStore(ledger).run_evidence(run_id))
             except Exception:  # the header shows ledger trouble; the next redraw asks again
                 return
             finally:

@@ -35,7 +35,8 @@ from textual.strip import Strip
 from console import evidence, keys
 from console.safe_text import escaped_line
 from core.ledger.page_records import RunEvidence
-from core.ledger.reads import Filter, Page, count_rows, host_count
+from core.ledger.reads import Filter, Page
+from core.ledger.sql_store import SqlStore
 
 #: The widest a column other than the one that takes the rest (Why, Reason) grows to fit its
 #: content: a 60-character job name does not push the reason off the screen.
@@ -270,13 +271,13 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
     # -- data in -------------------------------------------------------------------------
     def fetch(self, ledger: Any, *, now: float, offset: int, limit: int, flt: Filter | None) -> Page[R]:
         if any(c.fleet for c in self.COLUMNS):  # one small read (the runners table) per page read
-            self.hosts = host_count(ledger)
+            self.hosts = SqlStore(ledger).host_count()
         return type(self).FETCH(ledger, now=now, offset=offset, limit=limit, flt=flt)
 
     def count(self, ledger: Any, *, now: float, flt: Filter | None) -> int:
         """How many rows the view lists under ``flt`` (the scrollbar's size; run on the count
         thread, never on every poll)."""
-        return count_rows(ledger, self.VIEW, now=now, flt=flt)
+        return SqlStore(ledger).count_rows(self.VIEW, now=now, flt=flt)
 
     def show(self, page: Page[R], now: float, *, start: int = 0, limit: int | None = None,
              follow: bool = False) -> None:

@@ -24,6 +24,7 @@ from console.widgets.sparkline import run_bars
 from core.ledger import reads
 from core.ledger.page_records import InvalidSpec, JobRow, LiveRunRow, OutcomeRow
 from core.ledger.records import Escalation
+from core.ledger.sql_store import SqlStore
 from core.supervisor.policy.words import next_run_word
 
 
@@ -56,7 +57,7 @@ class EscalationsTable(PagedTable[Escalation]):
         Column("why", "Why", 10, 6, 110),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
-                         reads.escalations_page(ledger, offset=offset, limit=limit, flt=flt))
+                         SqlStore(ledger).escalations_page(offset=offset, limit=limit, flt=flt))
 
     def key_of(self, row: Escalation) -> str:
         return str(row.id)
@@ -103,7 +104,7 @@ class OutcomesTable(PagedTable[OutcomeRow]):
         Column("reason", "Reason", 8, 4),
     )
     FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
-                         reads.outcomes_page(ledger, offset=offset, limit=limit, flt=flt))
+                         SqlStore(ledger).outcomes_page(offset=offset, limit=limit, flt=flt))
 
     def key_of(self, row: OutcomeRow) -> str:
         return str(row.id)
@@ -155,7 +156,8 @@ class OrphansTable(PagedTable[LiveRunRow]):
         Column("heartbeat", "Beat", 5),
         Column("reason", "Reason", 6, 2),
     )
-    FETCH = staticmethod(reads.orphans_page)
+    FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
+                         SqlStore(ledger).orphans_page(now=now, offset=offset, limit=limit, flt=flt))
 
     def key_of(self, row: LiveRunRow) -> str:
         return str(row.id)
@@ -198,7 +200,7 @@ def _invalid_rows(ledger: Any, flt: reads.Filter | None) -> list[InvalidSpec]:
     """Spec files whose job never loaded (``core.ledger.reads.invalid_specs``), listed in the
     Jobs view above the jobs, under the same filter as the jobs: ``job:`` and free text match
     the job name, file and message; a ``state:``/``kind:`` filter leaves them out."""
-    specs = reads.invalid_specs(ledger, never_loaded=True, limit=INVALID_SHOWN)
+    specs = SqlStore(ledger).invalid_specs(never_loaded=True, limit=INVALID_SHOWN)
     if flt is not None and (flt.state or flt.kind):
         return []
     out = []
@@ -228,7 +230,8 @@ class JobsTable(PagedTable[JobRow | InvalidSpec]):
         Column("recent", "Recent", 10),
         Column("breaker", "Breaker", 7),
     )
-    FETCH = staticmethod(reads.jobs_page)
+    FETCH = staticmethod(lambda ledger, *, now, offset, limit, flt:
+                         SqlStore(ledger).jobs_page(now=now, offset=offset, limit=limit, flt=flt))
 
     def fetch(self, ledger: Any, *, now: float, offset: int, limit: int,
               flt: reads.Filter | None) -> reads.Page[JobRow | InvalidSpec]:
@@ -239,7 +242,7 @@ class JobsTable(PagedTable[JobRow | InvalidSpec]):
         rest = limit - len(head)
         if rest <= 0:
             return reads.Page(head, None)
-        page = reads.jobs_page(ledger, now=now, offset=max(0, offset - len(bad)), limit=rest, flt=flt)
+        page = SqlStore(ledger).jobs_page(now=now, offset=max(0, offset - len(bad)), limit=rest, flt=flt)
         return reads.Page([*head, *page.rows], page.cursor)
 
     def count(self, ledger: Any, *, now: float, flt: reads.Filter | None) -> int:

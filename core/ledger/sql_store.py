@@ -522,6 +522,9 @@ class SqlStore:
     def spec_errors(self, *, limit: int = 50) -> list[SpecErrorEvent]:
         return jobs.recent_spec_errors(self.ledger, limit=limit)
 
+    def host_count(self) -> int:
+        return reads.host_count(self.ledger)
+
     def close(self) -> None:
         """Close the ledger handle (for a store made by ``open_store``)."""
         self.ledger.close()

@@ -664,3 +664,8 @@ class PageReads(Protocol):
     def spec_errors(self, *, limit: int = 50) -> list[SpecErrorEvent]:
         """The newest ``spec_error`` events of the audit trail, newest first."""
         ...
+
+    def host_count(self) -> int:
+        """How many hosts the ledger's runners ran on (``runners``): the console shows its Host
+        columns from 2."""
+        ...
