@@ -102,6 +102,8 @@ def test_abandon_of_a_live_run_that_traps_sigterm_pages_nobody(rig):
     rig.write(job("trap 'exit 3' TERM; echo start; sleep 30 & wait"))
     rig.start()
     run = running(rig)
+    # Its trap is set once it printed: the pid is recorded as soon as the job is forked.
+    assert wait_for(lambda: b"start" in monitor.read_output(Path(run["artifacts_dir"]), "stdout"), timeout=10)
     mon = monitor_of(run)
     result = actions.abandon(rig.led, run["id"], "ana", grace_s=2.0)
     assert result.ok and "no live process" not in result.message, result.message
