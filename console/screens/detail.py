@@ -328,6 +328,10 @@ class DetailScreen(LiveScreen):
             return
         body_box = self.query_one("#body", VerticalScroll)
         width = (body_box.scrollable_content_region.width or self.app.size.width - 3) - 1
+        if not body_box.show_vertical_scrollbar:
+            # Cut rows as if the scrollbar were there: a page that grows past the screen
+            # gets one, and rows cut for the wider body would then wrap.
+            width -= body_box.styles.scrollbar_size_vertical
         body = render_detail(self.detail, self.wk.now(), width=max(40, width), raw_json=self.raw_json)
         self._matches = []
         if self.term:
