@@ -1,9 +1,10 @@
 """Ledger access for the console, off the UI thread.
 
 Each ``LedgerThread`` owns one thread and one ``Ledger`` connection opened in that thread
-(sqlite connections are same-thread objects). The console keeps two: one for reads and the
-live poll (its long-lived connection makes ``PRAGMA data_version`` meaningful), one for
-operator actions (an abandon may wait seconds for a process to die; reads must not).
+(sqlite connections are same-thread objects). The console keeps three: one for reads and the
+ledger watcher (``console.watcher``: its long-lived connection makes ``PRAGMA data_version``
+meaningful), one for operator actions (an abandon may wait seconds for a process to die;
+reads must not), and one for row counts.
 A failed call closes the connection so the next call reopens it; errors reach the caller.
 """
 

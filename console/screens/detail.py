@@ -280,6 +280,7 @@ class DetailScreen(LiveScreen):
         self._matches: list[int] = []
         self._match_i = -1
         self.following = False  # l: keep the view at the end of a running job's output
+        self._shown = False  # the page was drawn once (a first read that found no run draws it too)
 
 
     def compose(self) -> ComposeResult:
@@ -289,8 +290,11 @@ class DetailScreen(LiveScreen):
         yield Input(placeholder="search output (enter; esc closes)", id="search")
         yield Footer(compact=True)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.query_one("#body").focus()
+        # The first read at once, before the first layout (as the page's widths have always
+        # been computed for it); then the ledger watcher's messages keep it live.
+        await self.load()
 
     def header_flags(self) -> tuple[bool, bool]:
         return False, self.following
@@ -315,7 +319,8 @@ class DetailScreen(LiveScreen):
             return
         changed = detail != self.detail
         self.detail = detail
-        if changed or self.polls == 0:
+        if changed or not self._shown:
+            self._shown = True
             self._show_detail()
 
     def on_resize(self) -> None:

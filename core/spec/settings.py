@@ -296,7 +296,7 @@ class Settings(BaseSettings):
     deadman: DeadmanSettings = Field(default_factory=lambda: DeadmanSettings(), description=(
         "A dead man's switch pinged every heartbeat (Healthchecks / Cronitor), for a host without a fleet."))
     theme: str = Field("watchkeeper-dark", description="Console theme.")
-    refresh: Duration = Field(0.25, gt=0, description="Console poll interval, seconds.")
+    refresh: Duration = Field(0.25, gt=0, description="The console ledger watcher's pulse, seconds (a commit wakes it at once).")
     themes_dir: Path | None = Field(None, description="Folder of user console themes (*.toml, as in themes/).")
 
     @field_validator("ledger", mode="before")
