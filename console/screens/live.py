@@ -2,9 +2,10 @@
 (``console.watcher``) and keeps its header live from it; it runs no timer or poll of its own.
 
 A screen defines ``on_ledger(refresh, committed)``: read what it shows when ``refresh`` (and
-whatever else it must re-read on every pulse, like a running job's output). Messages that
-pile up while a read is in flight collapse into one (``LedgerRead.can_replace``); a covered
-screen only notes that something changed and reads when it is on top again. A failed read
+whatever else it must re-read on every pulse, like a running job's output). It runs in a
+worker beside the screen's message loop, one at a time: messages that come while a read is
+in flight collapse into one more reaction; a covered screen only notes that something
+changed and reads when it is on top again. A failed read
 keeps what is shown and asks the watcher to look (the header then says whether the ledger
 is unreachable); it never ends the console.
 """
@@ -39,6 +40,9 @@ class LiveScreen(Screen):
         #: ``LedgerRead`` messages this screen received, on top or covered.
         self.heard = 0
         self._missed = False  # covered while the ledger changed: read when on top again
+        self._due = (False, False)  # (refresh, committed) still to react to
+        self._pending = False  # a message came that is not reacted to yet
+        self._reacting = False  # the worker reacting to messages runs
 
     @property
     def wk(self) -> ConsoleApp:
@@ -65,15 +69,29 @@ class LiveScreen(Screen):
         if self.wk.watcher.has_read:  # else the watcher's first message starts this screen
             self.post_message(LedgerRead(refresh=True, committed=False, facts=self.facts))
 
-    async def on_ledger_read(self, message: LedgerRead) -> None:
+    def on_ledger_read(self, message: LedgerRead) -> None:
         self.heard += 1
         self.facts = message.facts
         if not self.is_current:
             self._missed = self._missed or message.refresh
             return
-        refresh = message.refresh or self._missed or self.polls == 0
+        self._due = (self._due[0] or message.refresh or self._missed or self.polls == 0,
+                     self._due[1] or message.committed)
         self._missed = False
-        await self.react(refresh, message.committed)
+        self._pending = True
+        if not self._reacting:
+            # Beside the screen's message loop, not in it: keys are handled while a read is
+            # in flight (as the timer-driven polls were), and reads never overlap.
+            self._reacting = True
+            self.run_worker(self._react_while_due(), group="ledger-read", exit_on_error=False)
+
+    async def _react_while_due(self) -> None:
+        try:
+            while self._pending:
+                (refresh, committed), self._due, self._pending = self._due, (False, False), False
+                await self.react(refresh, committed)
+        finally:
+            self._reacting = False
 
     async def react(self, refresh: bool, committed: bool) -> None:
         """``on_ledger`` once, counted; a failure asks the watcher to look at the ledger."""
