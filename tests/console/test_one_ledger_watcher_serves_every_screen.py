@@ -24,10 +24,11 @@ def watchers(app: WatchkeeperApp) -> list:
     return [w for w in app.workers if w.group == "ledger-watcher"]
 
 
-async def test_a_commit_reaches_the_pushed_detail_and_the_covered_main_table_through_the_watcher(tmp_path: Path):
-    path = tmp_path / "wk.db"
+async def test_a_commit_reaches_the_pushed_detail_and_the_covered_main_table_through_the_watcher(ledger_target):
+    path = ledger_target
     ids = cf.build(path)
-    # A pulse once an hour: only the watcher's wake-up feed (watchfiles on the WAL) brings the commit.
+    # A pulse once an hour: only the watcher's wake-up feed (watchfiles on SQLite's WAL,
+    # LISTEN on PostgreSQL) brings the commit.
     app = WatchkeeperApp(ConsoleConfig(ledger=path, operator="ana", clock=lambda: cf.NOW, refresh=3600))
     async with app.run_test(size=(100, 30)) as pilot:
         main = await loaded(pilot)
@@ -37,8 +38,12 @@ async def test_a_commit_reaches_the_pushed_detail_and_the_covered_main_table_thr
         assert "×3" in str(detail.query_one("#content").render())
         heard, reads = main.heard, app.watcher.reads
 
-        with Ledger(path) as led:  # another process bumps the escalation of the shown run
-            led.write(lambda c: c.execute("UPDATE escalations SET count = 77 WHERE id = ?", (ids["esc_crit"],)))
+        def bump(c):  # the shown run's escalation counts a new failure of its job
+            cf.add_run(led, "backup-db", state="failed", ended_at=cf.NOW - 1, exit_code=1, lineage="again")
+            c.execute("UPDATE escalations SET count = 77 WHERE id = ?", (ids["esc_crit"],))
+
+        with Ledger(path) as led:  # another connection commits
+            led.write(bump)
 
         await until(pilot, lambda: "×77" in str(detail.query_one("#content").render()))
         assert app.watcher.reads > reads
