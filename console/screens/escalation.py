@@ -141,6 +141,7 @@ class EscalationScreen(LiveScreen):
         #: ``reads.run_detail`` of the latest run while it is live (its output grows), else None.
         self.live_run: RunDetail | None = None
         self.following = False  # l: keep the view at the end of the latest run's output
+        self._room = 0  # the Why column's width when last drawn
 
 
     def compose(self) -> ComposeResult:
@@ -192,10 +193,14 @@ class EscalationScreen(LiveScreen):
         if changed or self.polls == 0:
             self._show()
 
+    def why_room(self) -> int:
+        """Cells left for the Why column: the body's width (the screen's, less its padding)
+        less the other columns. From the screen's size, which is known before the first
+        layout too, so the first drawing and every later one agree."""
+        return max(16, (self.size.width or self.app.size.width) - 2 - 46)
+
     def on_resize(self) -> None:
-        # The Why column's width follows the body's: redrawn once the layout gives it one,
-        # whichever came first, the first read or the first layout.
-        if self.detail is not None:
+        if self.detail is not None and self.why_room() != self._room:  # the terminal's width changed
             self._show()
 
     def _show(self) -> None:
@@ -212,7 +217,7 @@ class EscalationScreen(LiveScreen):
         row = table.cursor_row
         table.clear()
         # The Why column takes what the others leave, so the table never scrolls sideways.
-        room = max(16, (self.query_one("#body").content_region.width or self.app.size.width) - 46)
+        room = self._room = self.why_room()
         for o in occ:
             st = label("run_state", o.run_state) if o.run_state else None
             table.add_row(Text(clock(o.at, now)), Text(str(o.run_id or "-")), Text(str(o.attempt or "-")),
