@@ -76,7 +76,10 @@ NAME = "watchkeeper-monitor"
 #: its drain. So the job's own open returns at once (it makes its session right away), and
 #: a job killed before it opened its FIFOs still leaves drains that see the end of their
 #: input (the monitor's close) instead of waiting forever for a writer. Fd 4 holds the
-#: deadline keeper's ``timer.fifo``. Every child closes the fds that are not its own.
+#: deadline keeper's ``timer.fifo``. Every child closes the fds that are not its own. The
+#: job's ``setsid`` comes first, so the pid the runner records leads its own group after one
+#: exec (before it, a group signal misses the job: ``spawn.Monitored.kill`` also signals the
+#: pid; an earlier monitor printed the pid before its ``setsid`` as well).
 SCRIPT = r"""d=$1 h=$2 t=$3 T=$4 g=$5 x=$6 ub=$7 e=$8
 shift 8
 exec </dev/null 5<>"$d/stdout.fifo" 6<>"$d/stderr.fifo"
@@ -97,8 +100,8 @@ drains() {
   fi
 }
 if [ "$e" ]; then
-  "$e" -u WKM_RUN -u WKM_RUNNER --default-signal=INT,QUIT WATCHKEEPER_RUN_ID="$WKM_RUN" \
-    WATCHKEEPER_RUNNER_ID="$WKM_RUNNER" setsid "$@" >"$d/stdout.fifo" 2>"$d/stderr.fifo" 5>&- 6>&- 7<&- 8<&- &
+  setsid "$e" -u WKM_RUN -u WKM_RUNNER --default-signal=INT,QUIT WATCHKEEPER_RUN_ID="$WKM_RUN" \
+    WATCHKEEPER_RUNNER_ID="$WKM_RUNNER" "$@" >"$d/stdout.fifo" 2>"$d/stderr.fifo" 5>&- 6>&- 7<&- 8<&- &
   j=$!
   echo $j
   exec >/dev/null
