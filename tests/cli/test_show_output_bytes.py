@@ -47,8 +47,10 @@ once = true
     runner = CliRunner()
     with RunnerThread(specs, s):
         run = wait_for(lambda: query(s.ledger, "SELECT id, artifacts_dir FROM runs WHERE state = 'running'"))[0]
-        # The capture writes through a buffer: wait for the output to reach the file at all.
-        wait_for(lambda: (Path(run["artifacts_dir"]) / "stdout.log").exists())
+        # Wait for the output to reach the file (its monitor creates it empty at the spawn;
+        # abandoned before the job printed, there would be nothing to count).
+        wait_for(lambda: (Path(run["artifacts_dir"]) / "stdout.log").stat().st_size >= 5000
+                 if (Path(run["artifacts_dir"]) / "stdout.log").exists() else False)
         assert runner.invoke(cli, ["abandon", str(run["id"]), "--ledger", str(s.ledger), "--yes"]).exit_code == 0
         wait_for(lambda: query(s.ledger, "SELECT 1 FROM events WHERE kind = 'late_result'"))
     # The runner's capture filled in what the abandon could not count.
