@@ -27,10 +27,23 @@ from core.ledger.records import Escalation, Event, Outcome, Run, columns
 R = TypeVar("R")
 
 
+_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _names(cls: type) -> frozenset[str]:
+    """The field names of record class ``cls`` (looked up once: a page builds hundreds)."""
+    got = _NAMES.get(cls)
+    if got is None:
+        got = _NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return got
+
+
 def _build(cls: type[R], row: Mapping[str, Any], **extra: Any) -> R:
-    """``cls`` from the columns of ``row`` that are its fields, plus ``extra``."""
-    keys = row.keys()
-    kw = {f.name: row[f.name] for f in fields(cls) if f.name in keys}  # type: ignore[arg-type]
+    """``cls`` from the columns of ``row`` that are its fields, plus ``extra`` (which wins)."""
+    names = _names(cls)
+    if names.issuperset(row.keys()):  # the usual case: the query selected exactly the record's columns
+        return cls(**{**row, **extra})
+    kw = {name: row[name] for name in names if name in row}
     kw.update(extra)
     return cls(**kw)
 
