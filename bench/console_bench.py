@@ -159,7 +159,7 @@ async def main(path):
             th = threading.Thread(target=lambda: box.setdefault("rid", commit()))
             th.start(); th.join()
             t = time.perf_counter()
-            while not screen.table.rows_data or screen.table.rows_data[0]["id"] != box["rid"]:
+            while not screen.table.rows_data or screen.table.rows_data[0].id != box["rid"]:
                 await asyncio.sleep(0.002)
             await pilot.pause()
             latencies.append(time.perf_counter() - t)
