@@ -19,8 +19,8 @@ from tests.kit import postgres
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow tests run in xdist groups of their own, so under ``--dist loadgroup`` two of
     a kind never fight over a 2-core machine's CPU: ``pilot`` holds the console driven with
-    Pilot (every ``async`` test of a module that calls ``run_test``; they are marked slow
-    here), ``heavy`` the other slow ones (real runners, tmux, the browser). The fast tests
+    Pilot (snapshot tests, and every ``async`` test of a module that calls ``run_test``; they
+    are marked slow here), ``heavy`` the other slow ones (real runners, tmux, the browser). The fast tests
     fill whichever worker is free; ``make test-fast`` runs them alone.
 
     PostgreSQL items (marker ``pg``) outside the representative modules
@@ -39,7 +39,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _drives_the_console(item: pytest.Item) -> bool:
-    """An ``async`` test in a module that starts the console with ``run_test`` (Pilot)."""
+    """A snapshot test (``snap_compare`` drives the app with Pilot), or an ``async`` test in a
+    module that starts the console with ``run_test``."""
+    if "snap_compare" in getattr(item, "fixturenames", ()):
+        return True
     fn = getattr(item, "function", None)
     module = getattr(item, "module", None)
     if fn is None or module is None or not inspect.iscoroutinefunction(fn):
