@@ -102,7 +102,33 @@ def _console(quick: bool) -> list[Figure]:
         gen_s = cb.generate(path, runs)
         base = cb.baseline(path)
         f = cb.measure(path)
-    where = f"{runs:,}-run ledger (generated in {gen_s:.0f} s)"
+    return _console_figures("console", f, base, f"{runs:,}-run ledger (generated in {gen_s:.0f} s)")
+
+
+def _console_pg(quick: bool) -> list[Figure]:
+    """The console bench on a 1,000,000-run PostgreSQL ledger (``--quick``: 100,000), filled by
+    generating the SQLite ledger and ``ledger copy``; baselines on the same PostgreSQL ledger."""
+    from bench import console_bench as cb
+    from bench.common import pg_server
+    runs = 100_000 if quick else 1_000_000
+    with pg_server() as server, tempfile.TemporaryDirectory(prefix="wk-bench-console-pg-") as tmp:
+        if server is None:
+            return [Figure("console on PostgreSQL", None, "", note="skipped: no PostgreSQL server binaries"
+                           " (make postgres installs them)")]
+        url = server.fresh_database()
+        fill = cb.generate_pg(url, runs, Path(tmp))
+        base = cb.baseline(url)
+        f = cb.measure(url)
+    fill_s = fill["generate_s"] + fill["copy_s"]
+    where = f"{runs:,}-run PostgreSQL ledger"
+    figures = [Figure(f"console PostgreSQL: fill {runs:,} runs", fill_s, "s",
+                      note=f"generate SQLite {fill['generate_s']:.0f} s + ledger copy {fill['copy_s']:.0f} s"
+                           f" ({fill['rows']:,.0f} rows, {fill['rows'] / fill['copy_s']:,.0f} rows/s)")]
+    return figures + _console_figures("console PostgreSQL", f, base, where)
+
+
+def _console_figures(prefix: str, f: dict, base: dict, where: str) -> list[Figure]:
+    from bench import console_bench as cb
     baselines = {
         "first paint": (base["bare_paint_s"] + base["first_page_s"], "bare Textual app's first paint + direct first page"),
         "PgDn per page (mean)": (base["bare_key_s"] + base["page_s"], "one key on a bare app + direct page query"),
@@ -115,7 +141,7 @@ def _console(quick: bool) -> list[Figure]:
     for name, value, goal, unit in cb.goals(f, base):
         b, what = baselines[name]
         b_shown = b * 1000 if unit == "ms" else b
-        figures.append(Figure(f"console {name}", value, unit, b_shown, what, b_shown / value if value else None,
+        figures.append(Figure(f"{prefix} {name}", value, unit, b_shown, what, b_shown / value if value else None,
                               f"≤ {goal:.2f} {unit} ({goal / b_shown:.1f}× baseline)", value <= goal, where))
     return figures
 
@@ -139,6 +165,7 @@ BENCHES: dict[str, Callable[[bool], list[Figure]]] = {
     "tail": _tail,
     "judge": _judge,
     "console": _console,
+    "console-pg": _console_pg,
     "retention": _retention,
 }
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import statistics
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -149,3 +152,24 @@ def bench_main(prog: str, run: Callable[[bool], list[Figure]], argv: list[str] |
     figs = run(a.quick)
     print(json.dumps([f.to_dict() for f in figs], indent=2) if a.json else table(figs))
     return 0
+
+
+@contextlib.contextmanager
+def pg_server() -> Iterator[Any]:
+    """A throw-away PostgreSQL server (``tests.kit.postgres.Server``) for one benchmark, or None
+    when the server binaries are missing; stopped (pools closed first) on the way out."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.kit import postgres
+
+    if postgres.available() is not None:
+        yield None
+        return
+    server = postgres.Server().start()
+    try:
+        yield server
+    finally:
+        from core.ledger.dialect import close_pools
+        close_pools()
+        server.stop()

@@ -11,7 +11,12 @@ judged against its own spawn):
 - RSS ≤ 2.5 × the bare Textual app's RSS;
 - a commit shows within 2 poll intervals.
 
-    python -m bench.console_bench [--runs N] [--ledger PATH] [--keep]
+    python -m bench.console_bench [--runs N] [--ledger PATH] [--keep] [--postgres]
+
+``--postgres`` measures the same on a PostgreSQL ledger (a throw-away server from
+``tests/kit/postgres.py``): the SQLite ledger is generated as above and moved with
+``watchkeeper ledger copy`` (``core.ledger.copy.copy_ledger``, PostgreSQL ``COPY``); the
+baseline's direct queries then run on that PostgreSQL ledger, in the same run.
 
 Figures come from a child process (so RSS is the console's own) running the app headless
 at 120×40 with the default 0.25 s poll. First paint is what a user waits for: from the
@@ -81,6 +86,26 @@ def generate(path: Path, runs: int, *, jobs: int = 50, seed: int = 7) -> float:
              for k, n in enumerate(names)])
         c.execute("COMMIT")
     return time.perf_counter() - t0
+
+
+def generate_pg(url: str, runs: int, scratch: Path) -> dict[str, float]:
+    """Fill the empty PostgreSQL ledger at ``url`` with ``runs`` finished runs: generate the
+    SQLite ledger (``generate``) in ``scratch`` and move it with ``ledger copy``.
+
+    Returns ``{"generate_s", "copy_s", "rows"}`` (seconds; rows copied over all tables). The
+    SQLite file is deleted afterwards.
+    """
+    from core.ledger.copy import copy_ledger
+
+    src = scratch / "pg-source.db"
+    gen_s = generate(src, runs)
+    t0 = time.perf_counter()
+    with Ledger(src) as s, Ledger(url) as d:
+        report = copy_ledger(s, d)
+    copy_s = time.perf_counter() - t0
+    for f in scratch.glob("pg-source.db*"):
+        f.unlink()
+    return {"generate_s": gen_s, "copy_s": copy_s, "rows": float(report.total)}
 
 
 CHILD = r"""
@@ -214,7 +239,7 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def direct_queries(path: Path, repeats: int = 5) -> dict:
+def direct_queries(path: Path | str, repeats: int = 5) -> dict:
     """The console's page reads run directly (no Textual): the first page of the escalations
     view (what the first frame shows, with a fresh connection each time, as a starting console
     opens one), a page of outcomes at an offset deep in the table (what a PgDn reads), and the
@@ -238,7 +263,7 @@ def direct_queries(path: Path, repeats: int = 5) -> dict:
     return {"first_page_s": _median(first), "page_s": _median(page), "last_page_s": _median(last)}
 
 
-def baseline(path: Path) -> dict:
+def baseline(path: Path | str) -> dict:
     """Baselines measured now, on this machine: the bare Textual app in a child process (first
     paint from spawn, RSS, one key press) and the direct queries on ``path``."""
     root = Path(__file__).resolve().parent.parent
@@ -269,7 +294,7 @@ def goals(figs: dict, base: dict) -> list[tuple[str, float, float, str]]:
     ]
 
 
-def measure(path: Path) -> dict:
+def measure(path: Path | str) -> dict:
     """Run the console in a child process against ``path``; returns its figures."""
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=str(root))
@@ -291,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1_000_000)
     ap.add_argument("--ledger", type=Path, default=None, help="reuse or create this ledger")
     ap.add_argument("--keep", action="store_true", help="keep the generated ledger")
+    ap.add_argument("--postgres", action="store_true", help="measure on a throw-away PostgreSQL ledger")
     args = ap.parse_args(argv)
+    if args.postgres:
+        return _main_pg(args.runs)
     tmp = None
     path = args.ledger
     if path is None:
@@ -300,8 +328,31 @@ def main(argv: list[str] | None = None) -> int:
     if not path.exists():
         secs = generate(path, args.runs)
         print(f"generated {args.runs:,} runs in {secs:.1f} s ({path.stat().st_size / 2**20:.0f} MB)")
-    base = baseline(path)
-    figs = measure(path)
+    rows = _report(baseline(path), measure(path))
+    if tmp and not args.keep:
+        for f in Path(tmp).iterdir():
+            f.unlink()
+        os.rmdir(tmp)
+    return 0 if all(value <= goal for _, value, goal, _ in rows) else 1
+
+
+def _main_pg(runs: int) -> int:
+    from bench.common import pg_server
+
+    with pg_server() as server, tempfile.TemporaryDirectory(prefix="wk-console-bench-pg-") as tmp:
+        if server is None:
+            print("skipped: no PostgreSQL server binaries (make postgres installs them)")
+            return 0
+        url = server.fresh_database()
+        fill = generate_pg(url, runs, Path(tmp))
+        print(f"filled PostgreSQL with {runs:,} runs in {fill['generate_s'] + fill['copy_s']:.1f} s "
+              f"(generate {fill['generate_s']:.1f} s + ledger copy {fill['copy_s']:.1f} s, "
+              f"{fill['rows']:,.0f} rows)")
+        rows = _report(baseline(url), measure(url))
+    return 0 if all(value <= goal for _, value, goal, _ in rows) else 1
+
+
+def _report(base: dict, figs: dict) -> list[tuple[str, float, float, str]]:
     print(f"baseline: bare Textual app paints in {base['bare_paint_s']:.2f} s ({base['bare_rss_mb']:.0f} MB), "
           f"one key {base['bare_key_s'] * 1000:.0f} ms; direct first page {base['first_page_s'] * 1000:.1f} ms, "
           f"page {base['page_s'] * 1000:.1f} ms, last page {base['last_page_s'] * 1000:.1f} ms")
@@ -309,11 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, goal, unit in rows:
         verdict = "ok" if value <= goal else "MISSED"
         print(f"{name:<28} {value:>9.2f} {unit:<3} goal ≤ {goal:>9.2f} {unit:<3} {verdict}")
-    if tmp and not args.keep:
-        for f in Path(tmp).iterdir():
-            f.unlink()
-        os.rmdir(tmp)
-    return 0 if all(value <= goal for _, value, goal, _ in rows) else 1
+    return rows
 
 
 if __name__ == "__main__":
