@@ -111,6 +111,10 @@ def _wrap_error(exc: Exception, conn: psycopg.Connection[Any] | None) -> sqlite3
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 _NULLABLE: set[str] = set()  # column names nullable in some table (filled by ``learn_schema``)
+#: table -> {column: nullable} (filled by ``learn_schema``): a column NOT NULL in the tables a
+#: query reads keeps PG's default NULL order, so its primary key or index serves ``ORDER BY``
+#: (``job_outcomes.run_id`` is a key though ``events.run_id`` is nullable).
+_COLUMNS: dict[str, dict[str, bool]] = {}
 
 
 def learn_schema(ddl: Iterable[str]) -> None:
@@ -120,16 +124,55 @@ def learn_schema(ddl: Iterable[str]) -> None:
     for script in ddl:
         for stmt in script.split(";"):
             stmt = "\n".join(ln.split("--", 1)[0] for ln in stmt.splitlines())
-            m = re.search(r"CREATE TABLE \w+ \((.*)\)", stmt, re.S)
+            m = re.search(r"CREATE TABLE (\w+) \((.*)\)", stmt, re.S)
             if m:
-                for col in re.split(r",\s*(?![^()]*\))", m.group(1)):
+                table = _COLUMNS.setdefault(m.group(1).lower(), {})
+                for col in re.split(r",\s*(?![^()]*\))", m.group(2)):
                     words = col.split()
-                    if words and words[0].upper() not in ("UNIQUE", "PRIMARY", "FOREIGN", "CHECK") and \
-                            "NOT NULL" not in col.upper() and "PRIMARY KEY" not in col.upper():
-                        _NULLABLE.add(words[0].lower())
-            m = re.search(r"ALTER TABLE \w+ ADD COLUMN (\w+)(.*)", stmt, re.S)
-            if m and "NOT NULL" not in m.group(2).upper():
-                _NULLABLE.add(m.group(1).lower())
+                    if words and words[0].upper() not in ("UNIQUE", "PRIMARY", "FOREIGN", "CHECK"):
+                        nullable = "NOT NULL" not in col.upper() and "PRIMARY KEY" not in col.upper()
+                        table[words[0].lower()] = nullable
+                        if nullable:
+                            _NULLABLE.add(words[0].lower())
+            m = re.search(r"ALTER TABLE (\w+) ADD COLUMN (\w+)(.*)", stmt, re.S)
+            if m:
+                nullable = "NOT NULL" not in m.group(3).upper()
+                _COLUMNS.setdefault(m.group(1).lower(), {})[m.group(2).lower()] = nullable
+                if nullable:
+                    _NULLABLE.add(m.group(2).lower())
+
+
+_NOT_ALIAS = {"WHERE", "ON", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "ORDER", "GROUP",
+              "LIMIT", "OFFSET", "HAVING", "UNION", "USING", "SET", "VALUES", "FOR", "AS", "NATURAL"}
+
+
+def _tables_of(sql: str) -> dict[str, tuple[str, bool]]:
+    """Name or alias -> (table, outer-joined) for the tables ``sql`` reads (outer-joined:
+    the right side of a LEFT JOIN, whose NOT NULL columns can still come back NULL)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for m in re.finditer(r"\b(LEFT\s+(?:OUTER\s+)?JOIN|FROM|JOIN)\s+(\w+)(?:\s+(?:AS\s+)?(\w+))?", sql, re.I):
+        table = m.group(2).lower()
+        if table not in _COLUMNS:
+            continue
+        outer = m.group(1).upper().startswith("LEFT")
+        out[table] = (table, outer)
+        alias = m.group(3)
+        if alias and alias.upper() not in _NOT_ALIAS:
+            out[alias.lower()] = (table, outer)
+    return out
+
+
+def _may_be_null(name: str, tables: dict[str, tuple[str, bool]]) -> bool:
+    """Whether column ``name`` (``col`` or ``alias.col``) can be NULL in the tables read."""
+    qual, _, col = name.lower().rpartition(".")
+    if qual:
+        hits = [tables[qual]] if qual in tables else []
+    else:
+        hits = [t for t in set(tables.values()) if col in _COLUMNS[t[0]]]
+    hits = [(t, outer) for t, outer in hits if col in _COLUMNS[t]]
+    if not hits:  # an expression's alias or a table not in the schema: by name, as before
+        return col in _NULLABLE
+    return any(outer or _COLUMNS[t][col] for t, outer in hits)
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -200,6 +243,7 @@ _ORDER_END = re.compile(r"\b(LIMIT|OFFSET|FOR|FETCH)\b|\)|;", re.I)
 
 def _null_order(sql: str) -> str:
     out, pos = [], 0
+    tables = _tables_of(sql)
     for m in re.finditer(r"\bORDER BY\b", sql, re.I):
         if m.start() < pos:
             continue
@@ -224,8 +268,7 @@ def _null_order(sql: str) -> str:
         for item in _split_top(sql[m.end():end]):
             words = item.strip()
             base = re.sub(r"\s+(ASC|DESC)$", "", words, flags=re.I)
-            col = base.split(".")[-1].lower()
-            if "NULLS" in words.upper() or (re.fullmatch(r"[\w.]+", base) and col not in _NULLABLE):
+            if "NULLS" in words.upper() or (re.fullmatch(r"[\w.]+", base) and not _may_be_null(base, tables)):
                 items.append(item)
                 continue
             trail = item[len(item.rstrip()):]

@@ -43,6 +43,18 @@ def test_null_order_follows_sqlite_only_where_a_column_can_be_null():
     assert "ORDER BY ended_at DESC NULLS LAST, id DESC LIMIT" in sql
 
 
+def test_null_order_is_judged_per_table_so_a_key_keeps_its_index():
+    # job_outcomes.run_id is its primary key (events.run_id is nullable): spelling out NULLS LAST
+    # there made PostgreSQL sort the whole table for the console's silent-share read.
+    sql, _ = translate("SELECT silent FROM job_outcomes WHERE silent IS NOT NULL ORDER BY run_id DESC LIMIT ?")
+    assert "ORDER BY run_id DESC LIMIT" in sql
+    sql, _ = translate("SELECT id FROM events ORDER BY run_id DESC LIMIT ?")
+    assert "ORDER BY run_id DESC NULLS LAST LIMIT" in sql
+    # the right side of a LEFT JOIN can be NULL even where its column is NOT NULL
+    sql, _ = translate("SELECT r.id FROM runs r LEFT JOIN job_outcomes o ON o.run_id = r.id ORDER BY o.run_id DESC")
+    assert sql.endswith("ORDER BY o.run_id DESC NULLS LAST")
+
+
 def test_a_subquery_in_from_gets_the_name_postgresql_wants():
     sql, _ = translate("SELECT COUNT(*) FROM (SELECT 1 FROM runs LIMIT ?)")
     assert sql == "SELECT COUNT(*) FROM (SELECT 1 FROM runs LIMIT %s) AS _q1"
