@@ -35,7 +35,8 @@ def copy_ledger(src: Ledger, dst: Ledger, *, batch: int = 5000) -> CopyReport:
 
     Both must have the current schema (open them with ``Ledger``, which migrates). Uses
     PostgreSQL's ``COPY`` (rows streamed ``batch`` at a time from SQLite), all inside one
-    destination transaction, then checks the counts match.
+    destination transaction, then checks the counts match; then ``VACUUM (ANALYZE)`` on each
+    table, so the first console on the copy reads by index (about 2 s per 1,000,000 runs).
 
     Raises:
         LedgerError: wrong backends, or the destination already holds history, or the
@@ -73,4 +74,9 @@ def copy_ledger(src: Ledger, dst: Ledger, *, batch: int = 5000) -> CopyReport:
     except BaseException:
         pg.execute("ROLLBACK")
         raise
+    # Rows that arrive by COPY have no planner statistics and an empty visibility map until
+    # autovacuum comes by: until then a count reads the whole heap and a deep page sorts
+    # (1,000,000 runs: the last page 0.74 s → 0.30 s, a PgDn read 44 → 17 ms after this).
+    for table in TABLES:
+        pg.execute(f"VACUUM (ANALYZE) {table}")
     return report
