@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.soak)
         if _drives_the_console(item):
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("pilot"))
+            item.add_marker(pytest.mark.xdist_group("pilot:" + item.nodeid.split("::", 1)[0]))
         elif item.get_closest_marker("slow") or item.get_closest_marker("soak"):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 

