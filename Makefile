@@ -41,11 +41,15 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# The suite runs on every core (pytest-xdist). Slow tests (real processes, Pilot, tmux) share
-# one xdist group (tests/conftest.py), so --dist loadgroup never runs two of them at once.
-# --durations=15 prints the slowest tests, so a creeping one is seen in every CI log.
-# test-fast skips the slow ones; soak runs what needs minutes of real time (never in test).
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
+# The suite runs on every core (pytest-xdist), and on at least 3 workers: the slow tests with
+# real runners share one xdist group ("heavy", tests/conftest.py) that mostly waits on its
+# processes, so a third worker keeps two cores busy (2 workers: 10 min; 3: under 6). The
+# console's Pilot tests are grouped per module, so --dist loadgroup never runs two tests of
+# one console module at once. --durations=15 prints the slowest tests, so a creeping one is
+# seen in every CI log. test-fast skips the slow ones; soak runs what needs minutes of real
+# time (never in test).
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
 test: lint
 	$(PYTEST) --durations=15 -m "not soak"
 

@@ -17,11 +17,12 @@ from tests.kit import postgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests run in xdist groups of their own, so under ``--dist loadgroup`` two of
-    a kind never fight over a 2-core machine's CPU: ``pilot`` holds the console driven with
-    Pilot (snapshot tests, and every ``async`` test of a module that calls ``run_test``; they
-    are marked slow here), ``heavy`` the other slow ones (real runners, tmux, the browser). The fast tests
-    fill whichever worker is free; ``make test-fast`` runs them alone.
+    """Slow tests run in xdist groups of their own under ``--dist loadgroup``: ``heavy``
+    holds the slow tests with real runners, tmux and the browser (one at a time, so two never
+    fight over a 2-core machine's CPU and time out); the console driven with Pilot (snapshot
+    tests, and every ``async`` test of a module that calls ``run_test``; marked slow here)
+    is grouped per module (``pilot:<module>``): one group for all of them ran 10 minutes
+    alone. The fast tests fill whichever worker is free; ``make test-fast`` runs them alone.
 
     PostgreSQL items (marker ``pg``) outside the representative modules
     (``tests.kit.postgres.REPRESENTATIVE``) are also ``soak``: ``make test`` runs the
