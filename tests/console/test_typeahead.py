@@ -36,14 +36,18 @@ def db(tmp_path: Path):
     return path, cf.build(path)
 
 
-async def burst(pilot, text: str, settle: float = 0.3) -> None:
+async def burst(pilot, text: str, done=None, settle: float = 0.3) -> None:
     """Send ``text`` as one chunk of key events (no idling between keys), then let the app
-    handle them."""
+    handle them: until ``done()`` holds (what the burst's keys lead to; a fixed pause alone
+    was too short on a loaded machine), then ``settle`` seconds more for any key that
+    should have done nothing."""
     app = pilot.app
     for ch in text:
         event = events.Key(KEY_NAMES.get(ch, ch), ch)
         event.set_sender(app)
         app._driver.send_message(event)
+    if done is not None:
+        await until(pilot, done)
     await pilot.pause(settle)
 
 
@@ -62,7 +66,7 @@ async def test_a_burst_after_slash_goes_into_the_filter_box(db):
     app = make_app(path)
     async with app.run_test(notifications=True) as pilot:
         screen = await loaded(pilot)
-        await burst(pilot, "/backup")
+        await burst(pilot, "/backup", lambda: screen.query_one("#filter", Input).value == "backup")
         box = screen.query_one("#filter", Input)
         assert box.value == "backup"
         assert app.focused is box
@@ -89,7 +93,7 @@ async def test_a_colon_after_slash_is_filter_text_not_the_palette(db):
     app = make_app(path)
     async with app.run_test() as pilot:
         screen = await loaded(pilot)
-        await burst(pilot, "/kind:failed")
+        await burst(pilot, "/kind:failed", lambda: screen.query_one("#filter", Input).value == "kind:failed")
         assert not CommandPalette.is_open(app)
         assert isinstance(app.screen, MainScreen)
         assert screen.query_one("#filter", Input).value == "kind:failed"
@@ -106,7 +110,7 @@ async def test_slash_inside_the_box_is_text_and_keys_before_it_never_act_later(d
         screen = await loaded(pilot)
         # "a" was typed before "/": it is still on its way through the table when the box
         # opens, and is dropped rather than acknowledging anything behind the box.
-        await burst(pilot, "a/x/y")
+        await burst(pilot, "a/x/y", lambda: screen.query_one("#filter", Input).value == "x/y")
         assert screen.query_one("#filter", Input).value == "x/y"
         assert untouched(path, ids)
         await pilot.press("escape")
@@ -120,7 +124,7 @@ async def test_a_digit_right_behind_s_never_acts_on_the_table(db):
     app = make_app(path)
     async with app.run_test() as pilot:
         screen = await loaded(pilot)
-        await burst(pilot, "s2")
+        await burst(pilot, "s2", lambda: isinstance(app.screen, SnoozeScreen))
         # The digit was routed before the dialog existed: dropped, not "2 = Outcomes view"
         # (which would have moved the snooze onto an outcomes row).
         assert isinstance(app.screen, SnoozeScreen)
@@ -140,7 +144,7 @@ async def test_a_y_typed_behind_x_does_not_answer_the_unseen_dialog(db):
         await pilot.press("3")
         await until(pilot, lambda: screen.table.VIEW == "orphans" and screen.table.rows_data)
         assert screen.table.current().id == ids["risky_run"]
-        await burst(pilot, "xy", settle=0.5)
+        await burst(pilot, "xy", lambda: isinstance(app.screen, ConfirmScreen), settle=0.5)
         assert isinstance(app.screen, ConfirmScreen)  # still asking
         assert run_state(path, ids["risky_run"]) == "running"
         await pilot.press("y")  # answered once it was shown
@@ -155,7 +159,7 @@ async def test_a_burst_after_slash_in_run_detail_goes_into_the_search_box(db):
         app.push_screen(DetailScreen(ids["failed_run"]))
         await until(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.detail is not None)
         detail = app.screen
-        await burst(pilot, "/error x")  # r = retry, x = abandon, q = back on this screen
+        await burst(pilot, "/error x", lambda: detail.query_one("#search", Input).value == "error x")  # r = retry, x = abandon, q = back on this screen
         assert app.screen is detail  # no retry/abandon dialog, not left
         box = detail.query_one("#search", Input)
         assert box.value == "error x" and app.focused is box
