@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -135,6 +136,14 @@ def _finish(res: Any) -> None:
         fail(shown(res.message), EXIT_NOT_FOUND if res.missing else EXIT_LOST)
     click.echo(shown(res.message))
 
+def _act(ledger_path: str | None, act: Callable[[Any, str], Any], operator: str | None) -> None:
+    """Open the ledger, apply one operator action as ``operator`` (else the settings'
+    operator) and say its result (``_finish``)."""
+    settings = open_settings(ledger=ledger_path)
+    with open_ledger_at(settings.ledger) as ledger:
+        _finish(act(ledger, operator or settings.operator))
+
+
 @click.command("ack")
 @click.argument("esc_id", type=ID)
 @as_option
@@ -147,10 +156,7 @@ def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
     Example:
       watchkeeper ack 7 --as ana
     """
-    settings = open_settings(ledger=ledger_path)
-    ledger = open_ledger_at(settings.ledger)
-    with ledger:
-        _finish(actions.acknowledge(ledger, esc_id, operator or settings.operator))
+    _act(ledger_path, lambda ledger, who: actions.acknowledge(ledger, esc_id, who), operator)
 
 @click.command("snooze")
 @click.argument("esc_id", type=ID)
@@ -166,11 +172,7 @@ def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str 
     Example:
       watchkeeper snooze 7 --for 2h
     """
-    seconds = for_
-    settings = open_settings(ledger=ledger_path)
-    ledger = open_ledger_at(settings.ledger)
-    with ledger:
-        _finish(actions.snooze(ledger, esc_id, operator or settings.operator, time.time() + seconds))
+    _act(ledger_path, lambda ledger, who: actions.snooze(ledger, esc_id, who, time.time() + for_), operator)
 
 @click.command("resolve")
 @click.argument("esc_id", type=ID)
@@ -184,10 +186,7 @@ def resolve_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> N
     Example:
       watchkeeper resolve 7 --as ana
     """
-    settings = open_settings(ledger=ledger_path)
-    ledger = open_ledger_at(settings.ledger)
-    with ledger:
-        _finish(actions.resolve(ledger, esc_id, operator or settings.operator))
+    _act(ledger_path, lambda ledger, who: actions.resolve(ledger, esc_id, who), operator)
 
 @click.command("tail")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")

@@ -19,14 +19,8 @@ pytestmark = pytest.mark.usefixtures("utc")
 
 @pytest.fixture
 def running(tmp_path: Path) -> tuple[Path, int, Path]:
-    path = tmp_path / "wk.db"
-    cf.build(path)
-    art = tmp_path / "art" / "live"
-    art.mkdir(parents=True)
-    (art / "stdout.log").write_bytes(b"line 1\n")
+    path, run_id, art = cf.running_run(tmp_path)
     with Ledger(path) as led:
-        run_id = cf.add_run(led, "nightly-backup", state="running", ended_at=None, artifacts_dir=str(art),
-                            lease_until=cf.NOW + 3600)
         esc_id = cf.add_escalation(led, "nightly-backup", "stalled", "warning", run_id=run_id,
                                    reason="no output for 20 minutes")
     return path, esc_id, art

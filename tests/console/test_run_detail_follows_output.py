@@ -10,7 +10,6 @@ import pytest
 
 from console.app import ConsoleConfig, WatchkeeperApp
 from console.screens.detail import DetailScreen
-from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
 from tests.kit.pilot import TEST_REFRESH_S, until
 
@@ -19,15 +18,7 @@ pytestmark = pytest.mark.usefixtures("utc")
 
 @pytest.fixture
 def running(tmp_path: Path) -> tuple[Path, int, Path]:
-    path = tmp_path / "wk.db"
-    cf.build(path)
-    art = tmp_path / "art" / "live"
-    art.mkdir(parents=True)
-    (art / "stdout.log").write_bytes(b"line 1\n")
-    with Ledger(path) as led:
-        run_id = cf.add_run(led, "nightly-backup", state="running", ended_at=None, artifacts_dir=str(art),
-                            lease_until=cf.NOW + 3600)
-    return path, run_id, art
+    return cf.running_run(tmp_path)
 
 
 async def test_a_running_jobs_output_grows_on_screen_and_l_follows_it(running):

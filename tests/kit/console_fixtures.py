@@ -175,3 +175,17 @@ def add_escalation_story(path: Path) -> dict[str, int]:
     ids["runs"] = runs[-1]
     ids["first_run"] = runs[0]
     return ids
+
+
+def running_run(tmp: Path) -> tuple[Path, int, Path]:
+    """The fixture ledger (``build``) plus a running ``nightly-backup`` run whose
+    ``stdout.log`` holds one line: (ledger path, run id, its artifacts folder)."""
+    path = tmp / "wk.db"
+    build(path)
+    art = tmp / "art" / "live"
+    art.mkdir(parents=True)
+    (art / "stdout.log").write_bytes(b"line 1\n")
+    with Ledger(path) as led:
+        run_id = add_run(led, "nightly-backup", state="running", ended_at=None, artifacts_dir=str(art),
+                         lease_until=NOW + 3600)
+    return path, run_id, art
