@@ -203,6 +203,8 @@ class MissionsScreen(LiveScreen):
         except Exception:
             self.wk.watcher.wake()
             return
+        if not self.is_attached:  # closed while the read was in flight (or the console quit)
+            return
         self._show_rows(found)
         self._show_mission(mission, workers)
 
@@ -263,7 +265,7 @@ class MissionsScreen(LiveScreen):
         # Widths follow the terminal: the table's goal and the tree's wrapped lines are
         # rebuilt for the new size now, not on the next change of the mission.
         self._rows_sig = self._tree_sig = None
-        self.run_worker(self.load(), exclusive=True, group="missions-load")
+        self.read_again()
 
     @on(DataTable.RowHighlighted, "#missions")
     def _pick(self, event: DataTable.RowHighlighted) -> None:
@@ -272,7 +274,7 @@ class MissionsScreen(LiveScreen):
             if mid != self.selected:
                 self.selected = mid
                 self._tree_sig = None
-                self.run_worker(self.load(), exclusive=True, group="missions-load")
+                self.read_again()
 
     # -- actions ----------------------------------------------------------------------------
     def _act(self, fn: Any) -> None:
@@ -284,7 +286,7 @@ class MissionsScreen(LiveScreen):
                 return
             self.notify(escaped_line(res.message, 200), severity="information" if res.ok else "warning", markup=False)
             self._tree_sig = self._rows_sig = None
-            await self.load()
+            self.read_again()
         self.run_worker(go(), group="missions-act")
 
     def _confirm(self, question: str, fn: Any) -> None:
