@@ -31,6 +31,9 @@ from core import actions
 from core.ledger.page_records import EscalationDetail, EscalationEvent, RunDetail
 from core.ledger.sql_store import SqlStore
 
+#: The occurrences table's columns, left to right.
+COLUMNS = ("When", "Run", "#", "State", "Exit", "Why")
+
 
 def _utc(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -156,7 +159,7 @@ class EscalationScreen(LiveScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#occurrences", DataTable)
-        table.add_columns("When", "Run", "#", "State", "Exit", "Why")
+        table.add_columns(*COLUMNS)
         table.focus()
 
     def header_flags(self) -> tuple[bool, bool]:
@@ -215,16 +218,23 @@ class EscalationScreen(LiveScreen):
                           ("─" * 30, "dim")))
         table = self.query_one("#occurrences", DataTable)
         row = table.cursor_row
-        table.clear()
         # The Why column takes what the others leave, so the table never scrolls sideways.
         room = self._room = self.why_room()
+        rows = []
         for o in occ:
             st = label("run_state", o.run_state) if o.run_state else None
-            table.add_row(Text(clock(o.at, now)), Text(str(o.run_id or "-")), Text(str(o.attempt or "-")),
-                          Text(st.text, style=st.style) if st else Text("-"),
-                          Text(exit_text(o.exit_code, o.signal)),
-                          Text(escaped_line(o.reason or "", room)),
-                          key=f"{o.at}:{o.run_id}")
+            rows.append((Text(clock(o.at, now)), Text(str(o.run_id or "-")), Text(str(o.attempt or "-")),
+                         Text(st.text, style=st.style) if st else Text("-"),
+                         Text(exit_text(o.exit_code, o.signal)),
+                         Text(escaped_line(o.reason or "", room)), f"{o.at}:{o.run_id}"))
+        # Every column's width is set from what it holds: auto-sized ones drew the header at
+        # its labels' widths until the next full refresh (seen as a misaligned header row).
+        table.clear(columns=True)
+        for i, name in enumerate(COLUMNS):
+            cells = [r[i].cell_len for r in rows]
+            table.add_column(name, width=max([len(name), *cells]))
+        for r in rows:
+            table.add_row(*r[:-1], key=r[-1])
         if occ:
             table.move_cursor(row=min(row, len(occ) - 1))
         self.query_one("#acts", Static).update(render_acts(self.detail, now))
