@@ -1,7 +1,8 @@
 """One CLI style: every command is defined at module level and registered one way.
 
 Each area module of ``console/cli`` defines its click commands (and groups) at module level
-and lists the top-level ones in ``COMMANDS``; ``console.cli.main`` adds exactly those. A
+and lists the top-level ones in ``COMMANDS``; ``console.cli.main`` names them in ``AREAS`` and
+serves exactly those, importing an area when one of its commands is asked for. A
 command defined inside a function (the old ``register(group)`` closures) or a module that
 registers its own commands fails here, and so does settings or ledger opening outside
 ``console.cli.common``.
@@ -54,11 +55,16 @@ def test_commands_are_module_level_and_nothing_registers_itself(path: Path):
     assert "register" not in names, f"{path.name}: list the commands in COMMANDS instead of register()"
 
 
-def test_main_adds_exactly_the_areas_commands():
-    listed = [c for area in AREAS for c in area.COMMANDS]
+def test_main_serves_exactly_the_areas_commands():
+    ctx = click.Context(cli)
+    listed = []
+    for area, names in AREAS.items():
+        commands = importlib.import_module(f"console.cli.{area}").COMMANDS
+        assert sorted(c.name or "" for c in commands) == sorted(names), f"main.AREAS[{area!r}] is out of date"
+        listed += commands
     assert all(isinstance(c, click.Command) for c in listed)
-    assert sorted(c.name or "" for c in listed) == sorted(cli.commands)
-    assert all(cli.commands[c.name or ""] is c for c in listed)
+    assert sorted(c.name or "" for c in listed) == sorted(cli.list_commands(ctx))
+    assert all(cli.get_command(ctx, c.name or "") is c for c in listed)
 
 
 def test_every_area_module_is_an_area():
@@ -70,7 +76,7 @@ def test_every_area_module_is_an_area():
             continue
         module = importlib.import_module(f"console.cli.{path.stem}")
         if getattr(module, "COMMANDS", None):
-            defining.add(module)
+            defining.add(path.stem)
     assert defining == set(AREAS)
 
 

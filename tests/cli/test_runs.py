@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import click
 from click.testing import CliRunner
 
 from console.cli.main import cli
@@ -75,7 +76,7 @@ def test_not_found_exit_codes(tmp_path):
 
 def test_every_command_has_help_with_example():
     r = CliRunner()
-    for name in cli.commands:
+    for name in cli.list_commands(click.Context(cli)):
         res = r.invoke(cli, [name, "--help"])
         assert res.exit_code == 0, name
         assert "Example" in res.output or "example" in res.output, f"{name} --help has no example"

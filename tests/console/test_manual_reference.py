@@ -15,7 +15,10 @@ from core.spec.settings import AppriseSink, CommandSink, Settings, WebhookSink
 
 def _tree(group: click.Group, path: str) -> list[tuple[str, click.Command]]:
     found = []
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         found.append((f"{path} {name}", cmd))
         if isinstance(cmd, click.Group):
             found += _tree(cmd, f"{path} {name}")
