@@ -6,6 +6,9 @@ and CPU per run, against one runner on SQLite, all measured in one run.
   judgement), by N real ``watchkeeper run`` processes (concurrency 16 each) sharing one
   ledger: N = 1 on SQLite (the baseline) and N = 1, 2, 4 on a throw-away PostgreSQL
   (``tests/kit/postgres.py``: the local server binaries, as the ``postgres`` user when root).
+  The job allows ``4 × 16`` live runs (``concurrency``): a job's own limit is fleet-wide, and
+  the default of 1 would let only one run of it be live across all runners at a time, so
+  adding runners could not add throughput.
   The runs are queued in one transaction once every runner is up; timed from that commit to
   the last run judged. Goal: 2 runners on PostgreSQL ≥ 1.5× one runner on PostgreSQL.
 * **CPU per run**: the runner processes' CPU (user + system, the jobs themselves excluded)
@@ -17,6 +20,10 @@ and CPU per run, against one runner on SQLite, all measured in one run.
   baseline the same on SQLite.
 * **Idle CPU** of one runner on PostgreSQL with one daily job, over 60 s (``--quick``: 20 s)
   after a warm-up: the runner alone (goal ≤ 0.5% of a core) and the server's share.
+
+The jobs are ``/bin/true`` so that what the two cores spend is the runners' and the database's
+work; the machine's load average before and after each figure is printed beside it (other
+work on the machine takes cores from the runners and makes the ratios pessimistic).
 
     python -m bench.fleet_bench [--quick] [--json]
 """
@@ -93,11 +100,18 @@ def _cpu_of(procs: list[psutil.Process]) -> dict[int, float]:
     return out
 
 
-def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """(runs per second, CPU ms per run) for ``n_runners`` runners on ``ledger``."""
+def _load() -> str:
+    """The machine's 1-minute load average, for the notes."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -> tuple[float, float, str]:  # type: ignore[no-untyped-def]
+    """(runs per second, CPU ms per run, load average before → after) for ``n_runners``
+    runners on ``ledger``."""
     specs = tmp / "jobs"
     specs.mkdir(exist_ok=True)
-    (specs / "noop.toml").write_text('name = "noop"\ncommand = ["/bin/true"]\n')
+    # The job's limit is counted across the fleet: room for every runner's slots.
+    (specs / "noop.toml").write_text(f'name = "noop"\ncommand = ["/bin/true"]\nconcurrency = {CONCURRENCY * 4}\n')
     procs = [_runner(specs, ledger, tmp / f"runner{i}.log", tmp / "art") for i in range(n_runners)]
     try:
         _wait(lambda: _scalar(ledger, "SELECT COUNT(*) FROM runners WHERE stopped_at IS NULL") >= n_runners, 120,
@@ -108,6 +122,7 @@ def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -
         srv = _server_procs(server) if server is not None else []
         c0 = {p.pid: _cpu_s(p) for p in ps}
         s0 = _cpu_of(srv)
+        load0 = _load()
         t0 = time.perf_counter()
         _queue(ledger, "noop", runs)
         _wait(lambda: _scalar(ledger, f"SELECT COUNT(*) FROM runs WHERE state IN {TERMINAL}") >= runs, 600,
@@ -116,7 +131,7 @@ def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -
         cpu = sum(_cpu_s(p) - c0[p.pid] for p in ps)
         s1 = _cpu_of(srv)
         cpu += sum(s1[pid] - s0[pid] for pid in s1 if pid in s0)
-        return runs / elapsed, cpu / runs * 1000
+        return runs / elapsed, cpu / runs * 1000, f"load {load0} → {_load()}"
     finally:
         for p in procs:
             _stop(p)
@@ -176,7 +191,13 @@ def idle_cpu(ledger: str, tmp: Path, window: float, server) -> tuple[float, floa
         _stop(proc)
 
 
-def run(quick: bool = False) -> list[Figure]:
+#: Throughput rounds (``--quick``: 1): each round measures 1, 2 and 4 runners in turn, and each
+#: figure is the best of its rounds, so a burst of other work on the machine during one
+#: measurement does not decide a ratio.
+ROUNDS = 2
+
+
+def run(quick: bool = False, only_throughput: bool = False) -> list[Figure]:
     sys.path.insert(0, str(ROOT))
     from tests.kit import postgres
 
@@ -190,30 +211,37 @@ def run(quick: bool = False) -> list[Figure]:
         with tempfile.TemporaryDirectory(prefix="wk-bench-fleet-") as d:
             tmp = Path(d)
             (tmp / "sqlite").mkdir()
-            sq_rate, sq_cpu = throughput(str(tmp / "sqlite" / "wk.db"), 1, runs, tmp / "sqlite")
-            pg: dict[int, tuple[float, float]] = {}
-            for n in (1, 2, 4):
-                (tmp / f"pg{n}").mkdir()
-                pg[n] = throughput(server.fresh_database(), n, runs, tmp / f"pg{n}", server)
-            sq_claim = claim_p99(str(tmp / "sqlite-claims.db"))
-            pg_claim = claim_p99(server.fresh_database())
-            idle_runner, idle_server = idle_cpu(server.fresh_database(), tmp, window, server)
+            sq_rate, sq_cpu, sq_load = throughput(str(tmp / "sqlite" / "wk.db"), 1, runs, tmp / "sqlite")
+            pg: dict[int, tuple[float, float, str]] = {}
+            for r in range(1 if quick else ROUNDS):
+                for n in (1, 2, 4):
+                    (tmp / f"pg{n}-{r}").mkdir()
+                    got = throughput(server.fresh_database(), n, runs, tmp / f"pg{n}-{r}", server)
+                    if n not in pg or got[0] > pg[n][0]:
+                        pg[n] = got
+            if not only_throughput:
+                sq_claim = claim_p99(str(tmp / "sqlite-claims.db"))
+                pg_claim = claim_p99(server.fresh_database())
+                idle_runner, idle_server = idle_cpu(server.fresh_database(), tmp, window, server)
     finally:
         from core.ledger.dialect import close_pools
         close_pools()
         server.stop()
     one = pg[1][0]
     figs = [Figure("throughput, 1 runner, SQLite", sq_rate, "runs/s", note=f"{runs} runs of /bin/true, "
-                   f"concurrency {CONCURRENCY} per runner")]
+                   f"concurrency {CONCURRENCY} per runner; {sq_load}")]
     for n in (1, 2, 4):
         goal = "≥ 1.5× 1 runner" if n == 2 else ""
         base, base_name = (sq_rate, "1 runner, SQLite") if n == 1 else (one, "1 runner, PostgreSQL")
         figs.append(Figure(f"throughput, {n} runner(s), PostgreSQL", pg[n][0], "runs/s", base, base_name,
-                           pg[n][0] / base if base else None, goal, (pg[n][0] >= 1.5 * one) if n == 2 else None))
+                           pg[n][0] / base if base else None, goal, (pg[n][0] >= 1.5 * one) if n == 2 else None,
+                           note=pg[n][2]))
     figs.append(Figure("CPU per run, SQLite (runner)", sq_cpu, "ms", note="runner process; jobs excluded"))
     for n in (1, 2, 4):
         figs.append(Figure(f"CPU per run, PostgreSQL, {n} runner(s) (runners + server)", pg[n][1], "ms", sq_cpu,
                            "SQLite, 1 runner", sq_cpu / pg[n][1] if pg[n][1] else None))
+    if only_throughput:
+        return figs
     figs.append(Figure("claim latency p99, 4 claimers, PostgreSQL", pg_claim, "ms", sq_claim,
                        "4 claimers, SQLite", sq_claim / pg_claim if pg_claim else None,
                        note="one compare-and-set claim (queued → spawned) in its own transaction"))
@@ -227,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--throughput", action="store_true", help="only the throughput curve and CPU per run")
     args = ap.parse_args(argv)
-    figs = run(args.quick)
+    figs = run(args.quick, args.throughput)
     if args.json:
         print(json.dumps([f.to_dict() for f in figs], indent=2))
     else:
