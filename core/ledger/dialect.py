@@ -40,13 +40,20 @@ if TYPE_CHECKING:  # psycopg is imported only when a postgresql:// ledger is ope
 
 log = logging.getLogger(__name__)
 
-#: The NOTIFY channel the ledger's triggers signal on commit (runs, jobs, missions changed).
+#: The NOTIFY channel the ledger's triggers signal on commit (``NOTIFY_TABLES`` changed).
 CHANNEL = "watchkeeper"
 #: Tables whose ``id`` is an identity column: an INSERT into them reports ``lastrowid``.
 ID_TABLES = frozenset({"runs", "events", "escalations", "notifications", "missions", "mission_workers",
                        "mission_calls"})
-#: Tables whose changes wake sleeping runners (``NOTIFY``): what dispatch and missions read.
+#: Tables whose changes wake sleeping runners: what dispatch and missions read (a runner's
+#: feed, ``core.ledger.wake.follow(tables=WAKE_TABLES)``, ignores the others' ``NOTIFY``).
 WAKE_TABLES = frozenset({"runs", "jobs", "missions", "mission_workers", "mission_calls"})
+#: Tables whose changes ``NOTIFY`` (payload: the table's name): the runners' tables, and what a
+#: console shows at once — an escalation acknowledged, snoozed, resolved or opened on another
+#: console, its outbox rows, a verdict, a spec error. ``runners`` (every heartbeat), ``events``
+#: (written beside one of these) and ``meta`` only bump the change counter: a console's pulse
+#: reads heartbeat ages anyway.
+NOTIFY_TABLES = WAKE_TABLES | {"escalations", "notifications", "job_outcomes", "invalid_specs"}
 
 
 def is_url(target: object) -> bool:
@@ -677,7 +684,8 @@ class PgConn:
 
 def change_tracking_sql(tables: Iterable[str]) -> list[str]:
     """Statements installing the change counter (``PRAGMA data_version``'s stand-in) and the
-    ``NOTIFY`` that wakes runners, one statement-level trigger per table."""
+    ``NOTIFY`` that wakes runners and consoles (``NOTIFY_TABLES``; payload: the table's name),
+    one statement-level trigger per table."""
     out = [
         "CREATE SEQUENCE IF NOT EXISTS wk_changes",
         "CREATE OR REPLACE FUNCTION wk_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
@@ -686,7 +694,7 @@ def change_tracking_sql(tables: Iterable[str]) -> list[str]:
         f" PERFORM nextval('wk_changes'); PERFORM pg_notify('{CHANNEL}', TG_TABLE_NAME); RETURN NULL; END $$",
     ]
     for t in tables:
-        fn = "wk_touch_wake" if t in WAKE_TABLES else "wk_touch"
+        fn = "wk_touch_wake" if t in NOTIFY_TABLES else "wk_touch"
         out.append(f"CREATE OR REPLACE TRIGGER wk_changed AFTER INSERT OR UPDATE OR DELETE ON {t}"
                    f" FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
     return out

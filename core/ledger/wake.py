@@ -3,9 +3,13 @@
 * SQLite: every commit writes the ledger's WAL file, so the feed watches the ledger's folder
   (not its sub-folders) for changes to ``<ledger>`` and ``<ledger>-wal`` with ``watchfiles``
   (inotify on Linux). Replaces the 0.25 s ``PRAGMA data_version`` poll.
-* PostgreSQL: the ledger's triggers ``NOTIFY watchkeeper`` when runs, jobs or missions change
-  (``core.ledger.dialect.change_tracking_sql``); the feed ``LISTEN``s on its own connection,
-  so ``watchkeeper trigger`` on any host wakes every runner at once.
+* PostgreSQL: the ledger's triggers ``NOTIFY watchkeeper`` with the table's name when runs,
+  jobs, missions, escalations, outbox rows, outcomes or spec errors change
+  (``core.ledger.dialect.NOTIFY_TABLES``, ``change_tracking_sql``); the feed ``LISTEN``s on
+  its own connection, so ``watchkeeper trigger`` on any host wakes every runner at once, and
+  an acknowledge on one console reaches the others at once. A runner follows only the tables
+  its loops read (``tables=dialect.WAKE_TABLES``): an escalation's acknowledge does not wake
+  its dispatcher.
 
 Either way an idle runner sleeps in the kernel. A feed that loses its connection or its watch
 logs one line, reconnects with backoff and then wakes its loop once (a commit may have been
@@ -18,7 +22,7 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +40,14 @@ MAX_BACKOFF_S = 10.0
 
 
 async def follow(target: str | os.PathLike[str], on_change: Callable[[], None],
-                 *, stop: asyncio.Event | None = None) -> None:
+                 *, stop: asyncio.Event | None = None, tables: Collection[str] | None = None) -> None:
     """Call ``on_change()`` (on the running loop) after each commit another connection makes
     to the ledger at ``target`` (a SQLite path or a ``postgresql://`` URL), until cancelled
-    or ``stop`` is set. Never raises for a lost connection or watch: it retries."""
+    or ``stop`` is set. ``tables``: on PostgreSQL, only commits that changed one of these
+    wake (None: any that notifies); a SQLite commit always wakes (the WAL does not say
+    what changed). Never raises for a lost connection or watch: it retries."""
     if dialect.is_url(target):
-        await _follow_pg(str(target), on_change, stop)
+        await _follow_pg(str(target), on_change, stop, None if tables is None else frozenset(tables))
     else:
         await _follow_file(Path(target), on_change, stop)
 
@@ -71,7 +77,8 @@ async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.
             on_change()
 
 
-async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Event | None) -> None:
+async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Event | None,
+                     tables: frozenset[str] | None) -> None:
     # The LISTEN connection's socket is watched by the event loop itself (add_reader), and
     # notifications are drained with libpq's own calls: psycopg's notifies() generator would
     # wake every 0.1 s to look, which an idle runner would pay for all day.
@@ -111,8 +118,8 @@ async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Even
                 readable.clear()
                 pg.consume_input()  # raises when the server went away
                 got = False
-                while pg.notifies() is not None:
-                    got = True
+                while (note := pg.notifies()) is not None:
+                    got = got or tables is None or note.extra.decode(errors="replace") in tables
                 if got:
                     on_change()
                 if live.broken or pg.status != 0:  # 0: CONNECTION_OK

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from core import __version__, liveness
-from core.ledger import wake
+from core.ledger import dialect, wake
 from core.ledger.connection import Ledger, StorageError
 from core.ledger.jobs import job_sources, sync_jobs
 from core.ledger.loop_store import LoopStore
@@ -242,7 +242,8 @@ class Runner:
             asyncio.create_task(self._reload_loop(), name="reload"),
             asyncio.create_task(self._mission_loop(), name="missions"),
             # Another process's commit (``watchkeeper trigger`` on any host) wakes the dispatcher.
-            asyncio.create_task(wake.follow(self.settings.ledger, self._on_commit, stop=self._stop), name="ledger-feed"),
+            asyncio.create_task(wake.follow(self.settings.ledger, self._on_commit, stop=self._stop,
+                                            tables=dialect.WAKE_TABLES), name="ledger-feed"),
         ]
         # The heartbeat goes on while a stop drains or kills runs: a stopping runner is alive,
         # and must never look stalled (a critical runner gap) to a watcher.

@@ -178,4 +178,5 @@ REPRESENTATIVE = frozenset({
     "test_escalations_lifecycle.py",
     "test_outbox.py",
     "test_actions.py",
+    "test_escalation_changes_reach_other_consoles.py",
 })
