@@ -145,6 +145,19 @@ class WorkBaseline:
         return None
 
 
+def final_counts(lines: Iterable[tuple[str, tuple[int, ...], str]]) -> dict[tuple[str, int], int]:
+    """The work counts of one run's output: for each ``(shape, index)``, the count on the LAST
+    line of that shape. A shape printed once is a plain count ("exported 15234 rows"); one
+    printed again and again is a progress counter ("tick 1" ... "tick 25"), whose last value
+    is how far the run got: judging every line of it against the first one's range paged a
+    ``work_count`` on every run of a job that counts its progress."""
+    out: dict[tuple[str, int], int] = {}
+    for shape, counts, _text in lines:
+        for i, v in enumerate(counts):
+            out[(shape, i)] = v
+    return out
+
+
 def learn_work(successes: Iterable[tuple[Iterable[tuple[str, tuple[int, ...], str]], dict[str, int]]]
                ) -> WorkBaseline | None:
     """Learn from successful runs, oldest first: each is ``(lines, sizes)`` where ``lines``
@@ -159,17 +172,15 @@ def learn_work(successes: Iterable[tuple[Iterable[tuple[str, tuple[int, ...], st
     values: dict[tuple[str, int], list[int]] = {}
     sizes: dict[str, list[int]] = {}
     examples: dict[str, str] = {}
-    for run_lines, run_sizes in runs:
+    for lines, run_sizes in runs:
+        run_lines = list(lines)  # read twice: shapes, then counts
         seen: set[str] = set()
-        first: dict[tuple[str, int], int] = {}
-        for shape, line_counts, text in run_lines:
+        for shape, _counts, text in run_lines:
             examples[shape] = text
             if shape not in seen:
                 seen.add(shape)
                 shapes[shape] = shapes.get(shape, 0) + 1
-                for i, v in enumerate(line_counts):
-                    first.setdefault((shape, i), v)
-        for key, v in first.items():
+        for key, v in final_counts(run_lines).items():
             values.setdefault(key, []).append(v)
         for path, size in run_sizes.items():
             sizes.setdefault(path, []).append(size)

@@ -65,7 +65,7 @@ import regex
 from core.spec.model import JobSpec
 from core.supervisor import evidence
 from core.supervisor.baseline import WINDOW as WORK_WINDOW
-from core.supervisor.baseline import WorkBaseline, learn, learn_work
+from core.supervisor.baseline import WorkBaseline, final_counts, learn, learn_work
 from core.text import quoted
 from core.vocabulary import EndReason, EscalationKind, OutcomeStatus, RunState, Severity, Trigger
 
@@ -548,14 +548,14 @@ def work_signals(case: OutcomeFacts, successes: list[OutcomeFacts], spec: JobSpe
             shrunk = work.size_anomaly(f.path, f.size)
             if shrunk is not None:
                 found.setdefault(shrunk[0], f"{f.path} is {f.size} bytes, {shrunk[1]}")
-    shapes_now: set[str] = set()
-    for ln in out_lines:
-        shapes_now.add(ln.shape)
-        for i, value in enumerate(ln.counts):
-            kind = work.count_anomaly(ln.shape, i, value)
-            if kind is not None and kind not in found:
-                rng = work.counts[(ln.shape, i)]
-                found[kind] = f"it printed {_dq(ln.text[:160])}; that count is {rng.describe()}"
+    shapes_now = {ln.shape for ln in out_lines}
+    # Each count as learned: its shape's last line in this run (a progress counter's last value).
+    last_line = {ln.shape: ln for ln in out_lines}
+    for (shape, i), value in final_counts((ln.shape, ln.counts, ln.text) for ln in out_lines).items():
+        kind = work.count_anomaly(shape, i, value)
+        if kind is not None and kind not in found:
+            rng = work.counts[(shape, i)]
+            found[kind] = f"it printed {_dq(last_line[shape].text[:160])}; that count is {rng.describe()}"
     missing = [s for s in work.always() if s not in shapes_now]
     if missing:
         example = work.examples.get(missing[0], missing[0])[:160]

@@ -144,3 +144,22 @@ def test_unescalated_successes_still_teach():
     # The same zero-row run judged unremarkable (e.g. corpus history without verdicts) counts.
     v = evaluate(_ok(20, 0), [*HIST, _ok(12, 0)], SPEC)
     assert v.kind != "zero_work", v.reason
+
+
+def _ticks(i: int, upto: int) -> OutcomeFacts:
+    return OutcomeFacts(run_id=i, job="export", duration_s=25.0,
+                        stdout="\n".join(f"tick {n}" for n in range(1, upto + 1)) + "\ndone")
+
+
+def test_a_progress_counter_is_one_count_not_a_work_count_on_every_line():
+    # A job that prints "tick 1" ... "tick 25" was paged work_count on every run: its later
+    # lines were judged against the range learned from the first line alone.
+    hist = [_ticks(i, 25) for i in range(8)]
+    v = evaluate(_ticks(20, 25), hist, SPEC)
+    assert v.silent and v.kind == "routine", v.reason
+
+
+def test_a_progress_counter_that_stops_far_short_is_a_work_count():
+    hist = [_ticks(i, 25) for i in range(8)]
+    v = evaluate(_ticks(20, 1), hist, SPEC)
+    assert v.kind == "work_count" and '"tick 1"' in v.reason and "usually 25-25" in v.reason, v.reason
