@@ -220,21 +220,23 @@ class EscalationScreen(LiveScreen):
         row = table.cursor_row
         # The Why column takes what the others leave, so the table never scrolls sideways.
         room = self._room = self.why_room()
-        rows = []
+        rows: list[tuple[Text, Text, Text, Text, Text, Text]] = []
+        keys: list[str] = []
         for o in occ:
             st = label("run_state", o.run_state) if o.run_state else None
             rows.append((Text(clock(o.at, now)), Text(str(o.run_id or "-")), Text(str(o.attempt or "-")),
                          Text(st.text, style=st.style) if st else Text("-"),
                          Text(exit_text(o.exit_code, o.signal)),
-                         Text(escaped_line(o.reason or "", room)), f"{o.at}:{o.run_id}"))
+                         Text(escaped_line(o.reason or "", room))))
+            keys.append(f"{o.at}:{o.run_id}")
         # Every column's width is set from what it holds: auto-sized ones drew the header at
         # its labels' widths until the next full refresh (seen as a misaligned header row).
         table.clear(columns=True)
         for i, name in enumerate(COLUMNS):
             cells = [r[i].cell_len for r in rows]
             table.add_column(name, width=max([len(name), *cells]))
-        for r in rows:
-            table.add_row(*r[:-1], key=r[-1])
+        for r, key in zip(rows, keys, strict=True):
+            table.add_row(*r, key=key)
         if occ:
             table.move_cursor(row=min(row, len(occ) - 1))
         self.query_one("#acts", Static).update(render_acts(self.detail, now))
