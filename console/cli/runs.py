@@ -132,10 +132,12 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
             click.echo(finished_line(f.ended_at, f.job, f.attempt, f.state, f.duration_s, f.exit_code, f.signal,
                                      f.reason))
 
+    def on_started() -> None:  # once Ctrl-C is a clean stop (the runner's signal handlers are in place)
+        click.echo(f"watchkeeper: runner {runner.id} on {len(runner.jobs)} job(s), ledger "
+                   f"{ledger_name(settings.ledger)} (Ctrl-C to stop)", err=True)
+
     runner = Runner(spec_dir, settings, on_finished=on_finished, stop_mode=stop_mode(drain, kill),
-                    on_notice=lambda text: click.echo(f"watchkeeper: {text}", err=True))
-    click.echo(f"watchkeeper: runner {runner.id} on {len(result.jobs)} job(s), ledger {ledger_name(settings.ledger)}"
-               " (Ctrl-C to stop)", err=True)
+                    on_notice=lambda text: click.echo(f"watchkeeper: {text}", err=True), on_started=on_started)
     try:
         asyncio.run(runner.run())
     except KeyboardInterrupt:

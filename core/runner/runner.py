@@ -106,7 +106,8 @@ class Runner:
     (default) leaves them to their monitors and the next runner; "drain" waits up to
     ``shutdown_grace`` seconds for them first; "kill" ends them (SIGTERM, SIGKILL after
     ``shutdown_grace``), recorded as abandoned, reason ``interrupted``. A second SIGINT stops
-    waiting. ``on_notice`` gets the operator-facing lines of a stop ("waiting up to 10s…").
+    waiting. ``on_notice`` gets the operator-facing lines of a stop ("waiting up to 10s…");
+    ``on_started`` is called once the runner is up and a SIGINT/SIGTERM is a clean stop.
     """
 
     # Made by run(): the loop's events, the threads, the connections and the parts live only
@@ -131,7 +132,8 @@ class Runner:
                  install_signal_handlers: bool = True,
                  on_finished: Callable[[Finished], None] | None = None,
                  runner_id: str | None = None, subreaper: bool = True, stop_mode: str = "leave",
-                 on_notice: Callable[[str], None] | None = None) -> None:
+                 on_notice: Callable[[str], None] | None = None,
+                 on_started: Callable[[], None] | None = None) -> None:
         if stop_mode not in STOP_MODES:
             raise ValueError(f"stop_mode must be one of {', '.join(STOP_MODES)}, not {stop_mode!r}")
         self.spec_dir = Path(spec_dir).resolve()  # jobs.source stays stable across restarts
@@ -162,6 +164,7 @@ class Runner:
         self._pinging = False
         self.stop_mode = stop_mode
         self.on_notice = on_notice
+        self.on_started = on_started
         self._killing: dict[int, str] = {}  # runs ended by a --kill stop: why
 
     # -- public -------------------------------------------------------------------------
@@ -232,6 +235,8 @@ class Runner:
         await self._reconcile()
         self._record_past_gap(registered_at)
         self.started.set()
+        # Said once the signal handlers are in place: a Ctrl-C after this line is a clean stop.
+        self._notice_started()
         self.service.ready(f"running {len(self.jobs)} job(s) from {self.spec_dir}")
         daily_prune = DailyPrune(self.settings, self._thread_ledger, actor=self.actor)
         loops = [
@@ -639,6 +644,13 @@ class Runner:
             log.exception("spec watcher stopped; specs will not hot-reload")
 
     # -- shutdown -----------------------------------------------------------------------
+    def _notice_started(self) -> None:
+        if self.on_started is not None:
+            try:
+                self.on_started()
+            except Exception:
+                log.exception("on_started callback failed")
+
     def _notice(self, text: str) -> None:
         """An operator-facing line about the stop (``on_notice``, and the log)."""
         log.warning("%s", text)
