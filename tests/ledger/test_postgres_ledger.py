@@ -102,16 +102,29 @@ def test_a_password_never_shows_in_cli_output(pg_server):
 @pg
 def test_copy_moves_a_sqlite_ledger_with_its_history(pg_server, tmp_path):
     src = tmp_path / "wk.db"
-    ids = cf.build(src, hostile=True)
+    ids = cf.build(src, hostile=True)  # runs and escalations hold bytes that are not UTF-8
+    with Ledger(src) as a:  # and a NUL, which PostgreSQL text cannot hold
+        a.write(lambda c: c.execute("UPDATE runs SET reason = 'a' || char(0) || 'b' WHERE id = ?",
+                                    (ids["orphan_run"],)))
     url = pg_server.fresh_database(schema=False)
+    with Ledger(url) as empty:
+        fresh = {sql: empty.scalar(sql) for sql in (
+            "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema()",
+            "SELECT COUNT(*) FROM pg_constraint WHERE connamespace = current_schema()::regnamespace")}
     try:
         res = CliRunner().invoke(cli, ["ledger", "copy", str(src), url])
         assert res.exit_code == 0, res.output
         with Ledger(src) as a, Ledger(url) as b:
             for table in ("runs", "events", "job_outcomes", "escalations", "notifications", "jobs"):
                 assert a.scalar(f"SELECT COUNT(*) FROM {table}") == b.scalar(f"SELECT COUNT(*) FROM {table}")
-            assert [tuple(r) for r in a.query("SELECT id, job, state, attempt FROM runs ORDER BY id")] == \
-                [tuple(r) for r in b.query("SELECT id, job, state, attempt FROM runs ORDER BY id")]
+            assert [tuple(r) for r in a.query("SELECT id, job, state, attempt, ended_at FROM runs ORDER BY id")] == \
+                [tuple(r) for r in b.query("SELECT id, job, state, attempt, ended_at FROM runs ORDER BY id")]
+            assert b.scalar("SELECT reason FROM runs WHERE id = ?", (ids["orphan_run"],)) == "a\ufffdb"
+            assert b.scalar("SELECT COUNT(*) FROM runs WHERE reason = ?", ("invalid utf8 \ufffd\ufffd here",)) == 1
+            # the indexes and foreign keys set aside for the load are all back
+            for sql in ("SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema()",
+                        "SELECT COUNT(*) FROM pg_constraint WHERE connamespace = current_schema()::regnamespace"):
+                assert b.scalar(sql) == fresh[sql]
             # ids carry on after the copied ones
             new_id = b.write(lambda c: runs.create(c, job="backup-db", slot="manual:x", trigger="manual",
                                                    actor="cli", not_before=time.time(), spec_hash=None))
