@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -50,6 +51,8 @@ WINDOW_S = 5.0
 #: What the runner passes for a job with the defaults: 1 MB output cap, 1 h timeout (so the
 #: monitor's deadline keeper runs too), 10 s grace.
 RUN = {"cap": 1 << 20, "timeout": 3600.0, "grace": 10.0}
+#: The spawn threads a runner has (``core.runner.spawn.spawn_pool``'s size).
+POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bench-spawn")
 
 
 def _p95(xs: list[float]) -> float:
@@ -128,7 +131,7 @@ async def _sequential(folder: Path, samples: int) -> dict[str, list[float]]:
 
         h0 = _children_cpu()
         c0, t0, w0 = time.process_time(), time.perf_counter(), waited[0]
-        mon = await spawn.start_monitored(["sleep", "600"], cwd=None, env=env, art=folder / f"s{i}", **RUN)
+        mon = await spawn.start_monitored(POOL, ["sleep", "600"], cwd=None, env=env, art=folder / f"s{i}", **RUN)
         out["monitor"].append((time.perf_counter() - t0) * 1000)
         out["monitor_cpu"].append((time.process_time() - c0) * 1000)
         out["busy"].append((time.perf_counter() - t0 - (waited[0] - w0)) * 1000)
@@ -144,7 +147,7 @@ async def _concurrent(folder: Path, n: int) -> dict[str, float]:
 
     env = dict(os.environ)
     t0 = time.perf_counter()
-    mons = await asyncio.gather(*(spawn.start_monitored(["sleep", "600"], cwd=None, env=env, art=folder / f"c{i}",
+    mons = await asyncio.gather(*(spawn.start_monitored(POOL, ["sleep", "600"], cwd=None, env=env, art=folder / f"c{i}",
                                                         **RUN) for i in range(n)))
     wall = time.perf_counter() - t0
     try:

@@ -105,6 +105,9 @@ class Context:
     thread_ledger: Callable[[], Ledger]
     watchdog: Watchdog
     settle_pool: PoolExecutor
+    #: Where runs are started (``spawn.start_monitored``: folder set-up and ``Popen``), owned
+    #: and shut down by the runner or ``exec`` that made it, so a stop leaves no thread.
+    spawn_pool: PoolExecutor
     jobs: Callable[[], Mapping[str, LoadedJob]]
     wake: Callable[[], None]
     on_finished: Callable[[Finished], None] | None = None
@@ -267,7 +270,7 @@ class Executor:
             await self.spawn_failed(run, str(art), f"user: {exc}")
             return None
         try:
-            mon = await spawn.start_monitored(argv, cwd=resolve_cwd(lj), env=env, art=art,
+            mon = await spawn.start_monitored(ctx.spawn_pool, argv, cwd=resolve_cwd(lj), env=env, art=art,
                                               cap=ctx.settings.output_cap, timeout=self.timeout_of(spec, run)[0],
                                               grace=spec.grace)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:

@@ -122,6 +122,7 @@ class ExecWrapper:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exec-settle")
         ctx = Context(settings=settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=ledger,
                       thread_ledger=self._thread_ledger, watchdog=watchdog, settle_pool=pool,
+                      spawn_pool=pool,
                       jobs=lambda: {self.job.spec.name: self.job}, wake=lambda: None,
                       stopped_by=self._stopped_by)
         executor = Executor(ctx)

@@ -209,6 +209,7 @@ class Runner:
         # Supervisor settles (verify + judge) run here: a few threads, so they don't starve the
         # event loop of the GIL; verify commands of one run never block the loop.
         self._settle_pool = ThreadPoolExecutor(max_workers=SETTLE_THREADS, thread_name_prefix="settle")
+        self._spawn_pool = spawn.spawn_pool()
         # The heartbeat's own thread and connection (``heartbeat``).
         self._beat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
         self._beat_ledger: Ledger | None = None
@@ -279,6 +280,7 @@ class Runner:
                                      boot_id=liveness.boot_id(), labels=self.settings.labels)
         ctx = Context(settings=self.settings, runner_id=self.id, actor=self.actor, writer=writer, ledger=self.ledger,
                       thread_ledger=self._thread_ledger, watchdog=self.watchdog, settle_pool=self._settle_pool,
+                      spawn_pool=self._spawn_pool,
                       jobs=lambda: self.jobs, wake=self._nudge, on_finished=self.on_finished,
                       on_end=self._mission_wake.set, reaper=self.reaper,
                       tree_scans=TreeScans(self.reaper), stopped_by=self._killing.get)
@@ -715,6 +717,7 @@ class Runner:
         # its monitor and re-attached, never cut off with its job running unrecorded.
         if not await self.executor.starts_done(START_WAIT_S):
             log.warning("run(s) %s still starting at the stop; left to the sweep", sorted(self.executor.starting))
+        self._spawn_pool.shutdown(wait=False)  # nothing is started after this point
         if self.live and self.stop_mode == "drain":
             await self._wait_live(self.settings.shutdown_grace)
         elif self.live and self.stop_mode == "kill":
@@ -728,9 +731,8 @@ class Runner:
         with contextlib.suppress(Exception):
             await asyncio.get_running_loop().run_in_executor(self._beat_pool, self._close_beat)
         await asyncio.to_thread(self._beat_pool.shutdown, True)
-        for t in list(self._bg):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(t, timeout=5)
+        if self._bg:  # together, not one after another: n of them took up to 5 s each
+            await asyncio.wait(list(self._bg), timeout=5)
         self.left_behind = await self.loop_store.record_stopped(
             self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail)
         # Settles still verifying get a moment to record; then the writer commits what is

@@ -16,10 +16,9 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -333,16 +332,10 @@ class Monitored:
 #: on a loaded host that wait is many milliseconds, once per run. It is kept off every event
 #: loop, and off the default executor too (the runner's ticks run there).
 SPAWN_THREADS = 4
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _spawn_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=SPAWN_THREADS, thread_name_prefix="watchkeeper-spawn")
-        return _pool
+def spawn_pool() -> ThreadPoolExecutor:
+    """A pool for ``start_monitored``: ``SPAWN_THREADS`` threads, so a burst of starts is not
+    held up by one slow fork. The caller owns it and shuts it down when it stops."""
+    return ThreadPoolExecutor(max_workers=SPAWN_THREADS, thread_name_prefix="watchkeeper-spawn")
 
 
 def _start_monitor(argv: list[str], cwd: str | None, env: dict[str, str], art: Path, cap: int, timeout: float,
@@ -358,13 +351,14 @@ def _start_monitor(argv: list[str], cwd: str | None, env: dict[str, str], art: P
                        start_new_session=True, close_fds=True)
 
 
-async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], art: Path,
+async def start_monitored(pool: Executor, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], art: Path,
                           cap: int, timeout: float = 0.0, grace: float = 0.0) -> Monitored:
     """Start ``argv`` under a per-run monitor (``core.monitor``) writing to folder ``art``,
     ``cap`` bytes kept per stream; with ``timeout`` (seconds, > 0) the monitor itself ends
     the job at that deadline (SIGTERM, SIGKILL ``grace`` seconds later), runner or not.
     Returns once the job's pid is known (the monitor prints it as soon as it has forked the
-    job); the event loop is never blocked on the start (``_start_monitor`` runs in a thread).
+    job); the event loop is never blocked on the start (``_start_monitor`` runs in a thread
+    of ``pool``, see ``spawn_pool``).
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad cwd), or
@@ -372,7 +366,7 @@ async def start_monitored(argv: Sequence[str], *, cwd: str | None, env: Mapping[
         ValueError: invalid arguments (e.g. a NUL byte in argv or env).
     """
     loop = asyncio.get_running_loop()
-    popen = await loop.run_in_executor(_spawn_pool(), _start_monitor, [str(a) for a in argv], cwd, dict(env), art,
+    popen = await loop.run_in_executor(pool, _start_monitor, [str(a) for a in argv], cwd, dict(env), art,
                                        cap, timeout, grace)
     reader = asyncio.StreamReader(loop=loop)
     transport, _ = await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), popen.stdout)

@@ -21,14 +21,22 @@ JOB = ("import os, sys\n"
        "sys.exit(3)\n")
 
 
+@pytest.fixture
+def pool():
+    p = spawn.spawn_pool()
+    yield p
+    p.shutdown(wait=True)
+
+
 @pytest.mark.parametrize("background", [True, False], ids=["background-env", "foreground-fallback"])
-async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(monkeypatch, tmp_path, background):
+async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(monkeypatch, tmp_path, background,
+                                                                               pool):
     if background and not monitor.background_env():
         pytest.skip("no env with --default-signal on this host")
     if not background:
         monkeypatch.setattr(monitor, "background_env", lambda: "")
     env = {**os.environ, "WATCHKEEPER_RUN_ID": "41", "WATCHKEEPER_RUNNER_ID": "r1"}
-    mon = await spawn.start_monitored([sys.executable, "-c", JOB], cwd=None, env=env, art=tmp_path, cap=1 << 16)
+    mon = await spawn.start_monitored(pool, [sys.executable, "-c", JOB], cwd=None, env=env, art=tmp_path, cap=1 << 16)
     assert mon.monitor is not None and mon.pid != mon.monitor
     await mon.job_exit()
     assert await mon.status() == 3
@@ -37,10 +45,10 @@ async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(m
     assert monitor.finish_output(tmp_path, "stderr").head == b"oops\n"
 
 
-async def test_a_run_lost_while_spawning_is_killed_before_it_has_a_session(tmp_path):
+async def test_a_run_lost_while_spawning_is_killed_before_it_has_a_session(tmp_path, pool):
     # The pid comes before the job's setsid (which waits for its output FIFOs): a kill at
     # that moment still ends the job.
-    mon = await spawn.start_monitored(["sleep", "60"], cwd=None, env=dict(os.environ), art=tmp_path, cap=1 << 16)
+    mon = await spawn.start_monitored(pool, ["sleep", "60"], cwd=None, env=dict(os.environ), art=tmp_path, cap=1 << 16)
     mon.kill()
     await mon.job_exit()
     assert monitor.decode_status(await mon.status()) == (None, 9)
