@@ -21,13 +21,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from core.ledger import dialect
 from core.text import quoted
 from core.vocabulary import AuditEvent
+
+if TYPE_CHECKING:  # imported when ``Ledger.db`` is first asked for: it costs every process ~0.1 s of CPU
+    import sqlite_utils
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -510,7 +511,7 @@ class Ledger:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         self.conn = conn
-        self._db = sqlite_utils.Database(conn)
+        self._db = None
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         try:
@@ -537,8 +538,12 @@ class Ledger:
 
         Raises:
             LedgerError: the ledger is on PostgreSQL."""
-        if self._db is None:
+        if self.backend != "sqlite":
             raise LedgerError(f"{self.name}: sqlite-utils reads only SQLite ledgers")
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
         return self._db
 
     # -- schema -------------------------------------------------------------------------
@@ -687,18 +692,14 @@ class Ledger:
         return self.conn.execute(sql, params).fetchall()
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        """Run a read query and return every row as a plain dict (sqlite-utils
-        ``Database.query`` on SQLite); callers bound it with LIMIT."""
-        if self._db is None:
-            return [dict(zip(r.keys(), r, strict=True)) for r in self.conn.execute(sql, params).fetchall()]
-        return list(self._db.query(sql, params))
+        """Run a read query and return every row as a plain dict (column name → value, as
+        sqlite-utils' ``Database.query`` gives them); callers bound it with LIMIT."""
+        return [dict(zip(r.keys(), r, strict=True)) for r in self.conn.execute(sql, params).fetchall()]
 
     def row(self, sql: str, params: Any = ()) -> dict[str, Any] | None:
         """Run a read query and return its first row as a plain dict, or None."""
-        if self._db is None:
-            r = self.conn.execute(sql, params).fetchone()
-            return None if r is None else dict(zip(r.keys(), r, strict=True))
-        return next(iter(self._db.query(sql, params)), None)
+        r = self.conn.execute(sql, params).fetchone()
+        return None if r is None else dict(zip(r.keys(), r, strict=True))
 
     def one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
         """Run a read query and return the first row or None."""

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import cache
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from core.ledger.connection import MIGRATIONS, Conn, Ledger, split_sql
 from core.ledger.lifecycle import NON_TERMINAL, TERMINAL
 from core.vocabulary import AuditEvent, RunState, sql_set
+
+if TYPE_CHECKING:  # imported by expected_schema: every command that imports this module would pay for it
+    import sqlite_utils
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def _outcome_copies(conn: Conn) -> list[Violation]:
 def expected_schema() -> dict[str, frozenset[str]]:
     """Table → column names the code expects: every migration applied to an empty in-memory
     database, read back through sqlite-utils."""
+    import sqlite_utils
+
     db = sqlite_utils.Database(memory=True)
     for script in MIGRATIONS:
         for stmt in split_sql(script):
