@@ -156,7 +156,9 @@ NonEmptyStr = Annotated[str, BeforeValidator(_nonempty_str)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a spec model's validator is built when a spec is first validated, not when
+    # this module is imported (most CLI commands import it and never validate a spec).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Backoff(_Strict):
