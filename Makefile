@@ -49,7 +49,10 @@ lint: $(STAMP)
 # seen in every CI log. test-fast skips the slow ones; soak runs what needs minutes of real
 # time (never in test).
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
+# Bytecode is written (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
+# otherwise each xdist worker compiles the sources and rewrites the test modules again (about
+# 9 CPU-s of its collection), and so does every watchkeeper process the tests start.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
 test: lint
 	$(PYTEST) --durations=15 -m "not soak"
 
