@@ -125,8 +125,10 @@ def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -
         load0 = _load()
         t0 = time.perf_counter()
         _queue(ledger, "noop", runs)
-        _wait(lambda: _scalar(ledger, f"SELECT COUNT(*) FROM runs WHERE state IN {TERMINAL}") >= runs, 600,
-              f"{runs} runs finished")
+        from core.ledger.connection import Ledger
+        with Ledger(ledger) as watch:  # one connection for the poll (opening one per look costs the server)
+            _wait(lambda: int(watch.scalar(f"SELECT COUNT(*) FROM runs WHERE state IN {TERMINAL}")) >= runs, 600,
+                  f"{runs} runs finished")
         elapsed = time.perf_counter() - t0
         cpu = sum(_cpu_s(p) - c0[p.pid] for p in ps)
         s1 = _cpu_of(srv)

@@ -386,12 +386,13 @@ class SqlStore:
         assert parent_run_id is not None
         return queue.live_runs_of_parent(self._conn, parent_run_id)
 
-    def claim_run(self, run: Run, *, runner_id: str, actor: str, now: float, lease_s: float,
-                  host: str | None = None, boot_id: str | None = None) -> bool:
-        return bool(self.ledger.write(lambda conn: lifecycle.apply(
+    def claim_runs(self, runs: Sequence[Run], *, runner_id: str, actor: str, now: float, lease_s: float,
+                   host: str | None = None, boot_id: str | None = None) -> list[bool]:
+        fields = {"runner_id": runner_id, "spawned_at": now, "lease_until": now + lease_s, "host": host,
+                  "boot_id": boot_id}
+        return list(self.ledger.write(lambda conn: [bool(lifecycle.apply(
             conn, run.id, run.attempt, lifecycle.State.QUEUED, lifecycle.State.SPAWNED, actor=actor,
-            fields={"runner_id": runner_id, "spawned_at": now, "lease_until": now + lease_s,
-                    "host": host, "boot_id": boot_id})))
+            fields=fields)) for run in runs]))
 
     def finished_run(self, run_id: int) -> FinishedRun | None:
         row = queue.finished_row(self._conn, run_id)

@@ -473,12 +473,13 @@ class Store(Protocol):
         """
         ...
 
-    def claim_run(self, run: Run, *, runner_id: str, actor: str, now: float, lease_s: float,
-                  host: str | None = None, boot_id: str | None = None) -> bool:
-        """Claim queued ``run`` for ``runner_id``: ``queued → spawned`` compare-and-set on its
-        (state, attempt), setting ``runner_id``, ``spawned_at = now``, a first lease of
-        ``lease_s`` seconds and this host (``host``, ``boot_id``), with its event. False: another
-        runner (or an operator) got there first, nothing written."""
+    def claim_runs(self, runs: Sequence[Run], *, runner_id: str, actor: str, now: float, lease_s: float,
+                   host: str | None = None, boot_id: str | None = None) -> list[bool]:
+        """Claim queued ``runs`` for ``runner_id``, all in one transaction: for each, the
+        ``queued → spawned`` compare-and-set on its (state, attempt), setting ``runner_id``,
+        ``spawned_at = now``, a first lease of ``lease_s`` seconds and this host (``host``,
+        ``boot_id``), with its event. One bool per run, in order; False: another runner (or an
+        operator) got there first, nothing written for that run."""
         ...
 
     def finished_run(self, run_id: int) -> FinishedRun | None:

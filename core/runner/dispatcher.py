@@ -66,11 +66,11 @@ class Dispatcher:
             return []
         store = self._store()
         due = store.due_runs(now, limit=max(room * READ_AHEAD, 16))
-        claimed: list[Claimed] = []
-        live: dict[str, int] = {}  # per limit key: live runs counted so far
+        chosen: list[Claimed] = []
+        live: dict[str, int] = {}  # per limit key: live runs counted so far, the chosen included
         for queued in due:
             run = queued.run
-            if len(claimed) >= room:
+            if len(chosen) >= room:
                 break
             lj = self.jobs.get(run.job)
             if lj is None:
@@ -92,12 +92,16 @@ class Dispatcher:
                 continue  # a sub-task of a job that is no longer a fan-out: for the sweep/doctor
             if live[key] >= spec.concurrency:
                 continue
-            if not store.claim_run(run, runner_id=self.runner_id, actor=self.actor, now=now, lease_s=self.lease_s,
-                                   host=self.host, boot_id=self.boot_id):
-                continue  # another runner claimed it
             live[key] += 1
-            claimed.append(Claimed(run, lj))
-        return claimed
+            chosen.append(Claimed(run, lj))
+        if not chosen:
+            return []
+        # One transaction for the whole tick (one commit, not one per run). A run another
+        # runner claimed first is simply not ours; its commit wakes this loop again, so the
+        # room it leaves is filled on the next tick.
+        won = store.claim_runs([c.run for c in chosen], runner_id=self.runner_id, actor=self.actor, now=now,
+                               lease_s=self.lease_s, host=self.host, boot_id=self.boot_id)
+        return [c for c, ok in zip(chosen, won, strict=True) if ok]
 
     def next_due(self) -> float | None:
         """The earliest ``not_before`` of any queued run (Unix seconds; None: nothing queued)."""

@@ -462,7 +462,11 @@ class Runner:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, limit - time.time()))
 
     def _dispatch_tick(self, room: int) -> tuple[list[Claimed], float | None]:
-        """In a pool thread: claim what is due, and when the next queued run is due."""
+        """In a pool thread: claim what is due, and when the next queued run is due. With no
+        room nothing is read: a run of this runner ending wakes the loop (every commit of a
+        busy fleet would otherwise cost a read here)."""
+        if room <= 0:
+            return [], None
         return self.dispatcher.tick(time.time(), room), self.dispatcher.next_due()
 
     def _start(self, run: Run, lj: LoadedJob) -> None:
