@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core import liveness
 from core.ledger import escalations
 from core.ledger.connection import Conn, row_dict
-from core.ledger.lifecycle import LIVE
+from core.ledger.lifecycle import LIVE, State
 from core.ledger.records import Runner
 from core.liveness import RunnerLiveness
 from core.text import utc_hms
@@ -105,11 +105,26 @@ def pinned_jobs(conn: Conn) -> dict[str, list[str]]:
     return out
 
 
+def runs_at_death(conn: Conn, host: Host) -> list[int]:
+    """Ids of the runs a down host's runners had when they fell silent: those still live, and
+    those the surviving runners already orphaned by lease since its last heartbeat (a lease
+    may run out before the host is declared down, and the page must still name them)."""
+    ids = [r for r, _ in host.runners]
+    if not ids:
+        return list(host.live_runs)
+    marks = ", ".join("?" for _ in ids)
+    lost = [int(r["id"]) for r in conn.execute(
+        f"SELECT id FROM runs WHERE state = ? AND runner_id IN ({marks}) AND ended_at >= ? ORDER BY id",
+        (str(State.ORPHANED), *ids, host.since)).fetchall()]
+    return sorted({*host.live_runs, *lost})
+
+
 def down_reason(host: Host, pinned: Sequence[str]) -> str:
-    """One line for a down host: since when, its runners, its live runs, the jobs pinned to it."""
+    """One line for a down host: since when, its runners, the runs they had (``runs_at_death``),
+    the jobs pinned to it."""
     runs = ", ".join(str(i) for i in host.live_runs[:20]) + (", …" if len(host.live_runs) > 20 else "")
     return (f"host {host.name} down: no heartbeat from its runner(s) {', '.join(i for i, _ in host.runners[:5])}"
-            f" since {utc_hms(host.since)}; live runs {runs or 'none'} (orphaned by lease by the surviving"
+            f" since {utc_hms(host.since)}; its runs {runs or 'none'} (orphaned by lease by the surviving"
             f" runners); pinned jobs {', '.join(pinned) or 'none'}")
 
 
@@ -145,7 +160,8 @@ def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = No
             who = conn.execute("SELECT owner FROM runners WHERE hostname = ? ORDER BY heartbeat_at DESC LIMIT 1",
                                (h.name,)).fetchone()
             escalations.raise_escalation(conn, job=job, kind=KIND, severity="critical",
-                                         reason=down_reason(h, mine), run_id=None,
+                                         reason=down_reason(replace(h, live_runs=runs_at_death(conn, h)), mine),
+                                         run_id=None,
                                          owner=(who["owner"] if who else None) or owner, sinks=sinks, now=ts,
                                          actor=actor)
             out["opened"].append(job)

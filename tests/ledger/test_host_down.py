@@ -1,5 +1,5 @@
 """A host whose runners all stopped heartbeating is escalated once (``host_down``) by any
-surviving runner's periodic pass, with since when, its live runs and its pinned jobs, and
+surviving runner's periodic pass, with since when, its runs and its pinned jobs, and
 resolved when a runner of that host heartbeats again. A job pinned only to down hosts is
 escalated too: nothing in the fleet runs its slots."""
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import time
 
-from core.ledger import hosts, reads
+from core.ledger import hosts, lifecycle, reads
 from core.ledger.runners import renew
 from core.ledger.sql_store import SqlStore
 from core.spec.model import JobSpec
+from core.vocabulary import EndReason
 from tests.kit.sweep import add_job, add_run, add_runner
 
 
@@ -35,8 +36,28 @@ def test_a_silent_host_is_escalated_once_with_its_runs_and_pinned_jobs(ledger):
     assert set(down) == {"(host db1)", "backup"}
     assert down["(host db1)"]["count"] == 1 and down["(host db1)"]["state"] == "open"
     reason = down["(host db1)"]["reason"]
-    assert "host db1 down" in reason and f"live runs {run_id}" in reason and "pinned jobs backup" in reason
+    assert "host db1 down" in reason and f"its runs {run_id}" in reason and "pinned jobs backup" in reason
     assert "pinned to db1" in down["backup"]["reason"]
+
+
+def test_a_run_orphaned_by_lease_before_the_host_was_declared_down_is_still_named(ledger):
+    # The surviving runners' sweep may orphan a run by its lease before the host pass runs:
+    # the page still names the runs the host had (seen in the 3-host soak test).
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
+    dead = add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    run_id = add_run(ledger, "long", pid=os.getpid(), runner_id=dead)
+    assert lifecycle.transition(ledger, run_id, 1, "running", "orphaned", actor="test",
+                                reason_code=EndReason.LEASE_EXPIRED,
+                                fields={"ended_at": time.time()})
+    before = add_run(ledger, "old", state="running", runner_id=dead)  # orphaned before its last heartbeat: not named
+    assert lifecycle.transition(ledger, before, 1, "running", "orphaned", actor="test",
+                                reason_code=EndReason.LEASE_EXPIRED,
+                                fields={"ended_at": time.time() - 600})
+
+    SqlStore(ledger).check_hosts()
+
+    (down,) = _open(ledger)
+    assert f"its runs {run_id} (orphaned by lease" in down["reason"], down["reason"]
 
 
 def test_a_host_heartbeating_again_resolves_its_host_down(ledger):
