@@ -22,7 +22,6 @@ from console.screenshots import without_web_fonts
 from console.watcher import LedgerWatcher
 from console.widgets.palette import WatchkeeperCommands
 from core.ledger import reads
-from core.supervisor.supervisor import check_runner_gap
 
 __all__ = ["ConsoleConfig", "WatchkeeperApp"]
 
@@ -78,6 +77,10 @@ class WatchkeeperApp(App):
         """Open (or resolve) the ``runner_gap`` escalation like any watcher does
         (``core.supervisor.supervisor.check_runner_gap``), on the acting thread. A failed
         write is tried again next time; the header shows the gap either way."""
+        # Imported here: the supervisor (with the notifiers and settings models) is not needed
+        # to draw the first screen, and most consoles never run this check.
+        from core.supervisor.supervisor import check_runner_gap
+
         cfg = self.config
         try:
             await self.actor.call(lambda led: check_runner_gap(led, sinks=cfg.sinks, owner=cfg.owner))

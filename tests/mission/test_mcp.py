@@ -9,13 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
 
 from core.ledger import missions as ml
 from core.ledger.connection import Ledger
 from core.mission import actions as mactions
-from core.mission.mcp_server import build_server
 from tests.kit.harness import RunnerThread, fast_settings, write_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +21,10 @@ name = "echo"
 command = ["python3", "-c", "import json, os; t = json.load(open(os.environ['WATCHKEEPER_MISSION_INPUT']))['task']; json.dump({'status': 'success', 'result': t.upper(), 'confidence': 0.9}, open(os.environ['WATCHKEEPER_HANDOFF'], 'w'))"]
 timeout = "30s"
 """
+
+
+# The MCP SDK (with core.mission.mcp_server) is imported inside each test: at module level every
+# xdist worker would pay about a second of CPU for it while collecting, and one runs them.
 
 
 def payload(res) -> dict:
@@ -36,6 +37,10 @@ def payload(res) -> dict:
 
 @pytest.mark.slow
 async def test_an_external_coordinator_runs_a_mission_over_mcp(tmp_path: Path) -> None:
+    from mcp.client import Client
+
+    from core.mission.mcp_server import build_server
+
     write_specs(tmp_path / "jobs", JOBS)
     settings = fast_settings(tmp_path)
     with RunnerThread(tmp_path / "jobs", settings):
@@ -68,6 +73,9 @@ async def test_an_external_coordinator_runs_a_mission_over_mcp(tmp_path: Path) -
 
 
 async def test_watchkeeper_mcp_serves_the_tools_over_stdio(tmp_path: Path) -> None:
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
     db = tmp_path / "wk.db"
     params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
         "-m", "console.cli", "mcp", "--goal", "a goal", "--worker", "echo", "--ledger", str(db)])
@@ -79,6 +87,9 @@ async def test_watchkeeper_mcp_serves_the_tools_over_stdio(tmp_path: Path) -> No
 
 @pytest.mark.slow
 async def test_a_failed_tool_call_sets_mcp_is_error(tmp_path: Path) -> None:
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
     # Through the real `watchkeeper mcp` over stdio: a client that reads only isError (as
     # Claude Code does) must see the failure, not a success with the error inside the payload.
     db = tmp_path / "wk.db"
