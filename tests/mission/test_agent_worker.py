@@ -1,14 +1,20 @@
-"""The agent worker process (``python -m core.mission.agent``) against the fake Claude server:
-natural completion, the step cap and the token budget (partial with a note of what is
-missing), tools limited to the cwd and the allow-list, and which failures are transient."""
+"""The agent worker (``python -m core.mission.agent``) against the fake Claude server: natural
+completion, the step cap and the token budget (partial with a note of what is missing), tools
+limited to the cwd and the allow-list, and which failures are transient.
+
+The first case starts the real worker process; the others call the same ``main()`` in this
+process, with the environment and working folder the process gets (a fresh interpreter per
+case would import the anthropic SDK again each time, a few CPU-seconds)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -16,29 +22,39 @@ from core.spec.model import AGENT_EXIT_PERMANENT, AGENT_EXIT_TRANSIENT, Agent
 from tests.kit.fake_anthropic import FakeAnthropic, message, overloaded, text, tool_results, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow  # each case starts the worker process (the anthropic import takes ~1 s)
 
 
 def run_agent(tmp: Path, url: str, *, max_steps: int = 5, budget: dict | None = None, mission: dict | None = None,
-              **agent: object) -> tuple[int, dict]:
+              process: bool = False, **agent: object) -> tuple[int, dict]:
+    """Run the agent worker in ``tmp`` against ``url``: its exit status and handoff. With
+    ``process`` as ``python -m core.mission.agent``; otherwise its ``main()`` here, with the
+    environment and working folder the runner would give the process."""
     cfg = {"agent": Agent(**agent).model_dump(mode="json"), "max_steps": max_steps, "budget": budget or {}, "job": "a"}
     handoff = tmp / "handoff.json"
-    env = {**os.environ, "WATCHKEEPER_AGENT": json.dumps(cfg), "WATCHKEEPER_HANDOFF": str(handoff),
-           "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": url, "PYTHONPATH": str(ROOT)}
+    env = {"WATCHKEEPER_AGENT": json.dumps(cfg), "WATCHKEEPER_HANDOFF": str(handoff),
+           "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": url}
     if mission is not None:
         (tmp / "input.json").write_text(json.dumps(mission))
         env["WATCHKEEPER_MISSION_INPUT"] = str(tmp / "input.json")
-    proc = subprocess.run([sys.executable, "-m", "core.mission.agent"], cwd=tmp, env=env, capture_output=True,
-                          text=True, timeout=60)
-    return proc.returncode, json.loads(handoff.read_text())
+    if process:
+        proc = subprocess.run([sys.executable, "-m", "core.mission.agent"], cwd=tmp, timeout=60, capture_output=True,
+                              text=True, env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+        rc = proc.returncode
+    else:
+        from core.mission import agent as worker
+
+        with mock.patch.dict(os.environ, env), contextlib.chdir(tmp):
+            rc = worker.main()
+    return rc, json.loads(handoff.read_text())
 
 
+@pytest.mark.slow  # starts the worker process
 def test_natural_completion_writes_the_structured_result(tmp_path: Path) -> None:
     with FakeAnthropic() as fake:
         fake.handler = lambda body: message(tool_use("submit_result", {"status": "success", "result": {"n": 3},
                                                                        "confidence": 0.8}))
         rc, h = run_agent(tmp_path, fake.url, mission={"task": "count", "goal": "G", "context": {"x": 1}},
-                          task="Goal {goal}: {task}")
+                          task="Goal {goal}: {task}", process=True)
         assert rc == 0
         assert h == {"status": "success", "result": {"n": 3}, "confidence": 0.8, "error": None, "notes": None,
                      "steps_used": 1, "tokens": 130, "cost": 0.00075, "files_changed": [], "commands": []}
