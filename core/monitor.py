@@ -55,6 +55,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,16 +151,51 @@ MAX_SIGNAL = 64
 
 
 def shell() -> str:
-    """The POSIX shell the monitor runs in (``/bin/sh``)."""
+    """The POSIX shell the sh monitor runs in (``/bin/sh``)."""
     return "/bin/sh"
+
+
+#: The environment variable that picks the monitor: unset or empty, the C one when it is
+#: there (``program``), else the sh one; ``sh`` for the sh one; ``c`` for the C one or an error.
+CHOICE = "WATCHKEEPER_MONITOR"
+
+
+def program() -> str | None:
+    """The C monitor's path (``watchkeeper-monitor``, built into the virtualenv by ``make``),
+    or None when the sh monitor is used: ``CHOICE`` says ``sh``, or it is unset and no binary
+    is found next to this Python (``sys.executable``) or on ``PATH``. Looked up once per
+    choice and process.
+
+    Raises:
+        OSError: ``CHOICE`` is ``c`` and there is no binary, or it is neither ``c`` nor ``sh``.
+    """
+    return _program(os.environ.get(CHOICE, ""))
+
+
+@functools.cache
+def _program(choice: str) -> str | None:
+    if choice == "sh":
+        return None
+    if choice not in ("", "c"):
+        raise OSError(f"{CHOICE}={choice!r}: expected 'c', 'sh' or nothing")
+    beside = Path(sys.executable).parent / NAME
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which(NAME)
+    if found is None and choice == "c":
+        raise OSError(f"{CHOICE}=c but there is no {NAME} binary next to {sys.executable} or on PATH"
+                      " (`make .venv/.installed` builds it)")
+    return found
 
 
 def argv(art: Path, cap: int, job_argv: list[str], *, timeout: float = 0.0, grace: float = 0.0) -> list[str]:
     """The monitor's command line for a job ``job_argv`` whose output goes to folder ``art``,
     ``cap`` bytes kept per stream (first half as head, the rest as tail); with ``timeout``
     (seconds, > 0) the monitor ends the job's process group at that deadline itself (SIGTERM,
-    SIGKILL ``grace`` seconds later), runner or not (``TIMER``)."""
+    SIGKILL ``grace`` seconds later), runner or not. The C monitor (``program``) when there
+    is one, else the sh one (``SCRIPT``, ``TIMER``). Raises ``OSError`` as ``program`` does."""
     head = cap // 2
+    prog = program()
+    if prog is not None:
+        return [prog, str(art), str(head), str(cap - head), _seconds(timeout), _seconds(grace), *job_argv]
     return [shell(), "-c", SCRIPT, NAME, str(art), str(head), str(cap - head), _seconds(timeout),
             _seconds(grace), TIMER, stdbuf(), background_env(), *job_argv]
 
@@ -208,13 +245,16 @@ BLANK = b" " * 23 + b"\n"
 
 
 #: What an earlier start left in a run's folder that ``prepare`` removes.
-_LEFTOVERS = frozenset({"timed_out", "timer.fifo", *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "count"))})
+_LEFTOVERS = frozenset({"timed_out", "timer.fifo",
+                        *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "ring", "count"))})
 
 
 def prepare(art: Path) -> None:
-    """Make ``art`` ready for a monitor: leftovers of an earlier start removed, the two FIFOs
-    made, ``LINE_FILES`` blank (left empty on a full disk). Raises ``OSError`` when the
-    folder is unusable (the run cannot start)."""
+    """Make ``art`` ready for a monitor: leftovers of an earlier start removed,
+    ``LINE_FILES`` blank (left empty on a full disk), and for the sh monitor its ``FIFOS``
+    made (the C one has its own pipes). Raises ``OSError`` when the folder is unusable (the
+    run cannot start) or as ``program`` does."""
+    fifos = program() is None
     art.mkdir(parents=True, exist_ok=True, mode=0o700)
     with os.scandir(art) as found:  # one listing instead of eleven unlinks of absent files
         stale = [e.path for e in found if e.name in _LEFTOVERS]
@@ -232,7 +272,7 @@ def prepare(art: Path) -> None:
                 raise
         finally:
             os.close(fd)
-    for fifo in FIFOS:
+    for fifo in FIFOS if fifos else ():
         os.mkfifo(art / fifo, 0o600)
 
 
@@ -264,8 +304,8 @@ def monitor_pid(art: Path) -> int | None:
 
 def monitor_alive(art: Path) -> bool:
     """True when the monitor of folder ``art`` is still running: the pid it recorded is a live
-    (non-zombie) process whose command line names this monitor and this folder (a reused pid
-    never matches). Never raises."""
+    (non-zombie) process whose command line names this monitor (the C one's program, or the
+    sh one's ``$0``) and this folder (a reused pid never matches). Never raises."""
     pid = monitor_pid(art)
     if pid is None:
         return False
@@ -276,7 +316,7 @@ def monitor_alive(art: Path) -> bool:
         cmd = p.cmdline()
     except psutil.Error:
         return False
-    return NAME in cmd and str(art) in cmd
+    return bool(cmd) and (NAME in cmd or os.path.basename(cmd[0]) == NAME) and str(art) in cmd
 
 
 def exit_status(art: Path) -> int | None:
@@ -355,25 +395,61 @@ def marker(omitted: int) -> bytes:
     return f"\n[watchkeeper: {omitted} bytes omitted]\n".encode()
 
 
+@dataclass
+class _TailPart:
+    """What a monitor kept of a stream past its head: ``rest`` bytes came (``STREAM.count``),
+    the last ``size`` of them are in ``path`` (the C monitor's ``STREAM.ring``, the sh one's
+    ``STREAM.tail``), the oldest at offset ``start`` (0 but in a ring that went round)."""
+
+    path: Path
+    rest: int
+    size: int
+    start: int
+
+    def chunks(self) -> Iterator[bytes]:
+        """The kept bytes in the order they came, 64 KB at a time; nothing when the file is
+        gone. Reads at most ``size`` bytes (a running monitor may be writing)."""
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed below, also when abandoned
+        except OSError:
+            return
+        with fh:
+            for lo, hi in ((self.start, self.size), (0, self.start)):
+                fh.seek(lo)
+                while lo < hi and (chunk := fh.read(min(1 << 16, hi - lo))):
+                    lo += len(chunk)
+                    yield chunk
+
+
+def _tail_part(art: Path, stream: str) -> _TailPart:
+    ring, tail = art / f"{stream}.ring", art / f"{stream}.tail"
+    rest = _dd_count(art / f"{stream}.count")
+    if ring.exists() or not tail.exists():
+        size = _size(ring)
+        # Byte i past the head sits at offset i % size once the ring went round.
+        return _TailPart(ring, rest, size, rest % size if rest > size > 0 else 0)
+    return _TailPart(tail, rest, _size(tail), 0)
+
+
 def finish_output(art: Path, stream: str) -> Output:
-    """Fold a finished run's ``STREAM.tail`` into ``STREAM.log`` (after an omission marker
-    when bytes were dropped) and remove the monitor's working files of that stream; an empty
-    log is removed (a silent job keeps no file). Idempotent: a second call finds the folded
-    log. Never raises for missing files; ``OSError`` of the append propagates."""
-    log, tail_p, count_p = art / f"{stream}.log", art / f"{stream}.tail", art / f"{stream}.count"
+    """Fold a finished run's tail part (``STREAM.ring`` or ``STREAM.tail``) into
+    ``STREAM.log`` (after an omission marker when bytes were dropped) and remove the
+    monitor's working files of that stream; an empty log is removed (a silent job keeps no
+    file). Idempotent: a second call finds the folded log. Never raises for missing files;
+    ``OSError`` of the append propagates."""
+    log, count_p = art / f"{stream}.log", art / f"{stream}.count"
+    part = _tail_part(art, stream)
     head_n = _size(log)
-    rest = _dd_count(count_p)
-    tail_n = _size(tail_p)
-    folded = tail_p.exists() or count_p.exists()
-    total = head_n + rest if folded else head_n
-    omitted = max(0, rest - tail_n)
-    if tail_n or omitted:
-        with open(log, "ab") as fh, open(tail_p, "rb") as src:
+    folded = part.path.exists() or count_p.exists()
+    total = head_n + part.rest if folded else head_n
+    omitted = max(0, part.rest - part.size)
+    if part.size or omitted:
+        with open(log, "ab") as fh:
             if omitted:
                 fh.write(marker(omitted))
-            while chunk := src.read(1 << 16):
+            for chunk in part.chunks():
                 fh.write(chunk)
-    for p in (tail_p, count_p, art / f"{stream}.fifo", art / "timer.fifo"):
+    for p in (art / f"{stream}.tail", art / f"{stream}.ring", count_p, art / f"{stream}.fifo", art / "timer.fifo"):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
     head = tail = b""
@@ -395,16 +471,17 @@ def finish_output(art: Path, stream: str) -> Output:
 
 
 def over_cap(art: Path, stream: str) -> bool:
-    """True when run folder ``art`` shows ``stream`` went over its cap: its tail part holds
-    bytes or ``dd`` counted bytes past the head, or the tail drain runs while the job still
-    does (no ``exit`` yet). The tail file alone says nothing: the drain makes it, empty,
-    whenever the head part ends, at the cap or at the job's end. Never raises."""
+    """True when run folder ``art`` shows ``stream`` went over its cap: bytes were counted past
+    the head, or the C monitor made its ring (it does at the first byte past the head), or
+    the sh monitor's tail part holds bytes or its tail drain runs while the job still does
+    (no ``exit`` yet). The sh monitor's tail file alone says nothing: its drain makes it,
+    empty, whenever the head part ends, at the cap or at the job's end. Never raises."""
+    if _dd_count(art / f"{stream}.count") or (art / f"{stream}.ring").exists():
+        return True
     tail = art / f"{stream}.tail"
     if not tail.exists():
         return False
-    if _size(tail) or _dd_count(art / f"{stream}.count"):
-        return True
-    return exit_status(art) is None
+    return bool(_size(tail)) or exit_status(art) is None
 
 
 def read_output(art: Path, stream: str) -> bytes:
@@ -414,13 +491,12 @@ def read_output(art: Path, stream: str) -> bytes:
         data = (art / f"{stream}.log").read_bytes()
     except OSError:
         data = b""
-    tail = art / f"{stream}.tail"
-    if tail.exists():
-        omitted = max(0, _dd_count(art / f"{stream}.count") - _size(tail))
-        try:
-            rest = tail.read_bytes()
-        except OSError:
-            rest = b""
-        if omitted or rest:
-            data += (marker(omitted) if omitted else b"") + rest
+    part = _tail_part(art, stream)
+    omitted = max(0, part.rest - part.size)
+    try:
+        rest = b"".join(part.chunks())
+    except OSError:
+        rest = b""
+    if omitted or rest:
+        data += (marker(omitted) if omitted else b"") + rest
     return data

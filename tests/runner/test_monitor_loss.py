@@ -1,6 +1,10 @@
 """A run's monitor (``core.monitor``) killed while its runner is alive: the job's true end is
 still recorded, its helpers are never blamed on the job, and an operator's abandon ends both
-the job and its monitor without paging anyone. Real runner processes, real signals."""
+the job and its monitor without paging anyone. Real runner processes, real signals.
+
+The C monitor reads the job's pipes itself, so like conmon's, its death takes the reading end
+with it: a job that writes afterwards ends by SIGPIPE, and that true end is what is recorded.
+The sh monitor's drains are processes of their own and outlive a monitor killed alone."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from core import actions, monitor
+from tests.kit import monitors
 from tests.kit.sweep import pid_alive, wait_for
 
 TERMINAL = ("succeeded", "failed", "blocked", "timed_out", "orphaned", "abandoned")
@@ -41,7 +46,9 @@ def monitor_of(run: dict) -> int:
 
 
 @pytest.mark.slow
-def test_a_killed_monitor_still_leaves_the_jobs_true_exit_recorded(rig):
+@pytest.mark.parametrize("kind", monitors.KINDS)
+def test_a_killed_monitor_still_leaves_the_jobs_true_exit_recorded(rig, monkeypatch, kind):
+    monitors.use(monkeypatch, kind)
     rig.write(job("echo start; sleep 1.5; echo end; exit 0"))
     rig.start()
     run = running(rig)
@@ -49,9 +56,12 @@ def test_a_killed_monitor_still_leaves_the_jobs_true_exit_recorded(rig):
     os.kill(monitor_of(run), signal.SIGKILL)
     end = settled(rig, run["id"])
     # The runner, as subreaper, adopted the job when its monitor died and reaped it itself.
-    assert (end["state"], end["exit_code"], end["signal"], end["reason_code"]) == ("succeeded", 0, None, "completed")
+    if kind == "sh":
+        assert (end["state"], end["exit_code"], end["signal"], end["reason_code"]) == ("succeeded", 0, None, "completed")
+        assert not rig.query("SELECT 1 FROM escalations WHERE latest_run_id = ?", (run["id"],))
+    else:  # `echo end` found no reader left
+        assert (end["state"], end["exit_code"], end["signal"], end["reason_code"]) == ("failed", None, 13, "signal")
     assert "exit_unknown" not in [f["code"] for f in json.loads(end["handoff_findings"] or "[]")]
-    assert not rig.query("SELECT 1 FROM escalations WHERE latest_run_id = ?", (run["id"],))
 
 
 @pytest.mark.slow

@@ -13,6 +13,13 @@ import subprocess
 import pytest
 
 from core import monitor
+from tests.kit import monitors
+
+
+@pytest.fixture(params=monitors.KINDS)
+def kind(request, monkeypatch):
+    monitors.use(monkeypatch, request.param)
+    return request.param
 
 
 def test_a_status_written_over_the_blank_line_is_read_and_needs_no_new_block(tmp_path):
@@ -24,7 +31,7 @@ def test_a_status_written_over_the_blank_line_is_read_and_needs_no_new_block(tmp
     assert (tmp_path / "exit").stat().st_size == len(monitor.BLANK)
 
 
-def test_a_real_monitor_writes_its_lines_over_the_blanks(tmp_path):
+def test_a_real_monitor_writes_its_lines_over_the_blanks(tmp_path, kind):
     monitor.prepare(tmp_path)
     proc = subprocess.Popen(monitor.argv(tmp_path, 8192, ["sh", "-c", "exit 7"], timeout=60, grace=1),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -34,7 +41,7 @@ def test_a_real_monitor_writes_its_lines_over_the_blanks(tmp_path):
     assert int((tmp_path / "job.pid").read_text().split()[0]) == job
 
 
-def test_a_disk_already_full_still_lets_the_run_start(tmp_path, monkeypatch):
+def test_a_disk_already_full_still_lets_the_run_start(tmp_path, monkeypatch, kind):
     real_write = os.write
 
     def full(fd: int, data: bytes) -> int:
@@ -43,12 +50,13 @@ def test_a_disk_already_full_still_lets_the_run_start(tmp_path, monkeypatch):
         return real_write(fd, data)
     monkeypatch.setattr(monitor.os, "write", full)
     monitor.prepare(tmp_path)  # no error: the run starts, only the blank lines are missing
-    assert all((tmp_path / f).exists() for f in monitor.FIFOS)
+    # The sh monitor's FIFOs are made all the same; the C one has its own pipes.
+    assert all((tmp_path / f).exists() == (kind == "sh") for f in monitor.FIFOS)
     assert monitor.exit_status(tmp_path) is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
-def test_a_monitor_on_a_disk_already_full_still_records_its_pids_and_status(tmp_path):
+def test_a_monitor_on_a_disk_already_full_still_records_its_pids_and_status(tmp_path, kind):
     full = tmp_path / "full"
     full.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)]).returncode != 0:

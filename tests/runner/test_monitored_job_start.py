@@ -1,4 +1,4 @@
-"""A job started under its per-run monitor (``core.monitor``): the job's pid is reported at
+"""A job started under the per-run sh monitor (``core.monitor.SCRIPT``): the job's pid is reported at
 once, the job runs in a session of its own with SIGINT and SIGQUIT at their defaults (not
 ignored as a shell's background job's are), carries its run markers and not the monitor's,
 and its exit status and output are recorded; through the background start (GNU ``env
@@ -13,6 +13,7 @@ import pytest
 
 from core import monitor
 from core.runner import spawn
+from tests.kit import monitors
 
 JOB = ("import os, sys\n"
        "ign = int([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1], 16)\n"
@@ -31,6 +32,7 @@ def pool():
 @pytest.mark.parametrize("background", [True, False], ids=["background-env", "foreground-fallback"])
 async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(monkeypatch, tmp_path, background,
                                                                                pool):
+    monitors.use(monkeypatch, "sh")  # the sh monitor's two ways (the C one: test_both_monitors_keep_one_protocol)
     if background and not monitor.background_env():
         pytest.skip("no env with --default-signal on this host")
     if not background:

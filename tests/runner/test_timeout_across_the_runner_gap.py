@@ -1,5 +1,5 @@
 """A run's timeout holds while no runner is up: the per-run monitor keeps the deadline itself
-(``core.monitor.TIMER``), and a runner that re-attaches a run counts the deadline from the
+(the C monitor in its own loop, the sh one through ``core.monitor.TIMER``), and a runner that re-attaches a run counts the deadline from the
 run's start. A run is recorded timed out only when it was ended at its deadline, never because
 the runner came back late. Monitors alone (no runner), then real runner processes."""
 
@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from core import monitor
+from tests.kit import monitors
 from tests.kit.sweep import pid_alive, wait_for
 
 TERMINAL = ("succeeded", "failed", "blocked", "timed_out", "orphaned", "abandoned")
@@ -72,7 +73,9 @@ def test_a_job_that_ends_first_is_not_timed_out_and_leaves_no_timer_behind(tmp_p
     assert wait_for(lambda: not _holding(tmp_path), timeout=10), _holding(tmp_path)
 
 
-def test_a_killed_monitor_takes_its_deadline_keeper_with_it(tmp_path):
+def test_a_killed_monitor_takes_its_deadline_keeper_with_it(tmp_path, monkeypatch):
+    # The sh monitor's keeper is a process of its own (the C monitor keeps the deadline itself).
+    monitors.use(monkeypatch, "sh")
     proc = _start(tmp_path, "echo start; sleep 60", timeout=3600, grace=5)
     job = int(proc.stdout.readline())
     assert wait_for(lambda: _timers(tmp_path), timeout=10)
@@ -125,10 +128,11 @@ def test_a_job_past_its_timeout_during_a_runner_outage_is_ended_and_recorded_tim
 
 
 @pytest.mark.slow
-def test_a_reattached_run_already_past_its_deadline_is_ended_at_once_as_timed_out(rig):
+def test_a_reattached_run_already_past_its_deadline_is_ended_at_once_as_timed_out(rig, monkeypatch):
     # A run whose monitor keeps no deadline (started by an older version before an upgrade:
-    # here its deadline keeper is killed) is still ended by the runner that re-attaches it,
-    # the deadline counted from the run's start.
+    # here the sh monitor's deadline keeper is killed) is still ended by the runner that
+    # re-attaches it, the deadline counted from the run's start.
+    monitors.use(monkeypatch, "sh")
     rig.write(job("echo start; sleep 60"))
     first = rig.start()
     run = running(rig)
