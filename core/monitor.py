@@ -3,47 +3,64 @@
 A process cannot report its own death, and the runner is a process too: when it stops,
 crashes or is upgraded, the jobs it started must go on, their output must not lose its
 reader, and their exit status must still be known afterwards. Like containerd's shim or
-conmon, every run gets a tiny monitor of its own, here a POSIX ``sh`` (dash on Debian, about
-1 MB of RSS, most of it shared), never a Python interpreter. The runner starts it in a
-session of its own; the monitor
+conmon, every run gets a tiny monitor of its own, never a Python interpreter. There are two,
+keeping one protocol (the files below), so every reader here works with either:
 
-* starts the job in a session (process group) of its own with ``setsid``, its stdout and
-  stderr going to two FIFOs in the run's artifacts folder, and prints the job's pid once
-  (the runner reads it and records it in ``runs.pid``/``pgid``). The runner waits for that
-  line on every spawn, so it comes as early as it can: the job is started in the background
-  and ``$!`` printed before anything else is forked, in the monitor's first time slice (a
-  foreground job's pid is only known once the forked child itself has been scheduled, which
-  on a busy host is a wait of many milliseconds). A background job of a non-interactive shell
-  has SIGINT and SIGQUIT ignored for good, so it is started through GNU ``env
-  --default-signal=INT,QUIT``; without that option (``background_env``) the job runs in the
-  foreground through an inner ``sh`` that prints its own pid, slower but the same;
-* drains each FIFO with ``stdbuf -o0 head -c HEAD >STREAM.log`` (unbuffered: the file grows
-  as the job writes, readable while the run goes on, ``watchkeeper logs -f``),
-  then ``dd | tail -c TAIL``: the
-  rest is counted by ``dd`` and only its last TAIL bytes are kept (``STREAM.tail``), so a job
-  printing 2 GB leaves at most ``output_cap`` bytes per stream on disk, and the pipe is
-  always drained, so the job never blocks on it;
-* keeps the job's deadline itself (``TIMER``, which leaves as soon as the monitor does): at
-  the timeout it marks ``timed_out`` and ends the job's process group (SIGTERM, SIGKILL
-  after the grace), so a timeout holds while no runner is there;
-* waits for the job and writes its status to ``exit`` (``$?`` as the shell reports it, a
+* **the C monitor** (``watchkeeper-monitor``, ``core/monitor_c/watchkeeper-monitor.c``),
+  built into the virtualenv by ``make``: one process per run, about 0.8 MB of RSS (a static
+  binary), used whenever it is found (``program``);
+* **the sh monitor** (``SCRIPT``, ``TIMER``): a POSIX ``sh`` with helpers (eight processes a
+  run, about 12 MB of RSS summed over them, 0.85 MB of PSS), used where the binary is
+  absent (no C compiler when the virtualenv was made, or a plain ``pip install``), or forced
+  with ``WATCHKEEPER_MONITOR=sh`` (``CHOICE``).
+
+The runner starts it in a session of its own (runner's Ctrl-C and hangup never reach it); the
+monitor
+
+* starts the job in a session (process group) of its own, stdin ``/dev/null``, no other fd,
+  SIGINT and SIGQUIT at their defaults, the run markers renamed for the job (``env``), and
+  prints the job's pid once (the runner reads it and records it in ``runs.pid``/``pgid``).
+  The C monitor prints it once the job has made its session (a close-on-exec pipe says the
+  job exec'd), so the pid already leads its group; the sh one prints ``$!`` at once, before
+  the job's ``setsid`` (``spawn.Monitored.kill`` also signals the pid for that case). A
+  background job of a non-interactive shell has SIGINT and SIGQUIT ignored for good, so the
+  sh monitor starts it through GNU ``env --default-signal=INT,QUIT``; without that option
+  (``background_env``) the job runs in the foreground through an inner ``sh``;
+* reads the job's stdout and stderr (the C monitor from its own pipes in its one poll loop;
+  the sh one from two FIFOs, each drained by ``stdbuf -o0 head -c HEAD`` then ``dd | tail``):
+  the first HEAD bytes go to ``STREAM.log`` as they come (readable while the run goes on,
+  ``watchkeeper logs -f``); the rest is counted and only its last TAIL bytes are kept on
+  disk, so a job printing 2 GB leaves at most ``output_cap`` bytes per stream, and the pipe
+  is always drained, so the job never blocks on it;
+* keeps the job's deadline itself (the C monitor in its loop, the sh one through ``TIMER``,
+  a keeper that leaves as soon as the monitor does): at the timeout it marks ``timed_out``
+  and ends the job's process group (SIGTERM, SIGKILL after the grace), so a timeout holds
+  while no runner is there; nothing is signalled once the job's status is written;
+* waits for the job and writes its status to ``exit`` (``$?`` as a shell reports it, a
   newline-terminated integer, over the blank line ``prepare`` made, so a full disk still
-  keeps it), then waits for the drains and exits with that status too.
+  keeps it), then reads the pipes to their end and exits with that status too.
 
 Nothing in it depends on the runner: the runner can be killed with -9 and the job still
 completes, its output and status on disk. A runner that starts re-attaches a run whose
 monitor is still alive (``monitor_alive``) and records the true end of one whose monitor
-left an ``exit`` file (``finish_output``). A run is orphaned only when neither is there.
+left an ``exit`` file (``finish_output``). A run is orphaned only when neither is there. The
+C monitor is the reader of the job's pipes, so a C monitor killed on its own (kill -9)
+takes the reading end with it: the job's next write ends it by SIGPIPE, and that is the end
+recorded (the sh monitor's drains are processes of their own and outlive it).
 
 A shell reports death by signal N as status 128 + N, the same as ``exit 128+N``: statuses
-129-192 are recorded as the signal (``decode_status``), as a shell user reads them.
+129-192 are recorded as the signal (``decode_status``), as a shell user reads them; the C
+monitor reports the same way.
 
-Files in the artifacts folder (all written by the monitor, except what ``prepare`` makes: the
-FIFOs and the blank lines): ``monitor.pid``, ``job.pid``, ``timed_out`` (empty),
-``stdout.fifo``/``stderr.fifo``/``timer.fifo`` (removed at the end), ``STREAM.log`` (head;
-after ``finish_output`` the whole kept output, with an omission marker when over the cap),
-``STREAM.count`` (dd's report), ``STREAM.tail`` (tail, folded into the log at the end),
-``exit``.
+Files in the artifacts folder (all written by the monitor, except what ``prepare`` makes:
+the sh monitor's FIFOs and the blank lines): ``monitor.pid``, ``job.pid``, ``exit`` (one line
+each), ``timed_out`` (empty), ``STREAM.log`` (head; after ``finish_output`` the whole kept
+output, with an omission marker when over the cap), ``STREAM.count`` (``N bytes``: how many
+came past the head), and the tail part, folded into the log at the end: the C monitor's
+``STREAM.ring`` (made at the first byte past the head; byte i of that part at offset
+i % TAIL, so the file never grows past TAIL) or the sh monitor's ``STREAM.tail`` (written
+by ``tail`` at the end); the sh monitor's ``stdout.fifo``/``stderr.fifo``/``timer.fifo``
+(removed at the end).
 """
 
 from __future__ import annotations
@@ -66,7 +83,7 @@ from core.processes import run_child
 
 #: The monitor's name in its argv (``$0``): how a monitor is recognised in the process table.
 NAME = "watchkeeper-monitor"
-#: The monitor itself. Arguments: artifacts folder, head bytes, tail bytes, timeout and grace
+#: The sh monitor itself. Arguments: artifacts folder, head bytes, tail bytes, timeout and grace
 #: (seconds; timeout 0: no deadline), the deadline keeper's script (``TIMER``), the ``stdbuf``
 #: prefix (empty without it: the head log then grows in 4 KB steps), the ``env`` that can
 #: reset signals (empty: the foreground way, see the module's docstring), then the job's argv.
@@ -183,7 +200,7 @@ def _program(choice: str) -> str | None:
     if found is None and choice == "c":
         raise OSError(f"{CHOICE}=c but there is no {NAME} binary next to {sys.executable} or on PATH"
                       " (`make .venv/.installed` builds it)")
-    return found
+    return os.path.abspath(found) if found else None  # the runner may start it in a job's cwd
 
 
 def argv(art: Path, cap: int, job_argv: list[str], *, timeout: float = 0.0, grace: float = 0.0) -> list[str]:
