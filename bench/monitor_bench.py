@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -122,7 +123,7 @@ async def _sequential(folder: Path, samples: int, kinds: list[str]) -> dict[str,
 
     out: dict[str, list[float]] = {k: [] for k in ("true", "bare_sh", "true_cpu")}
     for k in kinds:
-        out.update({k: [], f"{k}_cpu": [], f"{k}_busy": []})
+        out.update({k: [], f"{k}_cpu": [], f"{k}_busy": [], f"{k}_alone": []})
     env = dict(os.environ)
     host_cpu = dict.fromkeys(kinds, 0.0)
     # The loop's busy time (not waiting in select): how long a spawn holds up everything else
@@ -163,10 +164,33 @@ async def _sequential(folder: Path, samples: int, kinds: list[str]) -> dict[str,
                 out[f"{k}_busy"].append((time.perf_counter() - t0 - (waited[0] - w0)) * 1000)
                 await _end([mon])
                 host_cpu[k] += _children_cpu() - h0
+                out[f"{k}_alone"].append(_alone(folder / f"a{k}{i}", env))
     selector.select = plain_select
     for k in kinds:
         out[f"{k}_host_cpu"] = [host_cpu[k] * 1000 / samples]
     return out
+
+
+def _alone(art: Path, env: dict[str, str]) -> float:
+    """The monitor alone (ms): ``Popen`` of the monitor in a session of its own until its pid
+    line is read, as the runner starts it but without the spawn thread and the event loop."""
+    from core import monitor
+
+    monitor.prepare(art)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(monitor.argv(art, RUN["cap"], ["sleep", "600"], timeout=RUN["timeout"], grace=RUN["grace"]),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                         env=monitor.env(env))
+    assert p.stdout is not None
+    job = int(p.stdout.readline())
+    took = (time.perf_counter() - t0) * 1000
+    try:
+        os.killpg(job, signal.SIGKILL)
+    except ProcessLookupError:  # the sh monitor's job before its setsid
+        os.kill(job, signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    return took
 
 
 async def _concurrent(folder: Path, n: int, kind: str) -> dict[str, float]:
@@ -227,6 +251,10 @@ def _figures(kind: str, seq: dict[str, list[float]], con: dict[str, float], n: i
         Figure(f"{m}: spawn time per run, median (until the job's pid is known)", med[kind], "ms",
                med["bare_sh"], "bare sh -c 'echo $$' read back", med["bare_sh"] / med[kind], f"≤ {SPAWN_GOAL_MS:g} ms",
                med[kind] <= SPAWN_GOAL_MS, f"{where}; bare Popen(['true']) median {med['true']:.2f} ms"),
+        Figure(f"{m} alone: Popen until its pid line, median", med[f"{kind}_alone"], "ms", med["bare_sh"],
+               "bare sh -c 'echo $$' read back", med["bare_sh"] / med[f"{kind}_alone"], f"≤ {SPAWN_GOAL_MS:g} ms",
+               med[f"{kind}_alone"] <= SPAWN_GOAL_MS, f"p95 {p95[f'{kind}_alone']:.2f} ms: what the monitor itself"
+               " costs, without the runner's spawn thread, folder set-up and event loop"),
         Figure(f"{m}: spawn time per run, p95", p95[kind], "ms", p95["bare_sh"], "bare sh -c 'echo $$' read back",
                p95["bare_sh"] / p95[kind], "≤ 2× the bare sh p95", p95[kind] <= 2 * p95["bare_sh"],
                f"bare Popen(['true']) p95 {p95['true']:.2f} ms"),
@@ -268,7 +296,10 @@ def run(quick: bool = False, samples: int | None = None) -> list[Figure]:
     figs = [f for k in kinds for f in _figures(k, seq, con[k], n, samples)]
     if "c" in kinds:  # the C monitor against the sh one, measured side by side
         c, s = statistics.median(seq["c"]), statistics.median(seq["sh"])
+        ca, sa = statistics.median(seq["c_alone"]), statistics.median(seq["sh_alone"])
         figs += [
+            Figure("C vs sh monitor alone: Popen until its pid line, median", ca, "ms", sa,
+                   "the sh monitor, same samples", sa / ca, "below the sh monitor's", ca < sa),
             Figure("C vs sh monitor: spawn time per run, median", c, "ms", s, "the sh monitor, same samples",
                    s / c, "below the sh monitor's", c < s),
             Figure("C vs sh monitor: RSS per run", con["c"]["rss_mb"] / n, "MB", con["sh"]["rss_mb"] / n,

@@ -17,12 +17,14 @@ keeping one protocol (the files below), so every reader here works with either:
 The runner starts it in a session of its own (runner's Ctrl-C and hangup never reach it); the
 monitor
 
-* starts the job in a session (process group) of its own, stdin ``/dev/null``, no other fd,
-  SIGINT and SIGQUIT at their defaults, the run markers renamed for the job (``env``), and
-  prints the job's pid once (the runner reads it and records it in ``runs.pid``/``pgid``).
-  The C monitor prints it once the job has made its session (a close-on-exec pipe says the
-  job exec'd), so the pid already leads its group; the sh one prints ``$!`` at once, before
-  the job's ``setsid`` (``spawn.Monitored.kill`` also signals the pid for that case). A
+* starts the job in a process group of its own (the C monitor: in the monitor's session,
+  which has no controlling terminal; the sh one: in a session of its own), stdin
+  ``/dev/null``, no other fd, SIGINT and SIGQUIT at their defaults, the run markers renamed
+  for the job (``env``), and prints the job's pid once (the runner reads it and records it
+  in ``runs.pid``/``pgid``). The C monitor makes the job's group itself (``setpgid`` on its
+  child, as a shell does) and prints the pid at once, so it already leads its group without
+  waiting for the child to run; the sh one prints ``$!`` at once, before the job's
+  ``setsid`` (``spawn.Monitored.kill`` also signals the pid for that case). A
   background job of a non-interactive shell has SIGINT and SIGQUIT ignored for good, so the
   sh monitor starts it through GNU ``env --default-signal=INT,QUIT``; without that option
   (``background_env``) the job runs in the foreground through an inner ``sh``;

@@ -66,12 +66,12 @@ def test_a_program_that_cannot_run_exits_127_saying_why(tmp_path, kind):
 JOB = ("import os, sys\n"
        "ign = int([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split()[1], 16)\n"
        "fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n"
-       "print(os.getsid(0) == os.getpid(), ign & 6, os.environ.get('WATCHKEEPER_RUN_ID'),\n"
+       "print(os.getpgid(0) == os.getpid(), ign & 6, os.environ.get('WATCHKEEPER_RUN_ID'),\n"
        "      os.environ.get('WATCHKEEPER_RUNNER_ID'), 'WKM_RUN' in os.environ, os.readlink('/proc/self/fd/0'),\n"
        "      fds[:3], len(fds))\n")
 
 
-def test_the_job_has_its_session_default_signals_its_markers_and_no_other_fds(tmp_path, kind):
+def test_the_job_leads_its_group_with_default_signals_its_markers_and_no_other_fds(tmp_path, kind):
     env = {**os.environ, "WATCHKEEPER_RUN_ID": "41", "WATCHKEEPER_RUNNER_ID": "r1"}
     proc, _ = _start(tmp_path, [sys.executable, "-c", JOB], env=env)
     assert proc.wait(timeout=20) == 0
@@ -153,8 +153,8 @@ def test_the_monitor_and_its_job_outlive_a_starter_killed_with_9(tmp_path, kind)
 # -- what only the C monitor promises -------------------------------------------------------
 
 def test_the_reported_pid_already_leads_its_group(tmp_path, monkeypatch):
-    # The sh monitor reports the pid before the job's setsid; the C one after it, so a group
-    # kill at once never misses the job.
+    # The sh monitor reports the pid before the job's setsid; the C one makes the job's group
+    # itself before it reports the pid, so a group kill at once never misses the job.
     monitors.use(monkeypatch, "c")
     proc, job = _sh(tmp_path, "sleep 60")
     os.killpg(job, signal.SIGKILL)
