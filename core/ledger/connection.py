@@ -669,6 +669,8 @@ class Ledger:
                     self._note_down(exc)
                 elif worth_saying(exc, attempt):
                     log.warning("ledger %s locked (attempt %d), retrying: %s", self.name, attempt, exc)
+                if isinstance(exc, dialect.Conflict) and attempt == 1:
+                    delay = 0.002  # the transaction it lost to has committed: again at once (see Writer)
                 time.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 1.0)
                 continue

@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from core.ledger.connection import Ledger, is_locked_error, worth_saying
-from core.ledger.dialect import Disconnected
+from core.ledger.dialect import Conflict, Disconnected
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -160,6 +160,11 @@ class Writer:
                     elif worth_saying(exc, attempt):
                         log.warning("ledger %s locked (attempt %d), retrying %d write(s): %s",
                                     self.ledger.name, attempt, len(batch), exc)
+                    if isinstance(exc, Conflict) and attempt == 1:
+                        # PostgreSQL cancelled this group so that a concurrent one could commit:
+                        # that one has committed or is about to, so run again at once (a few
+                        # ms of jitter), not after SQLite's lock-holder wait.
+                        delay = 0.002
                     time.sleep(delay * (0.5 + random.random() / 2))
                     delay = min(delay * 2, 1.0)
                     continue
