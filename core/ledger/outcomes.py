@@ -43,17 +43,20 @@ def record(conn: Conn, run_id: int, *, now: float | None = None, **fields: Any) 
         ValueError: unknown column, or no such run.
     """
     enc = _encode(fields)
+    ts = time.time() if now is None else now
+    if enc:
+        # The row usually exists already (the terminal move updates what verifying wrote):
+        # one statement then, instead of reading the run and the row first (on PostgreSQL
+        # every statement is a round trip, and every read a predicate lock).
+        sets = ", ".join(f"{k} = ?" for k in enc)
+        if conn.execute(f"UPDATE job_outcomes SET {sets}, updated_at = ? WHERE run_id = ?",
+                        (*enc.values(), ts, run_id)).rowcount > 0:
+            return
     run = conn.execute("SELECT job, lineage, attempt, state, started_at, ended_at FROM runs WHERE id = ?",
                        (run_id,)).fetchone()
     if run is None:
         raise ValueError(f"no run {run_id}")
-    ts = time.time() if now is None else now
-    exists = conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone()
-    if exists:
-        if enc:
-            sets = ", ".join(f"{k} = ?" for k in enc)
-            conn.execute(f"UPDATE job_outcomes SET {sets}, updated_at = ? WHERE run_id = ?",
-                         (*enc.values(), ts, run_id))
+    if not enc and conn.execute("SELECT 1 FROM job_outcomes WHERE run_id = ?", (run_id,)).fetchone():
         return
     enc.setdefault("state", run["state"])
     enc.setdefault("status", run["state"])
