@@ -14,11 +14,8 @@ from pydantic import ValidationError
 from console.cli.common import (
     EXIT_CONFIG,
     EXIT_NOT_FOUND,
-    EXIT_USAGE,
-    config_option,
     fail,
     ledger_name,
-    ledger_option,
     open_ledger_at,
     open_settings,
     shown,
@@ -45,8 +42,11 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         if lj is None:
             # Not found or unusable (exit 2, one line); exit 3 is for bad settings only.
             errors = [stripped_line(str(e)) for e in loaded.errors if e.job == name]
-            fail(f"{jobs_dir}: job {quoted(name)} is invalid: {shown(errors[0])}" if errors
-                 else f"{jobs_dir}: no job named {quoted(name)}", EXIT_NOT_FOUND)
+            why = (f"{jobs_dir}: job {quoted(name)} is invalid: {shown(errors[0])}" if errors
+                   else f"{jobs_dir}: no job named {quoted(name)}")
+            if argv:  # there is a command: it runs (fails open), unrecorded
+                run_unrecorded(name, argv, None, why)
+            fail(why, EXIT_NOT_FOUND)
         record: tuple[JobSpec, str | None] | None = (lj.spec, str(Path(lj.source).resolve()))
         base, source, line = lj.spec, lj.source, lj.line
     else:
@@ -59,8 +59,8 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
                      EXIT_CONFIG)
             try:
                 base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
-            except ValidationError as exc:  # a bad --job name: a usage error, one line
-                fail(f"--job {quoted(name)}: {shown(validation_line(exc))}", EXIT_USAGE)
+            except ValidationError as exc:  # a bad --job name: the command runs, unrecorded
+                run_unrecorded(name, argv, None, f"--job {quoted(name)}: {shown(validation_line(exc))}")
             # Relative paths in the command resolve against the folder exec was started in.
             record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
     spec = base.model_copy(update={"command": list(argv)}) if argv else base
@@ -101,16 +101,22 @@ def _stored(settings: Settings, name: str) -> Job | None:
         led.close()
 
 
+# Its options are plain text, checked by exec itself: click's own checks (a path that must
+# exist, a required option) end with a usage error before the command runs, and one wrong
+# word in a crontab line must never stop the real job.
 @click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--job", "job_name", required=True, help="Job name the run is recorded under (created on first use).")
-@ledger_option
-@config_option
-@click.option("--jobs", "jobs_dir", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--job", "job_name", metavar="TEXT", default=None,
+              help="Job name the run is recorded under (created on first use).  [required]")
+@click.option("--ledger", "ledger_path", metavar="PATH", default=None,
+              help="Ledger file or postgresql:// URL [default: $WATCHKEEPER_LEDGER or ./watchkeeper.db].")
+@click.option("--config", "config_path", metavar="FILE", default=None,
+              help="Settings file [default: watchkeeper.toml in the spec folder].")
+@click.option("--jobs", "jobs_dir", metavar="DIRECTORY", default=None,
               help="Take the job's spec (timeout, retries, expect, verify, owner, intent) from this folder.")
 @click.option("--quiet", is_flag=True, help="Print nothing, even when the run fails.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jobs_dir: str | None, quiet: bool,
-             argv: tuple[str, ...]) -> None:
+def exec_cmd(job_name: str | None, ledger_path: str | None, config_path: str | None, jobs_dir: str | None,
+             quiet: bool, argv: tuple[str, ...]) -> None:
     """Run CMD ARGS... as a recorded run of job NAME, without a runner, and exit with its status.
 
     The run is queued, spawned, captured, verified and judged like any runner's run: its
@@ -120,7 +126,8 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
     sweep declares the run orphaned. A failed run prints one line on stderr (cron mails it).
 
     It fails open: when the ledger cannot be used (missing folder, unwritable, not a
-    Watchkeeper ledger, locked for more than 5 s) the command still runs, unrecorded, after
+    Watchkeeper ledger, locked for more than 5 s) or an option is wrong (no --job, a --jobs
+    folder or --config file that is not there) the command still runs, unrecorded, after
     one `warning:` line on stderr, and its exit status is passed through. Ctrl-C (or SIGTERM)
     is passed to the command and its run recorded as abandoned, reason interrupted.
 
@@ -130,7 +137,13 @@ def exec_cmd(job_name: str, ledger_path: str | None, config_path: str | None, jo
     """
     from core.runner.execwrap import ExecWrapper  # the runner's executor: imported only to run
 
-    # Fails open: whatever is wrong with the ledger, the wrapped command still runs.
+    # Fails open: whatever is wrong with the ledger or the options, the wrapped command still runs.
+    if not job_name:
+        run_unrecorded("the command", argv, None, "no --job NAME given (the run is recorded under it)")
+    if jobs_dir is not None and not Path(jobs_dir).is_dir():
+        run_unrecorded(job_name, argv, None, f"--jobs {shown(jobs_dir)}: no such folder")
+    if config_path is not None and not Path(config_path).is_file():
+        run_unrecorded(job_name, argv, jobs_dir, f"--config {shown(config_path)}: no such file")
     try:
         settings = open_settings(jobs_dir, config_path, ledger=ledger_path)
     except SystemExit:  # bad settings: said on stderr already

@@ -44,6 +44,23 @@ def test_a_ledger_in_a_missing_folder_still_runs_the_command(tmp_path):
     assert_ran_unrecorded(res, tmp_path, "does not exist")
 
 
+@pytest.mark.parametrize("wrong, why", [
+    (("--ledger", "{tmp}"), "not a Watchkeeper ledger"),  # a folder given as the ledger
+    (("--jobs", "{tmp}/no-such-folder"), "--jobs"),
+    (("--config", "{tmp}/no-such.toml"), "--config"),
+    ((), "no --job NAME given"),
+], ids=["ledger-is-a-folder", "missing-jobs-folder", "missing-config", "no-job"])
+def test_a_wrong_option_still_runs_the_command(tmp_path, wrong, why):
+    # click's own checks (a path that must exist, a required option) used to end exec with a
+    # usage error before the command ran: one wrong word in a crontab line stopped the job.
+    marker = tmp_path / "ran"
+    job = () if not wrong else ("--job", "nightly")
+    ledger = () if wrong and wrong[0] == "--ledger" else ("--ledger", str(tmp_path / "wk.db"))
+    res = wk("exec", *job, *ledger, *(w.format(tmp=tmp_path) for w in wrong), "--",
+             "sh", "-c", f"echo out; touch {marker}; exit 5", cwd=tmp_path)
+    assert_ran_unrecorded(res, tmp_path, why)
+
+
 def test_a_file_that_is_not_a_ledger_still_runs_the_command(tmp_path):
     bogus = tmp_path / "notes.db"
     bogus.write_text("my notes, not a database\n")
