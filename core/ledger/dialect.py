@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 if TYPE_CHECKING:  # psycopg is imported only when a postgresql:// ledger is opened
     import psycopg
@@ -76,8 +76,13 @@ def mask_url(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*/")
+    if netloc == parts.netloc and query == parts.query:
+        return url  # nothing to hide: exactly as given, so it can be pasted back
+    # Assembled by hand: urlunsplit drops the "//" of an empty host ("postgresql:///db?host=/run"
+    # came back as "postgresql:/db?host=/run", which names no database server).
+    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+            + (f"#{parts.fragment}" if parts.fragment else ""))
 
 
 # -- errors -------------------------------------------------------------------------------

@@ -70,6 +70,13 @@ def test_a_password_in_a_url_is_masked():
     assert mask_url("postgresql://wk@db1/ledger") == "postgresql://wk@db1/ledger"
 
 
+def test_a_url_without_a_host_is_shown_as_given_so_it_can_be_pasted_back():
+    # A socket folder instead of a host: shown with one slash, it named no server.
+    url = "postgresql:///watchkeeper?host=/tmp/pg&port=55439"
+    assert mask_url(url) == url
+    assert mask_url(url + "&password=s3cret") == url + "&password=***"
+
+
 # -- against the throw-away server ---------------------------------------------------------
 
 pg = pytest.mark.pg
