@@ -29,7 +29,6 @@ from core.actions import removed_words, unknown_words
 from core.ledger.connection import Ledger
 from core.ledger.page_records import JobControls, JobRow
 from core.ledger.sql_store import SqlStore
-from core.text import short_age
 from core.vocabulary import ActionResult
 
 
@@ -127,7 +126,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     """
     import time as _time
 
-    from core.supervisor.policy.words import next_run_word
+    from core.supervisor.policy.words import breaker_word, next_run_word
 
     now = _time.time()
     rows: list[JobRow] = []
@@ -142,6 +141,9 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
                 break
         invalid = store.invalid_specs(never_loaded=True, limit=10000)
         errors = {spec.job: spec.text for spec in store.invalid_specs(limit=10000) if spec.loaded}
+        from core.ledger import reads
+
+        runner_up, runner_text = reads.runner_status(ledger, now)
     if as_json:
         for job in rows:
             doc = {**job.to_json(), "loaded": True, "spec_error": errors.get(job.name) or job.last_error}
@@ -160,9 +162,7 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         # breaker's trial slot after its cool-down, a one-shot's `at`.
         nxt = next_run_word(job.next_run, job.next_held, now)
         rate = "-" if job.success_rate is None else f"{job.success_rate:.0%}"
-        brk = job.breaker_state or "closed"
-        if brk == "open" and job.breaker_until:
-            brk += f" {short_age(job.breaker_until - now)}"  # a daily job cools down for a day
+        brk = breaker_word(job.breaker_state, job.breaker_until, now)  # a daily job cools down for a day
         name = job.name + ("" if job.enabled else " (removed)")
         last = "partial" if job.last_status == "partial" else str(job.last_state or "-")
         click.echo(f"{shown(name, 22):<22} {shown(job.schedule_text or '-', 18):<18} {nxt:<10.10}"
@@ -173,6 +173,9 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     for inv in invalid:
         click.echo(f"{shown(inv.name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
         click.echo(f"  ! spec error (never loaded): {shown(inv.text, 200)}")
+    if rows and not runner_up:
+        # Next runs are when a runner would start them; with none up, nothing starts.
+        click.echo(f"note: {runner_text}: nothing runs until a runner starts (watchkeeper status)")
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

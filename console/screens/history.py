@@ -42,7 +42,7 @@ def next_run_text(nxt: float | None, zone: str | None, now: float, held: str | N
     ``core.ledger.reads.job_next_run``'s answer (the CLI's ``jobs`` gives the same)."""
     if nxt is None:
         return "none: paused (scheduled slots are skipped)" if held == reads.HELD_PAUSED else "none scheduled"
-    when = "due now" if nxt <= now else f"in {age(nxt - now)}"
+    when = "due now" if nxt - now < 1 else f"in {age(nxt - now)}"  # never "in 0s"
     if held == reads.HELD_BREAKER:
         when += " (the breaker's trial run, after its cool-down)"
     local = _in_zone(nxt, zone)
