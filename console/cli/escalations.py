@@ -12,10 +12,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
+from console.cli import table
 from console.cli.common import (
     DURATION,
     EXIT_FINDINGS,
@@ -53,11 +55,17 @@ def _colour() -> bool:
 
 #: Column widths of an escalation line (characters): the most a value takes before it is cut
 #: with "…", so a long owner or job never pushes the next column out of line. ``escalations``
-#: narrows them to the longest value it lists; ``tail`` streams, so it keeps these.
+#: narrows them to the longest value it lists; ``tail`` streams, so it keeps these. On a
+#: terminal both narrow the cuttable ones further (down to ``FLOORS``) and cut REASON, so a
+#: line fits the terminal's width (``console.cli.table``).
 COLUMNS = {"id": 6, "severity": 8, "job": 20, "kind": 19, "count": 5, "owner": 26, "state": 12}
+FLOORS = {"job": 8, "kind": 7, "owner": 5, "state": 8}
 _HEADINGS = {"id": "ID", "severity": "SEVERITY", "job": "JOB", "kind": "KIND", "count": "COUNT", "owner": "OWNER",
              "state": "STATE"}
+#: The time column: ISO UTC with seconds when piped; on a terminal month, day, hour and minute
+#: (UTC), which leaves the reason nine more characters.
 TIME_WIDTH = 20
+TERMINAL_TIME_WIDTH = 11
 
 
 def _cells(e: Escalation) -> dict[str, str]:
@@ -67,33 +75,59 @@ def _cells(e: Escalation) -> dict[str, str]:
             "state": str(e.state)}
 
 
-def fitted_widths(rows: list[Escalation]) -> dict[str, int]:
-    """``COLUMNS`` narrowed to the longest value (or heading) each column holds in ``rows``."""
+def fitted_widths(rows: list[Escalation], room: int | None = None) -> dict[str, int]:
+    """``COLUMNS`` narrowed to the longest value (or heading) each column holds in ``rows``,
+    and, for a terminal ``room`` characters wide, narrowed further so REASON keeps room."""
     cells = [_cells(e) for e in rows]
-    return {k: min(w, max([len(_HEADINGS[k])] + [len(c[k]) for c in cells])) for k, w in COLUMNS.items()}
+    widths = {k: min(w, max([len(_HEADINGS[k])] + [len(c[k]) for c in cells])) for k, w in COLUMNS.items()}
+    return table.narrowed(widths, FLOORS, _fixed(room), room)
+
+
+def terminal_widths(room: int | None) -> dict[str, int]:
+    """``COLUMNS`` for a stream of lines (``tail``) on a terminal ``room`` characters wide."""
+    return table.narrowed(COLUMNS, FLOORS, _fixed(room), room)
+
+
+def _fixed(room: int | None) -> int:
+    """The characters of a line outside the ``COLUMNS`` cells: time and separators."""
+    return (TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH) + 2 * (len(COLUMNS) + 1)
 
 
 def _fit(text: str, width: int) -> str:
     return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
 
 
-def header_line(widths: dict[str, int] | None = None) -> str:
-    """The heading row over ``escalation_line`` rows of the same ``widths``."""
+def _when(e: Escalation, room: int | None) -> str:
+    ts = e.updated_at or e.last_seen
+    if ts is None:
+        return "-".ljust(TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH)
+    if room is None:
+        return (iso(ts) or "-").ljust(TIME_WIDTH)
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%m-%d %H:%M")
+
+
+def header_line(widths: dict[str, int] | None = None, room: int | None = None) -> str:
+    """The heading row over ``escalation_line`` rows of the same ``widths`` and ``room``."""
     w = widths or COLUMNS
-    return "  ".join(["TIME (UTC)".ljust(TIME_WIDTH)] + [_fit(_HEADINGS[k], w[k]) for k in COLUMNS] + ["REASON"])
+    time_width = TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH
+    return "  ".join(["TIME (UTC)".ljust(time_width)] + [_fit(_HEADINGS[k], w[k]) for k in COLUMNS] + ["REASON"])
 
 
-def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, int] | None = None) -> str:
+def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, int] | None = None,
+                    room: int | None = None) -> str:
     """One line: time, id, severity, job, kind, count, owner, state, reason; every column cut
-    to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does."""
+    to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does.
+    ``room``: the terminal's width (``table.terminal_width``): the time is shorter and the
+    reason cut so the line fits it; None (piped): the full reason."""
     w = widths or COLUMNS
     cells = {k: _fit(v, w[k]) for k, v in _cells(e).items()}
+    used = sum(len(c) + 2 for c in cells.values()) + len(_when(e, room)) + 2
     # Lower-case severity words, so `tail | grep critical` works as the manual shows.
     if colour:
         cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.severity or ""))
-    reason = shown(e.reason, 160)  # untrusted: escapes and controls shown escaped, never obeyed
-    when = iso(e.updated_at or e.last_seen) or "-"
-    return "  ".join([when.ljust(TIME_WIDTH)] + [cells[k] for k in COLUMNS] + [reason]).rstrip()
+    # Untrusted: escapes and controls shown escaped, never obeyed.
+    reason = table.last_column(e.reason, used, room)
+    return "  ".join([_when(e, room)] + [cells[k] for k in COLUMNS] + [reason]).rstrip()
 
 
 def _json_row(e: Escalation) -> str:
@@ -122,11 +156,12 @@ def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledg
         rows = SqlStore(ledger).escalations(None if state == "all" else state, limit, job=job)
         if job and not rows and not job_known(ledger, job):
             fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
-    widths = fitted_widths(rows)
+    room = None if as_json else table.terminal_width()
+    widths = fitted_widths(rows, room)
     if rows and not as_json:
-        click.echo(header_line(widths))
+        click.echo(header_line(widths, room))
     for e in rows:
-        click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths))
+        click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths, room=room))
     if not rows and not as_json:
         which = "" if state == "all" else f"{state} "
         click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)
@@ -217,8 +252,10 @@ def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger
     colour = _colour() and not as_json
     cursor = (start, 0)
     next_gap = 0.0
+    room = None if as_json else table.terminal_width()
+    widths = terminal_widths(room)
     if not as_json and sys.stdout.isatty():  # a heading for a person; a pipe gets only escalation lines
-        click.echo(header_line())
+        click.echo(header_line(widths, room))
     try:
         with ledger:
             store = SqlStore(ledger)
@@ -231,7 +268,7 @@ def tail_cmd(as_json: bool, since: float | None, config_path: str | None, ledger
                         pass
                 rows = store.escalations_changed_since(cursor[0], cursor[1])
                 for e in rows:
-                    click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour))
+                    click.echo(_json_row(e) if as_json else escalation_line(e, colour=colour, widths=widths, room=room))
                     cursor = (e.updated_at, e.id)
                 sys.stdout.flush()
                 if not rows:

@@ -11,6 +11,7 @@ import json
 
 import click
 
+from console.cli import table
 from console.cli.common import (
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
@@ -156,23 +157,30 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
     if not rows and not invalid:
         click.echo("no jobs (a runner records jobs when it loads their specs)")
         return
-    click.echo(f"{'JOB':<22} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
-    for job in rows:
+    # JOB fitted to the longest name (at most 20), so a line fits 80 columns; on a terminal a
+    # spec error's text is cut to its width (console.cli.table), piped it is whole.
+    room = table.terminal_width()
+    names = [shown(job.name + ("" if job.enabled else " (removed)"), 20) for job in rows]
+    names += [shown(inv.name, 20) for inv in invalid]
+    jw = max(3, *map(len, names))
+    click.echo(f"{'JOB':<{jw}} {'SCHEDULE':<18} {'NEXT RUN':<10} {'LAST':<10} {'BREAKER':<10} {'SUCCESS':>7}")
+    for job, name in zip(rows, names, strict=False):
         # The console's Jobs view gives the same answer (reads.job_next_run): paused, the
         # breaker's trial slot after its cool-down, a one-shot's `at`.
         nxt = next_run_word(job.next_run, job.next_held, now)
         rate = "-" if job.success_rate is None else f"{job.success_rate:.0%}"
         brk = breaker_word(job.breaker_state, job.breaker_until, now)  # a daily job cools down for a day
-        name = job.name + ("" if job.enabled else " (removed)")
         last = "partial" if job.last_status == "partial" else str(job.last_state or "-")
-        click.echo(f"{shown(name, 22):<22} {shown(job.schedule_text or '-', 18):<18} {nxt:<10.10}"
+        click.echo(f"{name:<{jw}} {shown(job.schedule_text or '-', 18):<18} {nxt:<10.10}"
                    f" {last:<10} {brk:<10} {rate:>7}")
         error = errors.get(job.name) or job.last_error
         if error:
-            click.echo(f"  ! spec error (the last good spec still runs): {shown(error, 200)}")
-    for inv in invalid:
-        click.echo(f"{shown(inv.name, 22):<22} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
-        click.echo(f"  ! spec error (never loaded): {shown(inv.text, 200)}")
+            head = "  ! spec error (the last good spec still runs): "
+            click.echo(head + table.last_column(error, len(head), room))
+    for inv, name in zip(invalid, names[len(rows):], strict=True):
+        click.echo(f"{name:<{jw}} {'-':<18} {'-':<10} {'invalid':<10} {'-':<10} {'-':>7}")
+        head = "  ! spec error (never loaded): "
+        click.echo(head + table.last_column(inv.text, len(head), room))
     if rows and not runner_up:
         # Next runs are when a runner would start them; with none up, nothing starts.
         click.echo(f"note: {runner_text}: nothing runs until a runner starts (watchkeeper status)")

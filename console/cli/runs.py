@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from console.cli import table
 from console.cli.common import (
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
@@ -208,15 +209,28 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
     if not rows:
         click.echo("no runs")
         return
-    click.echo(f"{'ID':>6}  {'TIME':8}  {'JOB':<22} {'HOST':<12} {'ATT':3} {'STATE':10} {'DURATION':>8}  {'EXIT':7}"
-               " REASON")
-    for listed in rows:
+    room = table.terminal_width()
+    names = [_one_line(f"{lr.run.job}/{lr.run.task}" if lr.run.task else lr.run.job, 22) for lr in rows]
+    hosts = [_one_line(lr.run.host or "-", 12) for lr in rows]
+    idw = max(2, *(len(str(lr.run.id)) for lr in rows))
+    # Every column but REASON is fitted to what it holds; on a terminal JOB and HOST are
+    # narrowed further so a line never wraps (console.cli.table).
+    fitted = {"job": max(3, *map(len, names)), "host": max(4, *map(len, hosts))}
+    w = table.narrowed(fitted, {"job": 12, "host": 8}, fixed=idw + 2 + 8 + 2 + 1 + 1 + 3 + 1 + 10 + 1 + 8 + 2 + 7 + 1,
+                       room=room)
+    click.echo(f"{'ID':>{idw}}  {'TIME':8}  {'JOB':<{w['job']}} {'HOST':<{w['host']}} {'ATT':3} {'STATE':10}"
+               f" {'DURATION':>8}  {'EXIT':7} REASON")
+    for listed, name, where in zip(rows, names, hosts, strict=True):
         r = listed.run
-        name = _one_line(f"{r.job}/{r.task}" if r.task else r.job, 22)
-        where = _one_line(r.host or "-", 12)
-        click.echo(f"{r.id:>6}  {local_hms(r.time)}  {name:<22.22} {where:<12.12} {r.attempt:<3} {styled_state(r.state)} "
-                   f"{fmt_duration(listed.duration_s):>8}  {fmt_exit(r.exit_code, r.signal):7} "
-                   f"{_one_line(listed.verdict_reason or r.reason or '')}")
+        before = f"{r.id:>{idw}}  {local_hms(r.time)}  {_cut(name, w['job'])} {_cut(where, w['host'])} {r.attempt:<3} "
+        after = f" {fmt_duration(listed.duration_s):>8}  {fmt_exit(r.exit_code, r.signal):7} "
+        reason = table.last_column(listed.verdict_reason or r.reason or "", len(before) + 10 + len(after), room)
+        click.echo(before + styled_state(r.state) + after + reason)
+
+
+def _cut(text: str, width: int) -> str:
+    """Already escaped ``text`` cut with "…" to ``width`` characters and padded to it."""
+    return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
 
 
 def _one_line(text: Any, width: int = 60) -> str:
