@@ -48,7 +48,7 @@ class Baseline:
         return None
 
     def describe(self) -> str:
-        return f"median {self.median:.1f}s, range {self.low:.1f}-{self.high:.1f}s over {self.samples} runs"
+        return f"median {self.median:.1f}s, tolerated {self.low:.1f}-{self.high:.1f}s over {self.samples} runs"
 
 
 def learn(durations: Iterable[float | None]) -> Baseline | None:

@@ -13,7 +13,7 @@ from tests.kit import console_fixtures as cf
 from tests.kit.pilot import loaded, make_app, screen_text, until
 
 MANUAL = Path(__file__).resolve().parents[2] / "docs" / "console.md"
-REASON = "routine success (1.2s, median 1.1s, range 0.9-1.4s over 20 runs)"
+REASON = "routine success (1.2s, median 1.1s, tolerated 0.0-6.1s over 20 runs)"
 
 pytestmark = pytest.mark.usefixtures("utc")
 
