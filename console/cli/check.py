@@ -62,7 +62,9 @@ def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int
     FILE:LINE: job 'NAME': field 'FIELD': MESSAGE. A valid job is also checked against
     this machine: its cwd must be a folder and every program it starts (command,
     fallback, synthesize, tasks, verify) must be found and executable (JSON: these
-    errors have "check": "preflight"). Without errors, the valid jobs are
+    errors have "check": "preflight"). With errors, the last line counts the valid jobs
+    (loaded and startable: JSON "valid_jobs"; "would_start" is false when the settings
+    are invalid or no job is valid). Without errors, the valid jobs are
     listed with their schedule and next run. Exit status: 0 all valid, 1 errors found,
     2 DIR does not exist. Errors recorded in the ledger (--ledger) are shown but do
     not change the exit status: they may already be fixed.
@@ -105,8 +107,12 @@ def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int
     ledger_note = None
     if ledger_path is not None:
         recorded, ledger_note = _runtime_errors(ledger_path, limit)
+    # Valid jobs: those that loaded and passed the preflight; the others would fail to start.
+    unstartable = {e["job"] for e in errors if e.get("check") == "preflight"}
+    valid = len([j for j in jobs if j["name"] not in unstartable])
     if as_json:
-        click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok,
+        click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok and valid > 0,
+                               "valid_jobs": valid,
                                "errors": errors, "jobs": jobs, "retention": retention_line,
                                "recorded_errors": [e.to_json() for e in recorded], "ledger_note": ledger_note}, indent=2))
     else:
@@ -115,9 +121,13 @@ def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int
         if errors and not settings_ok:
             click.echo(f"{len(errors)} error(s) in {spec_dir}; `watchkeeper run` would not start (invalid"
                        " settings, exit 3): no job would run until they are fixed.", err=True)
+        elif errors and not valid:
+            click.echo(f"{len(errors)} error(s) in {spec_dir}; no valid job: nothing would run until they are"
+                       " fixed.", err=True)
         elif errors:
-            click.echo(f"{len(errors)} error(s) in {spec_dir}; {len(jobs)} valid job(s) would still run.",
-                       err=True)
+            more = len(jobs) - valid
+            click.echo(f"{len(errors)} error(s) in {spec_dir}; {valid} valid job(s) would still run"
+                       + (f"; {more} more would fail to start (preflight errors above)." if more else "."), err=True)
         else:
             _print_table(jobs)
             if retention_line is not None:

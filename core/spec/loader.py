@@ -188,7 +188,7 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
             spec = JobSpec.model_validate(raw)
         except ValidationError as exc:
             found = [SpecError(name, smap.line_for(index, loc), job_name, fld, msg)
-                     for fld, loc, msg in friendly_errors(exc, raw)]
+                     for fld, loc, msg in friendly_errors(exc, raw, JobSpec)]
             # With field errors pydantic never reached the cross-field checks: ask them of
             # the raw table, so one pass over the file shows every problem.
             reported = {(e.field, e.message) for e in found}

@@ -131,7 +131,7 @@ def load_mission_file(path: str | os.PathLike[str]) -> MissionLoad:
             spec = MissionSpec.model_validate(raw)
         except ValidationError as exc:
             res.errors.extend(MissionError(name, smap.line_for(index, loc), mname, fld, msg)
-                              for fld, loc, msg in friendly_errors(exc, raw))
+                              for fld, loc, msg in friendly_errors(exc, raw, MissionSpec))
             continue
         if spec.name in res.missions:
             res.errors.append(MissionError(name, smap.line_for(index, ("name",)), spec.name, "name",

@@ -5,13 +5,19 @@ pydantic's error locations turned into field paths a user recognises.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+import typing
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from core.spec.model import FieldProblem
+from core.text import quoted
+
+#: How much of a wrong value an error quotes (characters, before escaping).
+VALUE_SHOWN = 40
 
 # One TOML key segment: bare, "basic" (with escapes) or 'literal'. The alternatives are
 # disjoint, so matching stays linear on any line.
@@ -131,12 +137,59 @@ def each_problem(errors: list[Any]) -> list[Any]:
     return out
 
 
-def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | None, tuple[Any, ...], str]]:
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field's annotation holds (``Backoff | None``, ``list[Task]``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def field_names(model: type[BaseModel] | None, path: tuple[Any, ...]) -> list[str]:
+    """The field names (and aliases) of the table at ``path`` inside ``model`` (list indexes
+    skipped): what an unknown key there may have meant. [] when the path leaves the models."""
+    for part in path:
+        if isinstance(part, int) or model is None:
+            continue
+        info = model.model_fields.get(part)
+        model = _model_in(info.annotation) if info is not None else None
+    if model is None:
+        return []
+    return [name for n, f in model.model_fields.items() for name in (n, f.alias) if name]
+
+
+def _unknown_field(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
+    """``unknown field (did you mean 'timeout'?)`` for a near miss of a field of ``model``
+    (``difflib.get_close_matches``), else ``unknown field (typo?)``."""
+    if loc and isinstance(loc[-1], str):
+        near = difflib.get_close_matches(loc[-1], field_names(model, loc[:-1]), n=1)
+        if near:
+            return f"unknown field (did you mean {quoted(near[0])}?)"
+    return "unknown field (typo?)"
+
+
+def _with_value(msg: str, value: Any) -> str:
+    """A type error's message with the value it was given, escaped and cut
+    (``Input should be a valid integer, got 'three'``)."""
+    if isinstance(value, (dict, list)):
+        return msg
+    text = str(value)
+    if len(text) > VALUE_SHOWN:
+        text = text[:VALUE_SHOWN - 1] + "…"
+    return f"{msg}, got {quoted(text)}"
+
+
+def friendly_errors(exc: ValidationError, raw: Any = None,
+                    model: type[BaseModel] | None = None) -> list[tuple[str | None, tuple[Any, ...], str]]:
     """pydantic errors → (field path, loc for the source map, human message), deduplicated.
 
     ``raw`` is the validated input (walked to tell its keys from pydantic's tags). Field
     paths look like ``backoff.initial`` or ``retry_on[0]``; pydantic's union-branch names
-    and ``[type=…]`` suffixes never reach the user.
+    and ``[type=…]`` suffixes never reach the user. ``model`` (the validated model) lets an
+    unknown field suggest the field it is a near miss of; a wrong type quotes the value given.
     """
     out: list[tuple[str | None, tuple[Any, ...], str]] = []
     seen: set[tuple[str | None, str]] = set()
@@ -149,11 +202,13 @@ def friendly_errors(exc: ValidationError, raw: Any = None) -> list[tuple[str | N
         if isinstance(problem, FieldProblem):
             loc = (problem.field,)
         if err["type"] == "extra_forbidden":
-            msg = "unknown field (typo?)"
+            msg = _unknown_field(model, loc)
         elif err["type"] == "missing":
             msg = "field required"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "must be")
+        elif err["type"].endswith(("_parsing", "_type")) and "input" in err:
+            msg = _with_value(msg, err["input"])
         fld = ""
         for part in loc:
             fld += f"[{part}]" if isinstance(part, int) else (f".{part}" if fld else str(part))

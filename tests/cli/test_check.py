@@ -46,7 +46,7 @@ def test_errors_one_per_line_and_exit_1(tmp_path: Path):
     assert res.exit_code == 1
     lines = [ln for ln in res.stdout.splitlines() if ln]
     assert lines == [f"{d / 'bad.toml'}:3: job 'bad': field 'timeout': Input should be greater than 0",
-                     f"{d / 'bad.toml'}:4: job 'bad': field 'tmeout': unknown field (typo?)"]
+                     f"{d / 'bad.toml'}:4: job 'bad': field 'tmeout': unknown field (did you mean 'timeout'?)"]
 
 
 def test_missing_folder_exits_2(tmp_path: Path):
