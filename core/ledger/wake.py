@@ -40,16 +40,25 @@ MAX_BACKOFF_S = 10.0
 
 
 async def follow(target: str | os.PathLike[str], on_change: Callable[[], None],
-                 *, stop: asyncio.Event | None = None, tables: Collection[str] | None = None) -> None:
+                 *, stop: asyncio.Event | None = None, tables: Collection[str] | None = None,
+                 on_tables: Callable[[frozenset[str] | None], None] | None = None) -> None:
     """Call ``on_change()`` (on the running loop) after each commit another connection makes
     to the ledger at ``target`` (a SQLite path or a ``postgresql://`` URL), until cancelled
     or ``stop`` is set. ``tables``: on PostgreSQL, only commits that changed one of these
     wake (None: any that notifies); a SQLite commit always wakes (the WAL does not say
-    what changed). Never raises for a lost connection or watch: it retries."""
+    what changed). ``on_tables``, when given, is called instead of ``on_change`` with the
+    tables the commits changed (None: unknown — SQLite, or the feed was away). Never raises
+    for a lost connection or watch: it retries."""
+    def told(changed: frozenset[str] | None) -> None:
+        if on_tables is not None:
+            on_tables(changed)
+        else:
+            on_change()
+
     if dialect.is_url(target):
-        await _follow_pg(str(target), on_change, stop, None if tables is None else frozenset(tables))
+        await _follow_pg(str(target), told, stop, None if tables is None else frozenset(tables))
     else:
-        await _follow_file(Path(target), on_change, stop)
+        await _follow_file(Path(target), lambda: told(None), stop)
 
 
 async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.Event | None) -> None:
@@ -77,8 +86,8 @@ async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.
             on_change()
 
 
-async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Event | None,
-                     tables: frozenset[str] | None) -> None:
+async def _follow_pg(url: str, on_change: Callable[[frozenset[str] | None], None],
+                     stop: asyncio.Event | None, tables: frozenset[str] | None) -> None:
     # The LISTEN connection's socket is watched by the event loop itself (add_reader), and
     # notifications are drained with libpq's own calls: psycopg's notifies() generator would
     # wake every 0.1 s to look, which an idle runner would pay for all day.
@@ -98,7 +107,7 @@ async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Even
             if down:
                 log.warning("ledger %s: change feed back", dialect.mask_url(url))
                 down = False
-                on_change()  # a commit may have come while we were away
+                on_change(None)  # a commit may have come while we were away
             delay = 0.5
             pg = live.pgconn
             readable = asyncio.Event()
@@ -117,11 +126,13 @@ async def _follow_pg(url: str, on_change: Callable[[], None], stop: asyncio.Even
                     return  # stopped
                 readable.clear()
                 pg.consume_input()  # raises when the server went away
-                got = False
+                changed: set[str] = set()
                 while (note := pg.notifies()) is not None:
-                    got = got or tables is None or note.extra.decode(errors="replace") in tables
-                if got:
-                    on_change()
+                    changed.add(note.extra.decode(errors="replace"))
+                if tables is not None:
+                    changed &= tables
+                if changed:
+                    on_change(frozenset(changed))
                 if live.broken or pg.status != 0:  # 0: CONNECTION_OK
                     raise psycopg.OperationalError("the LISTEN connection broke")
         except psycopg.Error as exc:

@@ -75,6 +75,8 @@ KILL_REQUEST_GRACE_S = 5.0
 SETTLE_THREADS = 4  # supervisor settle threads (verify commands run there)
 #: Longest the dispatcher sleeps with nothing due, seconds (a bound; wake-ups come earlier).
 IDLE_WAKE_S = 30.0
+#: Tables whose change wakes the missions' pass (see ``Runner._on_tables``).
+MISSION_TABLES = frozenset({"missions", "mission_workers", "mission_calls"})
 #: Longest wait between two mission passes, seconds (a bound: a worker run finishing wakes the
 #: loop at once, and so does any other process's commit, e.g. a person's approve, answer or
 #: abort from the CLI or console, through the ledger feed).
@@ -249,7 +251,8 @@ class Runner:
             asyncio.create_task(self._mission_loop(), name="missions"),
             # Another process's commit (``watchkeeper trigger`` on any host) wakes the dispatcher.
             asyncio.create_task(wake.follow(self.settings.ledger, self._on_commit, stop=self._stop,
-                                            tables=dialect.WAKE_TABLES), name="ledger-feed"),
+                                            tables=dialect.WAKE_TABLES, on_tables=self._on_tables),
+                                name="ledger-feed"),
         ]
         # The heartbeat goes on while a stop drains or kills runs: a stopping runner is alive,
         # and must never look stalled (a critical runner gap) to a watcher.
@@ -290,8 +293,16 @@ class Runner:
 
     def _on_commit(self) -> None:
         """A connection committed: dispatch, the missions' pass and fan-out parents look again."""
+        self._on_tables(None)
+
+    def _on_tables(self, changed: frozenset[str] | None) -> None:
+        """Commits changed ``changed`` (None: unknown, so anything): dispatch and fan-out
+        parents look again; the missions' pass only for a mission table (a worker run of
+        this runner ending wakes it itself, ``on_end``): on a busy fleet every runner's
+        commit reaches every runner, and a pass per commit was a read per runner each time."""
         self._nudge()
-        self._mission_wake.set()
+        if changed is None or changed & MISSION_TABLES:
+            self._mission_wake.set()
         executor = getattr(self, "executor", None)
         if executor is not None:
             executor.ctx.changes.notify()
