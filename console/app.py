@@ -29,6 +29,24 @@ __all__ = ["ConsoleConfig", "WatchkeeperApp"]
 RUNNER_GAP_CHECK_S = 5.0
 
 
+
+def quit_detail(n: int | None, stop_mode: str) -> str:
+    """What quitting ``up`` does to the ``n`` runs in flight (None: count unknown) under
+    ``stop_mode`` (``drain``, ``kill``, else they are left to their monitors), in words that
+    agree with the count ("1 run in flight: it keeps running …")."""
+    if n == 0:
+        return "No run is in flight. No new run starts until watchkeeper runs again."
+    one = n == 1
+    flying = "Runs in flight (count unknown)" if n is None else f"{n} run{'' if one else 's'} in flight"
+    subj, obj = ("it", "it") if one else ("they", "them")
+    return {
+        "drain": f"{flying}: the runner waits for {obj} to finish (--drain) before it stops.",
+        "kill": f"{flying}: {subj} {'is' if one else 'are'} ended now (--kill), recorded as killed by this stop.",
+    }.get(stop_mode, f"{flying}: {subj} keep{'s' if one else ''} running under {'its monitor' if one else 'their monitors'};"
+                     f" the next `watchkeeper up` or `run` on this ledger re-attaches {obj} and records how"
+                     f" {subj} end{'s' if one else ''}.") + " No new run starts."
+
+
 class WatchkeeperApp(App):
     """Watchkeeper's operations console (implements ``console.context.ConsoleApp``)."""
 
@@ -102,16 +120,7 @@ class WatchkeeperApp(App):
             n: int | None = await self.reader.call(reads.runs_in_flight)
         except Exception:  # cannot read: still ask, without a figure
             n = None
-        if n == 0:
-            detail = "No run is in flight. No new run starts until watchkeeper runs again."
-        else:
-            flying = "Runs in flight (count unknown)" if n is None else f"{n} run{'s' if n != 1 else ''} in flight"
-            detail = {
-                "drain": f"{flying}: the runner waits for them to finish (--drain) before it stops.",
-                "kill": f"{flying}: they are ended now (--kill), recorded as killed by this stop.",
-            }.get(self.config.stop_mode, f"{flying}: they keep running under their monitors; the next"
-                                         " `watchkeeper up` or `run` on this ledger re-attaches them and"
-                                         " records how they end.") + " No new run starts."
+        detail = quit_detail(n, self.config.stop_mode)
 
         def answered(yes: bool | None) -> None:
             if yes:

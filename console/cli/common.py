@@ -257,7 +257,30 @@ class DurationType(click.ParamType):
 
 DURATION = DurationType()
 POSITIVE_DURATION = DurationType(positive=True)
-ID = click.IntRange(1, MAX_ID)
+
+
+class IdType(click.IntRange):
+    """A run or escalation id: a whole number from 1 to ``MAX_ID``; anything else is a usage
+    error (exit 2) saying what was wanted (``'abc' is not a run id (the ID `watchkeeper runs`
+    lists)``) rather than click's "not a valid integer range"."""
+
+    def __init__(self, noun: str, lister: str) -> None:
+        super().__init__(1, MAX_ID)
+        self.noun, self.lister = noun, lister
+        self.name = noun.split(" ", 1)[1]
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{quoted(value)} is not {self.noun} (the ID `watchkeeper {self.lister}` lists:"
+                      " a whole number from 1)", param, ctx)
+
+
+#: A run's id (``show``, ``logs``, ``abandon``, ``retry``).
+ID = IdType("a run id", "runs")
+#: An escalation's id (``ack``, ``snooze``, ``resolve``).
+ESCALATION_ID = IdType("an escalation id", "escalations")
 
 
 # The options every area repeats, written once so their names, types and help read the same

@@ -20,9 +20,9 @@ import click
 from console.cli import table
 from console.cli.common import (
     DURATION,
+    ESCALATION_ID,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
-    ID,
     POSITIVE_DURATION,
     as_option,
     fail,
@@ -180,7 +180,7 @@ def _act(ledger_path: str | None, act: Callable[[Any, str], Any], operator: str 
 
 
 @click.command("ack")
-@click.argument("esc_id", type=ID)
+@click.argument("esc_id", type=ESCALATION_ID)
 @as_option
 @ledger_option
 @ledger_errors
@@ -194,7 +194,7 @@ def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
     _act(ledger_path, lambda ledger, who: actions.acknowledge(ledger, esc_id, who), operator)
 
 @click.command("snooze")
-@click.argument("esc_id", type=ID)
+@click.argument("esc_id", type=ESCALATION_ID)
 @click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
               help="How long, e.g. 30m, 2h (at most 10 years).")
 @as_option
@@ -210,7 +210,7 @@ def snooze_cmd(esc_id: int, for_: float, operator: str | None, ledger_path: str 
     _act(ledger_path, lambda ledger, who: actions.snooze(ledger, esc_id, who, time.time() + for_), operator)
 
 @click.command("resolve")
-@click.argument("esc_id", type=ID)
+@click.argument("esc_id", type=ESCALATION_ID)
 @as_option
 @ledger_option
 @ledger_errors

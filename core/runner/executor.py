@@ -62,6 +62,7 @@ from core.spec.settings import Settings
 from core.supervisor import supervisor
 from core.supervisor.policy.breaker import BREAKER
 from core.supervisor.policy.retry import RETRY
+from core.text import quoted
 from core.vocabulary import BreakerState, EndReason, RunCommand
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,8 @@ class Executor:
                                               cap=ctx.settings.output_cap, timeout=self.timeout_of(spec, run)[0],
                                               grace=spec.grace)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            await self.spawn_failed(run, str(art), f"{type(exc).__name__}: {exc}")
+            message, exit_code = start_failure(exc, argv, resolve_cwd(lj))
+            await self.spawn_failed(run, str(art), message, exit_code=exit_code)
             return None
         fields: dict[str, Any] = {"pid": mon.pid, "pgid": mon.pid, "pid_create_time": create_time(mon.pid),
                   "started_at": started, "lease_until": started + ctx.settings.lease, "artifacts_dir": str(art)}
@@ -527,15 +529,22 @@ class Executor:
         """Stop ``proc``'s whole process group with ``grace`` (``core.processes.stop_child``)."""
         await stop_child(proc.pid, proc.wait, grace)
 
-    async def spawn_failed(self, run: Run, art: str, message: str) -> None:
+    async def spawn_failed(self, run: Run, art: str, message: str, *, exit_code: int | None = None) -> None:
+        """Record that ``run``'s job never started (``spawned → failed``, reason code
+        ``spawn_failed``): ``message`` is the sentence for people (``start_failure``), never
+        stored as the job's output; ``exit_code`` is what a shell would have exited with (127,
+        126) or None."""
         ctx = self.ctx
         run_id = run.id
         reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
+        fields: dict[str, Any] = {"artifacts_dir": art}
+        if exit_code is not None:
+            fields["exit_code"] = exit_code
         won = await ctx.loop_store.finish(
             run_id, run.attempt, State.SPAWNED, State.FAILED, actor=ctx.actor,
             reason_code=EndReason.SPAWN_FAILED, reason=reason,
-            fields={"artifacts_dir": art}, detail={"error": message[:2000]},
-            outcome={"status": "failed", "stderr_head": message, "handoff_findings": []})
+            fields=fields, detail={"error": message[:2000]},
+            outcome={"status": "failed", "handoff_findings": [], "exit_code": exit_code})
         if won:
             await self.after_end(run_id)
 
@@ -639,3 +648,26 @@ class Executor:
                         run.job, run.id, lj.spec.breaker.cooldown)
         elif changed == BreakerState.CLOSED:
             log.warning("circuit breaker for %s closed: trial run %s succeeded", run.job, run.id)
+
+
+#: What a shell exits with when a command is not found, or found but not executable.
+EXIT_NOT_FOUND = 127
+EXIT_NOT_EXECUTABLE = 126
+
+
+def start_failure(exc: BaseException, argv: list[str], cwd: str | None) -> tuple[str, int | None]:
+    """Why a job could not start, as a sentence for people (not Python's exception text,
+    which would read as the job's output), and the exit status a shell would have given
+    (127 not found, 126 not executable) or None: ``("could not start: no such command
+    'x'", 127)``. Names are quoted through the one escaper (``core.text.quoted``)."""
+    prog = argv[0] if argv else ""
+    where = getattr(exc, "filename", None)
+    if isinstance(exc, FileNotFoundError):
+        if cwd is not None and where == cwd:
+            return f"could not start: no such folder {quoted(cwd)} (cwd)", None
+        return f"could not start: no such command {quoted(where or prog)}", EXIT_NOT_FOUND
+    if isinstance(exc, PermissionError):
+        return f"could not start: {quoted(where or prog)} is not executable (permission denied)", EXIT_NOT_EXECUTABLE
+    if isinstance(exc, OSError):
+        return f"could not start: {exc.strerror or exc}", None
+    return f"could not start: {exc}", None

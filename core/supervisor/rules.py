@@ -320,6 +320,14 @@ def _failure_text(f: OutcomeFacts) -> str:
             what = "timed out and was killed" + (f" ({f.run_reason or f.reason})" if f.run_reason or f.reason else "")
     elif f.state == RunState.ORPHANED:
         what = _orphan_text(f)
+    elif f.reason == EndReason.SPAWN_FAILED and f.run_reason:
+        # The run's own sentence ("could not start: no such command 'x'"), with the exit
+        # status a shell would have given.
+        what = f.run_reason.removeprefix(f"{EndReason.SPAWN_FAILED}: ")
+        if not what.startswith("could not start"):
+            what = f"could not start: {what}"
+        if f.exit_code is not None:
+            what += f" (exit {f.exit_code})"
     elif f.signal is not None:
         what = f"was killed by {_signal_name(f.signal)}"
     elif f.exit_code is not None and f.exit_code != 0:

@@ -20,5 +20,5 @@ def test_exec_of_a_missing_program_says_its_error_once(tmp_path):
     res = wk("exec", "--job", "gone", "--ledger", str(tmp_path / "wk.db"), "--", str(tmp_path / "no-such-prog"),
              cwd=tmp_path)
     assert res.returncode == 127
-    assert res.stderr.count("No such file or directory") == 1, res.stderr
+    assert res.stderr.count("could not start: no such command") == 1, res.stderr
     assert res.stderr.startswith("watchkeeper: gone run 1 failed (spawn_failed: ")

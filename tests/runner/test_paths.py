@@ -166,7 +166,8 @@ command = ["/nonexistent/definitely-not-here"]
 once = true
 ''', "typo")
     r = runs[0]
-    assert r["state"] == "failed" and r["reason"].startswith("spawn_failed: FileNotFoundError")
+    assert r["state"] == "failed" and r["reason"].startswith("spawn_failed: could not start: no such command")
+    assert r["exit_code"] == 127
     assert "/nonexistent/definitely-not-here" in r["reason"]
 
 
