@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
-from console.bind import BindError, is_loopback, parse_bind
+from console.bind import BindError, is_loopback, parse_bind, url_host
 
 COOKIE = "wk_token"
 #: The name of a token made up at start (no --token-file on a non-loopback bind) is the operator's.
@@ -277,12 +277,7 @@ def serve_console(*, ledger: Path | str, bind: str, token_file: Path | None, ope
         book, token = None, None
     else:
         book, token = TokenBook.generated(operator, read_only)
-    shown_host = f"[{host}]" if ":" in host else host
-    if host in ("0.0.0.0", "::"):
-        import socket
-
-        shown_host = socket.getfqdn()
-    url = f"http://{shown_host}:{port}/"
+    url = f"http://{url_host(host)}:{port}/"
     server = WebConsole(host=host, port=port, book=book, default=default,
                         command_for=lambda who: console_command(ledger, who, config=config, theme=theme,
                                                                 refresh=refresh))

@@ -173,7 +173,13 @@ def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only
     # the [metrics] bind setting serves /metrics here as it does for `watchkeeper run`
     stop_metrics = start_metrics(settings.metrics.bind, settings.ledger, "metrics.bind")
     _quiet_logging(log_beside(settings, ".log"))
-    runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill))
+    def on_started() -> None:  # a browser console leaves the terminal free: say the runner is up, as `run` does
+        from console.cli.runs import started_line
+
+        click.echo(started_line(runner, settings), err=True)
+
+    runner = Runner(spec_dir, settings, install_signal_handlers=False, stop_mode=stop_mode(drain, kill),
+                    on_started=on_started if web else None)
     failure: list[BaseException] = []
 
     def run_runner() -> None:

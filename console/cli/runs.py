@@ -134,8 +134,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
                                      f.reason))
 
     def on_started() -> None:  # once Ctrl-C is a clean stop (the runner's signal handlers are in place)
-        click.echo(f"watchkeeper: runner {runner.id} on {len(runner.jobs)} job(s), ledger "
-                   f"{ledger_name(settings.ledger)} (Ctrl-C to stop)", err=True)
+        click.echo(started_line(runner, settings), err=True)
 
     runner = Runner(spec_dir, settings, on_finished=on_finished, stop_mode=stop_mode(drain, kill),
                     on_notice=lambda text: click.echo(f"watchkeeper: {text}", err=True), on_started=on_started)
@@ -147,6 +146,13 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
         if stop_metrics is not None:
             stop_metrics()
     print_stopped(runner.stop_reason, runner.left_behind)
+
+
+def started_line(runner: Any, settings: Any) -> str:
+    """The line ``run`` (and ``up --web``) prints once its runner is up: its id, how many
+    jobs it runs and its ledger (a URL's password masked)."""
+    return (f"watchkeeper: runner {runner.id} on {len(runner.jobs)} job(s), ledger "
+            f"{ledger_name(settings.ledger)} (Ctrl-C to stop)")
 
 
 def start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
