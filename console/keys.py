@@ -138,7 +138,7 @@ KEYS: tuple[Key, ...] = (
         "acknowledge (the marked rows, or the cursor row)", scopes=("main", "escalation"), acts=True,
         palette="Acknowledge selected escalation(s)"),
     Key("s", "snooze", "Snooze", "Triage", "escalations, escalation detail",
-        "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5)", scopes=("main", "escalation"), acts=True,
+        "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5 or ↑↓), enter snoozes", scopes=("main", "escalation"), acts=True,
         palette="Snooze selected escalation(s)"),
     Key("R", "resolve", "Resolve", "Triage", "escalations, escalation detail", "resolve",
         scopes=("main", "escalation"), show=False, palette="Resolve selected escalation(s)", acts=True),

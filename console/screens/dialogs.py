@@ -65,8 +65,16 @@ SNOOZE_CHOICES: tuple[tuple[str, float], ...] = (
 )
 
 
+#: The snooze dialog's hint: what its keys do, as they do it.
+SNOOZE_HINT = "Snooze for… (1-5 or ↑↓ pick, enter snoozes; esc cancels)"
+
+
 class SnoozeScreen(ModalScreen[float | None]):
-    """Pick how long to snooze; dismisses with seconds, or None on escape."""
+    """Pick how long to snooze; dismisses with seconds, or None on escape.
+
+    A digit only moves the highlight; enter (or a click) applies it. So the key that closes
+    the dialog is the enter it consumes: none is left over to open the detail of the row
+    underneath, as an enter typed after a digit that had already applied would."""
 
     DEFAULT_CSS = DIALOG_CSS.format(name="SnoozeScreen") + "SnoozeScreen OptionList { height: auto; }"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -79,7 +87,7 @@ class SnoozeScreen(ModalScreen[float | None]):
         with Vertical():
             if self.what:
                 yield Static(Text(escaped(f"Snooze {self.what}?", keep_newlines=False), style="bold"))
-            yield Static(Text("Snooze for… (1-5, enter; esc cancels)", style="bold" if not self.what else ""))
+            yield Static(Text(SNOOZE_HINT, style="bold" if not self.what else ""))
             yield OptionList(*(Option(f"{i}  {label}", id=str(i)) for i, (label, _) in enumerate(SNOOZE_CHOICES, 1)))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -88,7 +96,8 @@ class SnoozeScreen(ModalScreen[float | None]):
     def on_key(self, event) -> None:
         if event.character and event.character.isdigit() and 1 <= int(event.character) <= len(SNOOZE_CHOICES):
             event.stop()
-            self.dismiss(SNOOZE_CHOICES[int(event.character) - 1][1])
+            event.prevent_default()
+            self.query_one(OptionList).highlighted = int(event.character) - 1
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -79,7 +79,7 @@ async def test_snooze_picks_a_duration(db):
         await loaded(pilot)
         await pilot.press("s")
         await pilot.pause()
-        await pilot.press("2")  # 1 hour
+        await pilot.press("2", "enter")  # 1 hour
         await until(pilot, lambda: esc_row(path, ids["esc_crit"])["state"] == "snoozed")
         assert esc_row(path, ids["esc_crit"])["snoozed_until"] == pytest.approx(cf.NOW + 3600)
 

@@ -130,7 +130,7 @@ async def test_a_digit_right_behind_s_never_acts_on_the_table(db):
         assert isinstance(app.screen, SnoozeScreen)
         assert screen.view == "escalations"
         assert untouched(path, ids)
-        await pilot.press("2")  # typed into the dialog: 1 hour, for the escalation it names
+        await pilot.press("2", "enter")  # typed into the dialog: 1 hour, for the escalation it names
         await until(pilot, lambda: esc_row(path, ids["esc_crit"])["state"] == "snoozed")
         assert esc_row(path, ids["esc_crit"])["snoozed_until"] == pytest.approx(cf.NOW + 3600)
         assert screen.view == "escalations"
