@@ -140,6 +140,9 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
         self._gen = 0
         self._natural: dict[str, int] = {}
         self._natural_gen = -1
+        #: ``_column_widths`` of the last (width, generation, hosts, rows loaded) asked for:
+        #: every line of a frame asks for the same widths.
+        self._widths_key: tuple[int, int, int, bool] | None = None
         self._styles: dict[str, Style] = {}
         self._loading: tuple[int, int] | None = None
         self._want: tuple[int, int] | None = None
@@ -518,6 +521,13 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
         smallest need first, and the widest-flex column (Why, Reason) last (so a job name, a
         kind and an owner are whole before a long reason takes the rest); anything still
         left goes to the flexible columns by ``flex``."""
+        key = (width, self._gen, self.hosts, bool(self.rows_data))
+        if key != self._widths_key:
+            self._widths, self._widths_key = self._fit_columns(width), key
+        return self._widths
+
+    def _fit_columns(self, width: int) -> tuple[int, ...]:
+        """``_column_widths`` computed afresh."""
         cols = (Column("sel", " ", 1),) + self._columns(width)
         avail = max(0, width - 2 * len(cols))
         natural = self._natural_widths() if self.rows_data else {}
