@@ -129,6 +129,13 @@ class WatchkeeperApp(App):
 
         self.push_screen(ConfirmScreen("Quit and stop the runner?", detail), answered)
 
+    def open_job_history(self, job: str) -> None:
+        """Push the job history screen for ``job``: the palette's "History of job X", offered
+        on every screen (``console.widgets.palette``)."""
+        from console.screens.history import JobHistoryScreen
+
+        self.push_screen(JobHistoryScreen(job))
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 

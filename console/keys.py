@@ -75,6 +75,8 @@ KEYS: tuple[Key, ...] = (
         "command palette: every view and action, \"Outcomes of job X\", \"History of job X\", "
         "save a screenshot (to --screenshot-dir, else the user's data folder; it says where)",
         shown="ctrl+p / :", show=False),
+    Key("colon", "app.command_palette", "Palette", "General", scopes=("detail", "escalation", "history", "missions"),
+        show=False, doc=False),
     Key("escape", "back", "Back", "General", "everywhere",
         "back: close filter / clear marks / return to jobs (from a job's outcomes) / clear the "
         "filter / leave a detail screen", show=False),

@@ -462,15 +462,10 @@ class MainScreen(LiveScreen):
             return
         confirm_job_action(self, "trigger", row.name, self._after_run_action)
 
-    def palette_extra(self) -> list[tuple[str, Any]]:
-        """The palette's per-job entries for the jobs loaded in the jobs view (names sanitised)."""
-        out: list[tuple[str, Any]] = []
-        jobs = self.query_one("#jobs", PagedTable)
-        for row in [r for r in jobs.rows_data if isinstance(r, JobRow)][:200]:
-            name, raw = escaped_line(row.name, 60), row.name
-            out.append((f"Outcomes of job {name}", partial(self.show_job_outcomes, raw)))
-            out.append((f"History of job {name}", partial(self.open_history, raw)))
-        return out
+    def palette_extra(self, jobs: list[str]) -> list[tuple[str, Any]]:
+        """The palette's "Outcomes of job X" for each of ``jobs`` (names sanitised); its
+        "History of job X" entries are the app's, offered on every screen."""
+        return [(f"Outcomes of job {escaped_line(name, 60)}", partial(self.show_job_outcomes, name)) for name in jobs]
 
     async def action_quit(self) -> None:
         await self.app.action_quit()

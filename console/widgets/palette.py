@@ -1,7 +1,8 @@
 """Command palette entries (ctrl+p or ``:``), from the one key registry (``console.keys``):
-the actions of the screen the palette was opened on, plus what that screen adds through
-``palette_extra()`` (the main screen: "Outcomes of job X" and "History of job X" for the
-jobs loaded in the jobs view; job names are sanitised there).
+the actions of the screen the palette was opened on, "History of job X" for every job in the
+ledger on every screen (the app's ``open_job_history``), plus what that screen adds through
+``palette_extra(jobs)`` (the main screen: "Outcomes of job X"). The job names are read from
+the ledger each time the palette opens (sanitised for display; the raw name is acted on).
 
 This module imports no screen: a screen names its registry scope in ``SCOPE``."""
 
@@ -13,10 +14,25 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console import keys
+from console.safe_text import escaped_line
+from core.ledger.runs import job_names
+
+#: The most jobs the palette lists (each twice on the main screen: outcomes and history).
+JOBS_OFFERED = 500
 
 
 class WatchkeeperCommands(Provider):
-    """The current screen's actions and extra entries."""
+    """The current screen's actions, the job entries and the screen's extra entries."""
+
+    jobs: list[str] = []
+
+    async def startup(self) -> None:
+        """Read the job names once per opening (the app's reader thread: never the UI's)."""
+        reader = getattr(self.app, "reader", None)
+        try:
+            self.jobs = (await reader.call(job_names))[:JOBS_OFFERED] if reader is not None else []
+        except Exception:  # a ledger that cannot be read now: the actions are still offered
+            self.jobs = []
 
     def _commands(self) -> list[tuple[str, Callable, str]]:
         screen = self.screen
@@ -29,7 +45,10 @@ class WatchkeeperCommands(Provider):
             if check is None or check(action, ()) is not False]
         extra = getattr(screen, "palette_extra", None)
         if extra is not None:
-            cmds += [(text, cb, "") for text, cb in extra()]
+            cmds += [(text, cb, "") for text, cb in extra(self.jobs)]
+        history = getattr(self.app, "open_job_history", None)
+        if history is not None:
+            cmds += [(f"History of job {escaped_line(name, 60)}", partial(history, name), "") for name in self.jobs]
         return cmds
 
     async def discover(self) -> Hits:
