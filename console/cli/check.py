@@ -108,7 +108,7 @@ def check_cmd(spec_dir: Path, as_json: bool, ledger_path: str | None, limit: int
     if ledger_path is not None:
         recorded, ledger_note = _runtime_errors(ledger_path, limit)
     # Valid jobs: those that loaded and passed the preflight; the others would fail to start.
-    unstartable = {e["job"] for e in errors if e.get("check") == "preflight"}
+    unstartable = {err["job"] for err in errors if err.get("check") == "preflight"}
     valid = len([j for j in jobs if j["name"] not in unstartable])
     if as_json:
         click.echo(json.dumps({"ok": not errors, "folder": str(spec_dir), "would_start": settings_ok and valid > 0,

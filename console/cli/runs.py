@@ -222,13 +222,13 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
     # Every column but REASON is fitted to what it holds; on a terminal JOB and HOST are
     # narrowed further so a line never wraps (console.cli.table).
     fitted = {"job": max(3, *map(len, names)), "host": max(4, *map(len, hosts))}
-    w = table.narrowed(fitted, {"job": 12, "host": 8}, fixed=idw + 2 + 8 + 2 + 1 + 1 + 3 + 1 + 10 + 1 + 8 + 2 + 7 + 1,
+    widths = table.narrowed(fitted, {"job": 12, "host": 8}, fixed=idw + 2 + 8 + 2 + 1 + 1 + 3 + 1 + 10 + 1 + 8 + 2 + 7 + 1,
                        room=room)
-    click.echo(f"{'ID':>{idw}}  {'TIME':8}  {'JOB':<{w['job']}} {'HOST':<{w['host']}} {'ATT':3} {'STATE':10}"
+    click.echo(f"{'ID':>{idw}}  {'TIME':8}  {'JOB':<{widths['job']}} {'HOST':<{widths['host']}} {'ATT':3} {'STATE':10}"
                f" {'DURATION':>8}  {'EXIT':7} REASON")
     for listed, name, where in zip(rows, names, hosts, strict=True):
         r = listed.run
-        before = f"{r.id:>{idw}}  {local_hms(r.time)}  {_cut(name, w['job'])} {_cut(where, w['host'])} {r.attempt:<3} "
+        before = f"{r.id:>{idw}}  {local_hms(r.time)}  {_cut(name, widths['job'])} {_cut(where, widths['host'])} {r.attempt:<3} "
         after = f" {fmt_duration(listed.duration_s):>8}  {fmt_exit(r.exit_code, r.signal):7} "
         reason = table.last_column(listed.verdict_reason or r.reason or "", len(before) + 10 + len(after), room)
         click.echo(before + styled_state(r.state) + after + reason)
