@@ -56,7 +56,7 @@ def ledger_problem(place: str | Path, *, deadline_s: float = LOCK_DEADLINE_S) ->
                              name="ledger-probe", daemon=True)
         t.start()
         t.join(URL_DEADLINE_S + 1.0)
-        return out[0] if out else f"no answer from the database server within {URL_DEADLINE_S}s"
+        return out[0] if out else f"no answer from the PostgreSQL server within {URL_DEADLINE_S}s"
     t = threading.Thread(target=_probe, args=(str(place), out), name="ledger-probe", daemon=True)
     t.start()
     t.join(deadline_s + 2.0)

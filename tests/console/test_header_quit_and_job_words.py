@@ -250,7 +250,8 @@ def test_next_run_is_one_answer_for_breaker_pause_and_once(tmp_path):
     with Ledger(path) as led:
         def tx(c):
             cf._job(led, "flaky", None, every=5)
-            c.execute("UPDATE jobs SET breaker_state = 'open', breaker_until = ? WHERE name = 'flaky'", (now + 120,))
+            # 150 s: "in 2m" from here and from the CLI that reads the clock up to 29 s later.
+            c.execute("UPDATE jobs SET breaker_state = 'open', breaker_until = ? WHERE name = 'flaky'", (now + 150,))
             cf._job(led, "held", None, every=5)
             c.execute("UPDATE jobs SET paused_at = ?, paused_by = 'operator:root' WHERE name = 'held'", (now - 10,))
             cf._job(led, "one-shot", None)
@@ -259,7 +260,7 @@ def test_next_run_is_one_answer_for_breaker_pause_and_once(tmp_path):
             c.execute("UPDATE jobs SET spec = ? WHERE name = 'one-shot'", (_json.dumps(spec),))
         led.write(tx)
         rows = {r.name: r for r in reads.jobs_page(led, now=now, limit=100).rows}
-    assert rows["flaky"].next_run >= now + 120 and rows["flaky"].next_held == "breaker"
+    assert rows["flaky"].next_run >= now + 150 and rows["flaky"].next_held == "breaker"
     assert rows["held"].next_run is None and next_run_word(None, "paused", now) == "paused"
     assert abs(rows["one-shot"].next_run - (now + 35)) < 1
     cli = _jobs_cli(path, now)
