@@ -53,8 +53,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # The suite runs on every core (pytest-xdist), and on at least 3 workers: the slow tests with
-# real runners share one xdist group ("heavy", tests/conftest.py) that mostly waits on its
-# processes, so a third worker keeps two cores busy (2 workers: 10 min; 3: under 6). The
+# real runners and agent workers share two xdist groups ("heavy:runner", "heavy:other",
+# tests/conftest.py) that mostly wait on their processes, so a third worker keeps two cores busy (2 workers: 10 min; 3: under 6). The
 # console's Pilot tests are grouped per module, so --dist loadgroup never runs two tests of
 # one console module at once. --durations=15 prints the slowest tests, so a creeping one is
 # seen in every CI log. test-fast skips the slow ones; soak runs what needs minutes of real

@@ -18,9 +18,9 @@ from tests.kit import postgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests run in xdist groups of their own under ``--dist loadgroup``: ``heavy``
-    holds the slow tests with real runners, tmux and the browser (one at a time, so two never
-    fight over a 2-core machine's CPU and time out); the console driven with Pilot (snapshot
+    """Slow tests run in xdist groups of their own under ``--dist loadgroup``: two ``heavy``
+    groups (``_heavy_group``) hold the slow tests with real runners, agent workers, tmux and the
+    browser (one at a time in each, so no more than two fight over a 2-core machine's CPU); the console driven with Pilot (snapshot
     tests, and every ``async`` test of a module that calls ``run_test``; marked slow here)
     is grouped per module (``pilot:<module>``): one group for all of them ran 10 minutes
     alone. The fast tests fill whichever worker is free; ``make test-fast`` runs them alone.
@@ -37,7 +37,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group("pilot:" + item.nodeid.split("::", 1)[0]))
         elif item.get_closest_marker("slow") or item.get_closest_marker("soak"):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
+            item.add_marker(pytest.mark.xdist_group(_heavy_group(item)))
+
+
+def _heavy_group(item: pytest.Item) -> str:
+    """``heavy:runner`` (tests/runner, tests/sweep: real runners) or ``heavy:other`` (missions'
+    agent workers, CLI processes, tmux, the browser). Two chains, not one: run one at a time,
+    the heavy tests alone took about 230 s of wall on an idle 2-core machine, longer than the
+    rest of the suite; two at once still leave a core to the Pilot and fast tests."""
+    folder = item.nodeid.split("/", 2)[1] if item.nodeid.startswith("tests/") else ""
+    return "heavy:runner" if folder in ("runner", "sweep") else "heavy:other"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
