@@ -268,7 +268,7 @@ class Executor:
                 argv, env = runas.wrap(argv, account), runas.environ(env, account, spec.env)
                 runas.hand_over(art, ctx.settings.artifacts_dir, account)
         except (runas.RunAsError, OSError) as exc:
-            await self.spawn_failed(run, str(art), f"user: {exc}")
+            await self.spawn_failed(run, str(art), f"could not start as its user: {exc}")
             return None
         try:
             mon = await spawn.start_monitored(ctx.spawn_pool, argv, cwd=resolve_cwd(lj), env=env, art=art,
@@ -536,7 +536,8 @@ class Executor:
         126) or None."""
         ctx = self.ctx
         run_id = run.id
-        reason = f"spawn_failed: {message}"[:500]  # the cause, not just the class, is what the operator needs
+        # The sentence alone: the code is reason_code (older rows carry a "spawn_failed: " prefix).
+        reason = message[:500]
         fields: dict[str, Any] = {"artifacts_dir": art}
         if exit_code is not None:
             fields["exit_code"] = exit_code

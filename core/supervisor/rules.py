@@ -323,9 +323,7 @@ def _failure_text(f: OutcomeFacts) -> str:
     elif f.reason == EndReason.SPAWN_FAILED and f.run_reason:
         # The run's own sentence ("could not start: no such command 'x'"), with the exit
         # status a shell would have given.
-        what = f.run_reason.removeprefix(f"{EndReason.SPAWN_FAILED}: ")
-        if not what.startswith("could not start"):
-            what = f"could not start: {what}"
+        what = f.run_reason
         if f.exit_code is not None:
             what += f" (exit {f.exit_code})"
     elif f.signal is not None:

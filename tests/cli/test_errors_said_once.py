@@ -21,4 +21,4 @@ def test_exec_of_a_missing_program_says_its_error_once(tmp_path):
              cwd=tmp_path)
     assert res.returncode == 127
     assert res.stderr.count("could not start: no such command") == 1, res.stderr
-    assert res.stderr.startswith("watchkeeper: gone run 1 failed (spawn_failed: ")
+    assert res.stderr.startswith("watchkeeper: gone run 1 failed (could not start: no such command ")

@@ -64,7 +64,7 @@ def test_an_unknown_user_is_an_error_at_check_and_at_the_run(tmp_path: Path):
     assert (f"{specs / 'jobs.toml'}:4: job 'who': field 'user': no user 'no-such-user-here' on this machine:"
             " the run would fail to start") in res.stdout.splitlines()
     res, run = _exec(tmp_path, specs)
-    assert run["state"] == "failed" and run["reason"] == "spawn_failed: user: no user 'no-such-user-here' on this machine"
+    assert run["state"] == "failed" and run["reason"] == "could not start as its user: no user 'no-such-user-here' on this machine"
     assert not (Path(run["artifacts_dir"]) / "stdout.log").exists() or not (
         Path(run["artifacts_dir"]) / "stdout.log").read_text()  # nothing ran
 
@@ -80,7 +80,7 @@ def test_a_runner_that_is_not_root_refuses_another_user(tmp_path: Path, monkeypa
         "runs as user 'root', but the runner runs as '4242' and only a runner started as root can switch users;"
         " run it under that user, or remove 'user': the run would fail to start")
     res, run = _exec(tmp_path, specs)
-    assert run["state"] == "failed" and run["reason"].startswith("spawn_failed: user: runs as user 'root', but")
+    assert run["state"] == "failed" and run["reason"].startswith("could not start as its user: runs as user 'root', but")
 
 
 def test_the_runners_own_user_needs_no_switch(tmp_path: Path):

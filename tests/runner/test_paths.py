@@ -166,7 +166,7 @@ command = ["/nonexistent/definitely-not-here"]
 once = true
 ''', "typo")
     r = runs[0]
-    assert r["state"] == "failed" and r["reason"].startswith("spawn_failed: could not start: no such command")
+    assert r["state"] == "failed" and r["reason"].startswith("could not start: no such command")
     assert r["exit_code"] == 127
     assert "/nonexistent/definitely-not-here" in r["reason"]
 
