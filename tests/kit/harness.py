@@ -57,6 +57,20 @@ class RunnerThread:
         self.thread.join(timeout)
         if self.error:
             raise self.error
+        if self.thread.is_alive():  # say where the stop hangs, not only that threads were left
+            import io
+            import sys
+            import traceback
+
+            frame = sys._current_frames().get(self.thread.ident or -1)
+            where = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+            loop = self.runner._loop
+            if loop is not None:  # the tasks it waits on (read from outside the loop: best effort)
+                out = io.StringIO()
+                for task in list(asyncio.all_tasks(loop)):
+                    task.print_stack(limit=8, file=out)
+                where += "\n" + out.getvalue()
+            raise AssertionError(f"the runner did not stop within {timeout:g}s; its thread is at:\n{where}")
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
