@@ -52,14 +52,15 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# The suite runs on every core (pytest-xdist), and on at least 3 workers: the slow tests with
+# The suite runs on every core (pytest-xdist), and on at least 5 workers: the slow tests with
 # real runners and agent workers share two xdist groups ("heavy:runner", "heavy:other",
-# tests/conftest.py) that mostly wait on their processes, so a third worker keeps two cores busy (2 workers: 10 min; 3: under 6). The
-# console's Pilot tests are grouped per module, so --dist loadgroup never runs two tests of
-# one console module at once. --durations=15 prints the slowest tests, so a creeping one is
-# seen in every CI log. test-fast skips the slow ones; soak runs what needs minutes of real
-# time (never in test).
-WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
+# tests/conftest.py) that mostly wait on their processes, and the Pilot tests wait for the
+# console to go idle, so on 2 cores 3 workers used only 1.4 of them (pytest 271 s on an idle
+# machine) and 5 workers bring it to 239 s. The console's Pilot tests are grouped per module,
+# so --dist loadgroup never runs two tests of one console module at once. --durations=15
+# prints the slowest tests, so a creeping one is seen in every CI log. test-fast skips the
+# slow ones; soak runs what needs minutes of real time (never in test).
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 5 ] && n=5; echo $$n)
 # Bytecode is written (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
 # otherwise each xdist worker compiles the sources and rewrites the test modules again (about
 # 9 CPU-s of its collection), and so does every watchkeeper process the tests start.
