@@ -32,6 +32,7 @@ from console.messages import HeaderFacts, LedgerRead
 from console.reader import LedgerThread
 from core.ledger import reads, wake
 from core.ledger.connection import Ledger
+from core.runner.waits import wait_event
 
 #: Seconds between two reads of the whole header summary when nothing was committed (the
 #: silent share and counts do not move then, but "runner stalled for …" does); screens
@@ -87,10 +88,7 @@ class LedgerWatcher:
                     await self.read()
                 except Exception:  # never let the watcher end: the next wake-up tries again
                     pass
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.pulse_s)
-                except TimeoutError:
-                    pass
+                await wait_event(self._wake, self.pulse_s)
         finally:
             stop.set()
             if feed is not None:

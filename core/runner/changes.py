@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
+from core.runner.waits import wait_event
+
 
 class LedgerChanges:
     """Broadcast "the ledger may have changed" to every current waiter (loop thread only).
@@ -41,5 +43,4 @@ class LedgerChanges:
 
 async def wait(ev: asyncio.Event, timeout_s: float) -> None:
     """Wait until ``ev`` is set or ``timeout_s`` seconds pass, whichever comes first."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(ev.wait(), timeout=max(0.0, timeout_s))
+    await wait_event(ev, timeout_s)

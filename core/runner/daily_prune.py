@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from core.ledger import retention
 from core.ledger.connection import Ledger
+from core.runner.waits import wait_event
 from core.spec.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,8 @@ class DailyPrune:
         next check (nothing was lost: a batch either committed or did not)."""
         wait = FIRST_CHECK_S
         while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=wait)
+            if await wait_event(stop, wait):
                 return
-            except TimeoutError:
-                pass
             wait = min(CHECK_EVERY_S, self.settings.retention.interval)
             try:
                 await asyncio.to_thread(self.tick)

@@ -55,6 +55,7 @@ from core.runner.changes import LedgerChanges
 from core.runner.handoff import read_handoff
 from core.runner.reaper import Reaper
 from core.runner.strays import TreeScans
+from core.runner.waits import wait_event
 from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
@@ -185,8 +186,7 @@ class Executor:
         if not self.starting:
             return True
         self._started.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._started.wait(), timeout)
+        await wait_event(self._started, timeout)
         return not self.starting
 
     # -- the command a run starts with ---------------------------------------------------

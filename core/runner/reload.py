@@ -25,6 +25,7 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
+from core.runner.waits import wait_event
 from core.spec.loader import LoadResult, SpecError, load_dir, spec_files
 from core.spec.settings import CONFIG_NAME
 
@@ -82,11 +83,7 @@ def signature(root: Path) -> tuple[tuple[str, int, int], ...] | None:
 
 async def _sleep_or_stop(stop_event: asyncio.Event, seconds: float) -> bool:
     """Sleep up to ``seconds``; True when ``stop_event`` was set."""
-    try:
-        await asyncio.wait_for(stop_event.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True
+    return await wait_event(stop_event, seconds)
 
 
 async def watch_specs(spec_dir: str | os.PathLike[str], on_change: Callable[[LoadResult], None],

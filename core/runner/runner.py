@@ -54,6 +54,7 @@ from core.runner.reload import signature, watch_specs
 from core.runner.scheduler import Scheduler
 from core.runner.strays import TreeScans
 from core.runner.systemd import ServiceNotifier
+from core.runner.waits import wait_event
 from core.runner.watchdog import Watchdog
 from core.spec.loader import LoadedJob, LoadResult, load_dir
 from core.spec.settings import Settings
@@ -449,8 +450,7 @@ class Runner:
             except Exception as exc:
                 self.failures.failed("scheduler tick", exc)
                 wake = time.time() + 1.0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout=max(0.0, wake - time.time()))
+            await wait_event(self._kick, wake - time.time())
 
     async def _dispatch_loop(self) -> None:
         while True:
@@ -469,8 +469,7 @@ class Runner:
             # due but was not claimed waits for a limit to free up (a run ending wakes us).
             now = time.time()
             limit = next_due if next_due is not None and next_due > now else now + IDLE_WAKE_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, limit - time.time()))
+            await wait_event(self._wake, limit - time.time())
 
     def _dispatch_tick(self, room: int) -> tuple[list[Claimed], float | None]:
         """In a pool thread: claim what is due, and when the next queued run is due. With no
@@ -520,8 +519,7 @@ class Runner:
                 self.failures.ok("mission pass")
             except Exception as exc:
                 self.failures.failed("mission pass", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._mission_wake.wait(), timeout=MISSION_IDLE_S)
+            await wait_event(self._mission_wake, MISSION_IDLE_S)
 
     # -- heartbeat, sweep, reload -------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
