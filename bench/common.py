@@ -166,10 +166,5 @@ def pg_server() -> Iterator[Any]:
     if postgres.available() is not None:
         yield None
         return
-    server = postgres.Server().start()
-    try:
+    with postgres.serving() as server:
         yield server
-    finally:
-        from core.ledger.dialect import close_pools
-        close_pools()
-        server.stop()

@@ -98,12 +98,8 @@ def pg_server() -> Iterator[postgres.Server]:
     why = postgres.available()
     if why is not None:
         pytest.skip(f"no PostgreSQL here: {why}")
-    server = postgres.Server().start()
-    try:
+    with postgres.serving() as server:
         yield server
-    finally:
-        close_pools()
-        server.stop()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 _counter = itertools.count(1)
@@ -180,3 +181,17 @@ REPRESENTATIVE = frozenset({
     "test_actions.py",
     "test_escalation_changes_reach_other_consoles.py",
 })
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[Server]:
+    """A started throw-away server for the ``with`` block; on the way out the ledger's
+    connection pools are closed first (a pool holding connections would keep it from
+    stopping), then the server stops. Used by the test session and by the benchmarks."""
+    server = Server().start()
+    try:
+        yield server
+    finally:
+        from core.ledger.dialect import close_pools
+        close_pools()
+        server.stop()
