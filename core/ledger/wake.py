@@ -11,9 +11,10 @@
   its loops read (``tables=dialect.WAKE_TABLES``): an escalation's acknowledge does not wake
   its dispatcher.
 
-Either way an idle runner sleeps in the kernel. A feed that loses its connection or its watch
-logs one line, reconnects with backoff and then wakes its loop once (a commit may have been
-missed meanwhile).
+Either way an idle runner sleeps in the kernel. A feed wakes its loop once as soon as its watch
+or its ``LISTEN`` is in place: a commit made between the loop's last read and that moment
+would otherwise wait for the loop's idle timeout. A feed that loses its connection or its
+watch logs one line, reconnects with backoff and then wakes its loop once the same way.
 """
 
 from __future__ import annotations
@@ -70,9 +71,13 @@ async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.
     def ours(_change: watchfiles.Change, changed: str) -> bool:
         return os.path.basename(changed) in names
 
+    loop = asyncio.get_running_loop()
     delay = 0.5
     while stop is None or not stop.is_set():
         try:
+            # awatch makes its inotify watch before its first await, so this wake runs once
+            # the watch is in place: nothing committed before it is missed.
+            loop.call_soon(on_change)
             async for _ in watchfiles.awatch(path.parent, watch_filter=ours, debounce=STEP_MS, step=STEP_MS,
                                              recursive=False, stop_event=stop, rust_timeout=0):
                 on_change()
@@ -83,7 +88,6 @@ async def _follow_file(path: Path, on_change: Callable[[], None], stop: asyncio.
                 log.warning("watching %s for commits failed (%s); retrying", path.parent, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF_S)
-            on_change()
 
 
 async def _follow_pg(url: str, on_change: Callable[[frozenset[str] | None], None],
@@ -107,7 +111,7 @@ async def _follow_pg(url: str, on_change: Callable[[frozenset[str] | None], None
             if down:
                 log.warning("ledger %s: change feed back", dialect.mask_url(url))
                 down = False
-                on_change(None)  # a commit may have come while we were away
+            on_change(None)  # a commit may have come before the LISTEN, or while we were away
             delay = 0.5
             pg = live.pgconn
             readable = asyncio.Event()

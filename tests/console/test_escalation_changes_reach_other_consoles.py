@@ -118,13 +118,16 @@ async def test_a_runners_feed_ignores_escalation_changes_and_wakes_for_runs(url)
              asyncio.create_task(wake.follow(url, count("console"), stop=stop))]
     try:
         await until(lambda: listeners(url) >= before + 2)
-        for n, esc in ((1, ids["esc_crit"]), (2, ids["esc_warn"])):  # both feeds hear each acknowledge
+        # Each feed wakes once when its LISTEN is in place (a commit before it is not missed).
+        await until(lambda: woken["runner"] >= 1 and woken["console"] >= 1)
+        assert woken == {"runner": 1, "console": 1}
+        for n, esc in ((2, ids["esc_crit"]), (3, ids["esc_warn"])):  # both feeds hear each acknowledge
             await commit(url, lambda led, esc=esc: actions.acknowledge(led, esc, "bo"))
             await until(lambda n=n: woken["console"] >= n)
         await commit(url, lambda led: led.write(lambda c: c.execute(
             "UPDATE runs SET updated_at = updated_at WHERE id = ?", (ids["ok_run"],))))
-        await until(lambda: woken["runner"] >= 1)
-        assert woken["runner"] == 1  # the runs change only, never the two acknowledges before it
+        await until(lambda: woken["runner"] >= 2)
+        assert woken["runner"] == 2  # the runs change only, never the two acknowledges before it
     finally:
         stop.set()
         await asyncio.gather(*feeds, return_exceptions=True)

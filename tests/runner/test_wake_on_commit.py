@@ -53,3 +53,19 @@ async def test_the_feed_reports_another_connections_commit(ledger_target):
     finally:
         stop.set()
         await asyncio.wait_for(feed, timeout=10)
+
+
+async def test_the_feed_wakes_once_its_watch_is_in_place(ledger_target):
+    # A commit made after the loop's last read but before the feed watches (a runner's start)
+    # would otherwise wait for the loop's idle timeout: the feed wakes once when it is ready.
+    with Ledger(ledger_target) as led:
+        led.write(lambda c: c.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at) VALUES ('j', '{}', 'h', 0)"))
+    seen = asyncio.Event()
+    stop = asyncio.Event()
+    feed = asyncio.create_task(wake.follow(ledger_target, seen.set, stop=stop))
+    try:
+        await asyncio.wait([asyncio.ensure_future(seen.wait())], timeout=15)
+        assert seen.is_set()
+    finally:
+        stop.set()
+        await asyncio.wait_for(feed, timeout=10)
