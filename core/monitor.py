@@ -39,8 +39,9 @@ monitor
   and ends the job's process group (SIGTERM, SIGKILL after the grace), so a timeout holds
   while no runner is there; nothing is signalled once the job's status is written;
 * waits for the job and writes its status to ``exit`` (``$?`` as a shell reports it, a
-  newline-terminated integer, over the blank line ``prepare`` made, so a full disk still
-  keeps it), then reads the pipes to their end and exits with that status too.
+  newline-terminated integer, over a blank line made before the job could run: by
+  ``prepare`` for the sh monitor, by the C monitor itself just after it printed the pid;
+  so a disk that fills meanwhile still keeps it), then reads the pipes to their end and exits with that status too.
 
 Nothing in it depends on the runner: the runner can be killed with -9 and the job still
 completes, its output and status on disk. A runner that starts re-attaches a run whose
@@ -54,8 +55,8 @@ A shell reports death by signal N as status 128 + N, the same as ``exit 128+N``:
 129-192 are recorded as the signal (``decode_status``), as a shell user reads them; the C
 monitor reports the same way.
 
-Files in the artifacts folder (all written by the monitor, except what ``prepare`` makes:
-the sh monitor's FIFOs and the blank lines): ``monitor.pid``, ``job.pid``, ``exit`` (one line
+Files in the artifacts folder (all written by the monitor, except what ``prepare`` makes
+for the sh monitor: its FIFOs and the blank lines): ``monitor.pid``, ``job.pid``, ``exit`` (one line
 each), ``timed_out`` (empty), ``STREAM.log`` (head; after ``finish_output`` the whole kept
 output, with an omission marker when over the cap), ``STREAM.count`` (``N bytes``: how many
 came past the head), and the tail part, folded into the log at the end: the C monitor's
@@ -255,31 +256,36 @@ def env(job_env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-#: Files the monitor writes its one line into over a blank line made by ``prepare`` (``1<>``:
-#: no truncation, no new disk block), so a disk that fills while the job runs still keeps the
+#: Files the monitor writes its one line into over a blank line (made by ``prepare`` for the
+#: sh monitor, whose ``1<>`` neither truncates nor needs a new disk block; by the C monitor
+#: itself for ``exit``), so a disk that fills while the job runs still keeps the
 #: pids and the exit status; on a disk already full at the start (no blank line) the monitor
 #: makes each a symbolic link whose target is the number instead (no data block either).
 LINE_FILES = ("monitor.pid", "job.pid", "exit")
 BLANK = b" " * 23 + b"\n"
 
 
-#: What an earlier start left in a run's folder that ``prepare`` removes.
-_LEFTOVERS = frozenset({"timed_out", "timer.fifo",
+#: What an earlier start left in a run's folder that ``prepare`` removes (an old ``exit``
+#: must never be read as this start's status).
+_LEFTOVERS = frozenset({"timed_out", "timer.fifo", *LINE_FILES,
                         *(f"{s}.{x}" for s in STREAMS for x in ("fifo", "log", "tail", "ring", "count"))})
 
 
 def prepare(art: Path) -> None:
-    """Make ``art`` ready for a monitor: leftovers of an earlier start removed,
-    ``LINE_FILES`` blank (left empty on a full disk), and for the sh monitor its ``FIFOS``
-    made (the C one has its own pipes). Raises ``OSError`` when the folder is unusable (the
-    run cannot start) or as ``program`` does."""
-    fifos = program() is None
+    """Make ``art`` ready for a monitor: leftovers of an earlier start removed; for the sh
+    monitor ``LINE_FILES`` blank (left empty on a full disk) and its ``FIFOS`` made. The C
+    monitor makes its own files once it has printed the job's pid (each file made here, on
+    the runner's way to that pid, cost a fifth of a millisecond on a slow disk). Raises
+    ``OSError`` when the folder is unusable (the run cannot start) or as ``program`` does."""
+    sh = program() is None
     art.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with os.scandir(art) as found:  # one listing instead of eleven unlinks of absent files
+    with os.scandir(art) as found:  # one listing instead of fourteen unlinks of absent files
         stale = [e.path for e in found if e.name in _LEFTOVERS]
     for path in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+    if not sh:
+        return
     for name in LINE_FILES:
         fd = os.open(art / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -291,7 +297,7 @@ def prepare(art: Path) -> None:
                 raise
         finally:
             os.close(fd)
-    for fifo in FIFOS if fifos else ():
+    for fifo in FIFOS:
         os.mkfifo(art / fifo, 0o600)
 
 

@@ -8,8 +8,9 @@
  * output pipes itself, keeps the deadline itself and writes the status, all from one poll()
  * loop. The files it writes in FOLDER are the protocol core/monitor.py reads:
  *
- *   monitor.pid, job.pid, exit   one line each, written over the blank line prepare() made
- *                                (no new disk block); a symlink to the number when that fails
+ *   monitor.pid, job.pid, exit   one line each; exit written over the blank line made at the
+ *                                start (no new disk block when the disk fills meanwhile); a
+ *                                symlink to the number when a write fails
  *   STREAM.log                   the first HEAD bytes, written as they come (logs -f)
  *   STREAM.ring                  the last TAIL bytes past the head: byte i of that part at
  *                                offset i % TAIL, so the file never grows past TAIL
@@ -18,7 +19,9 @@
  *
  * Its stdout carries one line, the job's pid, printed as soon as the job is forked and leads
  * a process group of its own (so a group kill from then on reaches the job); its exit status
- * is the job's, as a shell reports it (128 + N for death by signal N).
+ * is the job's, as a shell reports it (128 + N for death by signal N). Every file is made
+ * after that line: the runner waits for the pid, and each file made on a slow disk cost it
+ * a fifth of a millisecond (the job's first output waits in its pipe meanwhile).
  *
  * The job gets a process group, not a session: the parent can make the group itself
  * (setpgid on its child, the way a shell does job control), so the pid is reported without
@@ -79,9 +82,9 @@ static int open_in(const char *stream, const char *ext, int flags) {
     return openat(dir_fd, path, flags | O_WRONLY | O_CLOEXEC, 0600);
 }
 
-/* One number on its line, over the blank line prepare() made: O_TRUNC would free the block
- * and a full disk could then refuse the write. Where even that fails (a disk full before
- * prepare() could write the blank), a symlink whose target is the number needs no block. */
+/* One number on its line, over a blank line made earlier when there is one (``blank``):
+ * O_TRUNC would free the block and a full disk could then refuse the write. Where even that
+ * fails (a disk full from the start), a symlink whose target is the number needs no block. */
 static void write_line(const char *file, long long n) {
     char line[32];
     int len = snprintf(line, sizeof line, "%lld\n", n);
@@ -93,6 +96,17 @@ static void write_line(const char *file, long long n) {
         line[len - 1] = '\0';
         unlinkat(dir_fd, file, 0);
         if (symlinkat(line, dir_fd, file) < 0) { /* nothing left to try: the exit status carries it */ }
+    }
+}
+
+/* The blank line ``write_line`` later writes the exit status over (core/monitor.py's BLANK:
+ * 23 spaces and a newline); left empty when the disk is already full. */
+static void blank(const char *file) {
+    static const char line[] = "                       \n";
+    int fd = openat(dir_fd, file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        if (write(fd, line, sizeof line - 1) < 0) { /* full: write_line falls back to a symlink */ }
+        close(fd);
     }
 }
 
@@ -207,12 +221,10 @@ int main(int argc, char **argv) {
     dir_fd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0)
         die(argv[1]);
-    write_line("monitor.pid", getpid());
 
     struct stream s[2] = {{"stdout", -1, -1, -1, -1, 0, 0}, {"stderr", -1, -1, -1, -1, 0, 0}};
     int out[2][2], chld[2];
     for (int i = 0; i < 2; i++) {
-        s[i].log = open_in(s[i].name, "log", O_CREAT | O_TRUNC); /* -1: the head is lost, the pipe still drained */
         if (pipe2(out[i], O_CLOEXEC) < 0)
             die("pipe");
     }
@@ -256,7 +268,11 @@ int main(int argc, char **argv) {
     printf("%d\n", (int)pid);
     fflush(stdout);
     dup2(null, 1); /* the runner's pipe: nothing more for it, and it may be gone */
+    write_line("monitor.pid", getpid());
     write_line("job.pid", pid);
+    blank("exit");
+    for (int i = 0; i < 2; i++) /* -1: the head is lost, the pipe still drained */
+        s[i].log = open_in(s[i].name, "log", O_CREAT | O_TRUNC);
 
     double deadline = timeout > 0 ? now() + timeout : 0, kill_at = 0;
     int status = -1; /* the job's, as a shell's $? */

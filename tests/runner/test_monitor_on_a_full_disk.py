@@ -1,6 +1,7 @@
 """A full artifacts disk never loses a run's pids or exit status, and never stops a run from
-starting: ``prepare`` makes the monitor's one-line files blank before the job starts and the
-monitor writes over them without a new disk block; on a disk already full the run starts
+starting: the ``exit`` line is made blank before the job can end (by ``prepare`` for the sh
+monitor, by the C monitor itself once it printed the pid) and the status is written over it
+without a new disk block; on a disk already full the run starts
 all the same (its capture degrades, its monitor passes the status on as its own)."""
 
 from __future__ import annotations
@@ -8,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import subprocess
 
 import pytest
 
 from core import monitor
 from tests.kit import monitors
+from tests.kit.sweep import wait_for
 
 
 @pytest.fixture(params=monitors.KINDS)
@@ -22,13 +25,21 @@ def kind(request, monkeypatch):
     return request.param
 
 
-def test_a_status_written_over_the_blank_line_is_read_and_needs_no_new_block(tmp_path):
+def test_the_exit_line_is_blank_while_the_job_runs_and_the_status_needs_no_new_block(tmp_path, kind):
+    # sh: ``prepare`` made the blank; C: the monitor made it just after printing the pid.
     monitor.prepare(tmp_path)
-    assert monitor.exit_status(tmp_path) is None and monitor.monitor_pid(tmp_path) is None
-    with open(tmp_path / "exit", "r+b") as fh:  # what the monitor's `echo $st 1<>exit` does
-        fh.write(b"143\n")
+    proc = subprocess.Popen(monitor.argv(tmp_path, 8192, ["sleep", "60"], timeout=120, grace=1),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    job = int(proc.stdout.readline())
+    try:
+        assert wait_for(lambda: os.path.exists(tmp_path / "exit")
+                        and (tmp_path / "exit").stat().st_size == len(monitor.BLANK), timeout=20)
+        assert monitor.exit_status(tmp_path) is None
+    finally:
+        os.kill(job, signal.SIGTERM)  # the sh job may not lead its group yet
+        assert proc.wait(timeout=20) == 143
     assert monitor.exit_status(tmp_path) == 143
-    assert (tmp_path / "exit").stat().st_size == len(monitor.BLANK)
+    assert (tmp_path / "exit").stat().st_size == len(monitor.BLANK)  # written over, not grown
 
 
 def test_a_real_monitor_writes_its_lines_over_the_blanks(tmp_path, kind):
