@@ -643,6 +643,30 @@ class Ledger:
             return result
         return self._retry(once, max_wait_s=max_wait_s)
 
+    def write_alone(self, fn: Callable[[sqlite3.Connection], T], *, max_wait_s: float | None = None) -> T:
+        """Run ``fn(conn)`` in a transaction of its own, for compare-and-set moves that race
+        other runners for the same rows (a dispatcher's claims). On SQLite this is ``write``
+        (one writer at a time anyway; a ``WriterLedger``'s joins its runner's group commit).
+        On PostgreSQL it runs on this object's own connection at ``READ COMMITTED``, never
+        in a group commit: a row another runner moved first makes the compare-and-set
+        ``UPDATE`` re-read it and change nothing (``False`` to its caller), where under
+        ``SERIALIZABLE`` it failed serialization and re-ran the whole group with backoff.
+        Retried and raising as ``write``."""
+        if self.backend != "postgresql":
+            return self.write(fn, max_wait_s=max_wait_s)
+
+        def once() -> T:
+            self.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            try:
+                result = fn(self.conn)
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+            return result
+        return self._retry(once, max_wait_s=max_wait_s)
+
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent read snapshot (``BEGIN DEFERRED``) for several queries."""

@@ -9,7 +9,9 @@ inside the caller's transaction (write functions: inside ``BEGIN IMMEDIATE``).
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from core.ledger import breaker, jobs, outcomes, runs
@@ -138,3 +140,14 @@ def record_late_result(conn: Conn, run: Run, *, actor: str, exit_code: int | Non
               detail={"exit_code": exit_code, "signal": signal, "expected_state": expected})
     return state
 
+
+
+def lock_queued(conn: Conn, run_ids: Iterable[int]) -> set[int]:
+    """PostgreSQL only, inside a ``READ COMMITTED`` transaction (``Ledger.write_alone``): lock
+    those of ``run_ids`` (``runs.id``) still ``queued`` that no other transaction holds
+    (``FOR UPDATE SKIP LOCKED``, in id order) and return their ids. A run another runner is
+    claiming right now is skipped instead of waited for, so two runners reading the same due
+    runs split them between them. Raises what the connection raises."""
+    rows = conn.execute("SELECT id FROM runs WHERE state = 'queued' AND id IN (SELECT value FROM json_each(?))"
+                        " ORDER BY id FOR UPDATE SKIP LOCKED", (json.dumps(sorted(run_ids)),)).fetchall()
+    return {int(r[0]) for r in rows}

@@ -342,18 +342,29 @@ def register_runner(conn: Conn, *, runner_id: str, hostname: str, pid: int,
     add_event(conn, actor=actor, kind=AuditEvent.RUNNER_STARTED, detail={"pid": pid, "spec_dir": spec_dir})
 
 
+#: A heartbeat renews a run's lease once a sixth of it has passed (``lease_until`` less than
+#: this share of ``lease_s`` ahead). A run that started moments ago keeps the fresh lease its
+#: start wrote, so the heartbeat leaves its row alone while the writer moves it on: on
+#: PostgreSQL renewing every live run took the row locks of runs mid-transition, deadlocked
+#: with the writer's group commits and made them fail serialization and run again, which
+#: held every runner of a fleet back (two runners were no faster than one). With heartbeat at
+#: most a third of the lease (settings), a lease has a sixth of it left after one missed beat.
+RENEW_LEFT = 5 / 6
+
+
 def renew(conn: Conn, runner_id: str, run_ids: Iterable[int], *, lease_s: float,
           now: float | None = None) -> int:
-    """One heartbeat: ``runners.heartbeat_at`` = now, and ``runs.lease_until`` = now +
-    ``lease_s`` for every live run of ``runner_id`` among ``run_ids``, in ONE statement
-    however many runs are live (their ids go in as one JSON array). Returns how many leases
-    were renewed. Call inside a write transaction."""
+    """One heartbeat: ``runners.heartbeat_at`` = now (Unix seconds), and ``runs.lease_until``
+    = now + ``lease_s`` for every live run of ``runner_id`` among ``run_ids`` whose lease
+    has less than ``RENEW_LEFT`` of ``lease_s`` left, in ONE statement however many runs are
+    live (their ids go in as one JSON array). Returns how many leases were renewed. Call
+    inside a write transaction."""
     now = time.time() if now is None else now
     conn.execute("UPDATE runners SET heartbeat_at = ? WHERE id = ?", (now, runner_id))
     cur = conn.execute(
         f"UPDATE runs SET lease_until = ? WHERE runner_id = ? AND state IN {_LIVE_SQL}"
-        " AND id IN (SELECT value FROM json_each(?))",
-        (now + lease_s, runner_id, json.dumps(sorted(run_ids))))
+        " AND (lease_until IS NULL OR lease_until < ?) AND id IN (SELECT value FROM json_each(?))",
+        (now + lease_s, runner_id, now + lease_s * RENEW_LEFT, json.dumps(sorted(run_ids))))
     return int(cur.rowcount)
 
 

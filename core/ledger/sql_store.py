@@ -390,9 +390,14 @@ class SqlStore:
                    host: str | None = None, boot_id: str | None = None) -> list[bool]:
         fields = {"runner_id": runner_id, "spawned_at": now, "lease_until": now + lease_s, "host": host,
                   "boot_id": boot_id}
-        return list(self.ledger.write(lambda conn: [bool(lifecycle.apply(
-            conn, run.id, run.attempt, lifecycle.State.QUEUED, lifecycle.State.SPAWNED, actor=actor,
-            fields=fields)) for run in runs]))
+        pg = self.ledger.backend == "postgresql"
+
+        def tx(conn: Conn) -> list[bool]:
+            free = queue.lock_queued(conn, [r.id for r in runs]) if pg else None
+            return [(free is None or run.id in free) and bool(lifecycle.apply(
+                conn, run.id, run.attempt, lifecycle.State.QUEUED, lifecycle.State.SPAWNED, actor=actor,
+                fields=fields)) for run in runs]
+        return list(self.ledger.write_alone(tx))
 
     def finished_run(self, run_id: int) -> FinishedRun | None:
         row = queue.finished_row(self._conn, run_id)

@@ -479,7 +479,10 @@ class Store(Protocol):
         ``queued → spawned`` compare-and-set on its (state, attempt), setting ``runner_id``,
         ``spawned_at = now``, a first lease of ``lease_s`` seconds and this host (``host``,
         ``boot_id``), with its event. One bool per run, in order; False: another runner (or an
-        operator) got there first, nothing written for that run."""
+        operator) got there first, or (PostgreSQL) is claiming it right now; nothing written
+        for that run. On PostgreSQL the transaction is its own, at ``READ COMMITTED``
+        (``Ledger.write_alone``): runners racing for the same due runs split them instead of
+        failing serialization."""
         ...
 
     def finished_run(self, run_id: int) -> FinishedRun | None:
