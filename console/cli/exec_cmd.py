@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import NoReturn
 
@@ -90,6 +92,23 @@ def run_unrecorded(name: str, argv: tuple[str, ...], jobs_dir: str | None, why: 
         raise SystemExit(127 if isinstance(exc, FileNotFoundError) else 126) from None
 
 
+def pass_output_on(folder: str | None) -> None:
+    """Copy the run's kept output (``stdout.log``, ``stderr.log`` in its artifacts ``folder``,
+    each at most the output cap) to this process's stdout and stderr, bytes as the command
+    wrote them: it is what cron would have mailed without the wrapper. A missing file is
+    skipped (nothing was written, or the folder is gone); never raises for one."""
+    if not folder:
+        return
+    for name, stream in (("stdout.log", sys.stdout), ("stderr.log", sys.stderr)):
+        try:
+            with open(Path(folder) / name, "rb") as fh:
+                stream.flush()
+                shutil.copyfileobj(fh, stream.buffer)
+                stream.buffer.flush()
+        except OSError:
+            continue
+
+
 def _stored(settings: Settings, name: str) -> Job | None:
     """The ledger's job ``name`` (``jobs``), None when unknown or there is no ledger yet."""
     if not is_url(settings.ledger) and not Path(settings.ledger).exists():
@@ -113,17 +132,24 @@ def _stored(settings: Settings, name: str) -> Job | None:
               help="Settings file [default: watchkeeper.toml in the spec folder].")
 @click.option("--jobs", "jobs_dir", metavar="DIRECTORY", default=None,
               help="Take the job's spec (timeout, retries, expect, verify, owner, intent) from this folder.")
-@click.option("--quiet", is_flag=True, help="Print nothing, even when the run fails.")
+@click.option("--output", "output", type=click.Choice(["failure", "always", "never"]), default="failure",
+              show_default=True,
+              help="When to pass the command's kept output on (stdout to stdout, stderr to stderr) once it"
+                   " ended, so cron's MAILTO still gets it: only when the run failed, every time, or never.")
+@click.option("--quiet", is_flag=True, help="Print nothing, even when the run fails (implies --output never).")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def exec_cmd(job_name: str | None, ledger_path: str | None, config_path: str | None, jobs_dir: str | None,
-             quiet: bool, argv: tuple[str, ...]) -> None:
+             output: str, quiet: bool, argv: tuple[str, ...]) -> None:
     """Run CMD ARGS... as a recorded run of job NAME, without a runner, and exit with its status.
 
     The run is queued, spawned, captured, verified and judged like any runner's run: its
     output lands in the artifacts folder, a failure opens an escalation and notifies, and
     the command's exit status is passed through (128+N after signal N, 127 when it cannot
     start). The wrapper renews the run's lease while it runs, so if the wrapper is killed the
-    sweep declares the run orphaned. A failed run prints one line on stderr (cron mails it).
+    sweep declares the run orphaned. A failed run prints the command's kept output (as the
+    command wrote it, up to the output cap per stream) and then one line on stderr saying
+    how it ended, so cron mails them; a run that succeeded prints nothing unless --output
+    always (as chronic does: the mail comes when something needs a person).
 
     It fails open: when the ledger cannot be used (missing folder, unwritable, not a
     Watchkeeper ledger, locked for more than 5 s) or an option is wrong (no --job, a --jobs
@@ -161,11 +187,16 @@ def exec_cmd(job_name: str | None, ledger_path: str | None, config_path: str | N
                        f" ({shown(type(exc).__name__)}: {shown(str(exc))}); its exit status is unknown", err=True)
             raise SystemExit(1) from None
         run_unrecorded(job_name, argv, jobs_dir, f"the ledger failed ({shown(type(exc).__name__)}: {shown(str(exc))})")
+    passed = not quiet and (output == "always" or (output == "failure" and result.exit_status != 0))
+    if passed:
+        pass_output_on(result.artifacts_dir)
     if result.exit_status != 0 and not quiet:
         why = result.reason or result.state
-        # The job's last stderr line, unless the reason already quotes it (a spawn failure's
-        # reason is its error, which is also what stderr holds: said once, not twice).
-        tail = [ln for ln in (result.stderr_tail or "").splitlines() if ln.strip() and ln.strip() not in why][-1:]
+        # The job's last stderr line, unless its output was just passed on or the reason
+        # already quotes it (a spawn failure's reason is its error, which is also what stderr
+        # holds): said once, not twice.
+        tail = [] if passed and result.artifacts_dir else [
+            ln for ln in (result.stderr_tail or "").splitlines() if ln.strip() and ln.strip() not in why][-1:]
         click.echo(f"watchkeeper: {shown(job_name)} run {result.run_id} {result.state} ({shown(why)})"
                    + (f": {shown(tail[0])}" if tail else "")
                    + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)

@@ -54,6 +54,9 @@ class ExecResult:
     attempts: int
     reason: str | None
     stderr_tail: str | None
+    #: The last attempt's artifacts folder (``runs.artifacts_dir``): its ``stdout.log`` and
+    #: ``stderr.log`` hold the kept output. None when the run never got one.
+    artifacts_dir: str | None = None
 
 
 def exit_status(end: Run | None) -> int:
@@ -161,7 +164,8 @@ class ExecWrapper:
             await asyncio.to_thread(self._deliver)
             stderr = (outcome.stderr_tail or outcome.stderr_head) if outcome is not None else None
             return ExecResult(run.id, end.state if end is not None else "missing", exit_status(end), attempts,
-                              end.reason if end is not None else None, stderr)
+                              end.reason if end is not None else None, stderr,
+                              end.artifacts_dir if end is not None else None)
         finally:
             if install_signal_handlers and threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGINT, signal.SIGTERM):

@@ -53,6 +53,27 @@ def test_a_command_becomes_a_recorded_run_and_its_exit_status_passes_through(tmp
         assert job["enabled"] == 1 and job["source"] is None  # created on first use
 
 
+def test_a_failed_run_passes_its_output_on_for_cron_and_a_success_stays_quiet(tmp_path):
+    db = str(tmp_path / "wk.db")
+    bad = wk("exec", "--job", "mail", "--ledger", db, "--", "sh", "-c", "echo to-out; echo to-err >&2; exit 4",
+             cwd=tmp_path)
+    assert bad.returncode == 4
+    assert bad.stdout == "to-out\n"  # what cron would have mailed without the wrapper
+    lines = bad.stderr.splitlines()
+    assert lines[0] == "to-err" and lines[-1].startswith("watchkeeper: mail run 1 failed"), bad.stderr
+    ok = wk("exec", "--job", "mail", "--ledger", db, "--", "sh", "-c", "echo fine", cwd=tmp_path)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")  # no mail for a success
+    always = wk("exec", "--job", "mail", "--ledger", db, "--output", "always", "--", "sh", "-c", "echo fine",
+                cwd=tmp_path)
+    assert (always.returncode, always.stdout, always.stderr) == (0, "fine\n", "")
+    never = wk("exec", "--job", "mail", "--ledger", db, "--output", "never", "--", "sh", "-c", "echo x; exit 2",
+               cwd=tmp_path)
+    assert never.returncode == 2 and never.stdout == ""
+    assert [ln for ln in never.stderr.splitlines()] == [never.stderr.strip()]  # the one line only
+    quiet = wk("exec", "--job", "mail", "--ledger", db, "--quiet", "--", "sh", "-c", "echo x; exit 2", cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (2, "", "")
+
+
 def test_signals_and_unstartable_commands_map_to_shell_statuses(tmp_path):
     db = str(tmp_path / "wk.db")
     killed = wk("exec", "--job", "k", "--ledger", db, "--", "sh", "-c", "kill -9 $$", cwd=tmp_path)
@@ -160,7 +181,9 @@ def test_failures_print_one_line_each_even_when_the_breaker_opens(tmp_path):
                  "echo 'error: cannot reach db.internal:5432' >&2; exit 3", cwd=tmp_path)
         assert res.returncode == 3
         lines.append(res.stderr.splitlines())
-    assert all(len(ls) == 1 and ls[0].startswith("watchkeeper: db run ") for ls in lines), lines
+    # the job's own stderr (passed on for cron), then watchkeeper's one line
+    assert all(len(ls) == 2 and ls[0] == "error: cannot reach db.internal:5432"
+               and ls[1].startswith("watchkeeper: db run ") for ls in lines), lines
     with Ledger(tmp_path / "wk.db") as led:
         assert led.one("SELECT breaker_state FROM jobs WHERE name = 'db'")["breaker_state"] == "open"
     res = wk("-v", "exec", "--job", "db", "--ledger", str(tmp_path / "wk.db"), "--", "true", cwd=tmp_path)
