@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -18,6 +19,7 @@ from console.cli.common import (
     shown,
     shown_lines,
 )
+from console.cli.table import terminal_width
 from core.ledger import runners as core_status
 from core.sweep import doctor as core_doctor
 from core.sweep import sweep as core_sweep
@@ -129,8 +131,17 @@ def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bo
     if as_json:
         click.echo(json.dumps(st))
     else:
+        width = terminal_width()
         for line in core_status.format_status(st):
-            click.echo(shown_lines(line))
+            text = shown_lines(line)
+            if width is None or len(text) <= width:
+                click.echo(text)
+                continue
+            # On a terminal a long line (a long hostname, a stop reason) is folded at a word,
+            # its continuation indented under it, instead of wrapping mid-word at the edge.
+            lead = " " * (len(text) - len(text.lstrip(" ")) + 4)
+            click.echo("\n".join(textwrap.wrap(text, width=max(width, 40), subsequent_indent=lead,
+                                                break_on_hyphens=False)))
     sys.exit(2 if st["gap"] else 0)
 
 

@@ -83,3 +83,17 @@ def test_status_ages_use_the_one_compact_style(ledger):
     lines = status.format_status(status.status(ledger, now=beat + 76.5))
     assert lines[0].endswith(", 1m 16s ago"), lines[0]
     assert "last heartbeat 1m 16s ago" in lines[1], lines[1]
+
+
+def test_status_folds_long_lines_to_the_terminal_at_a_word(ledger, db, monkeypatch):
+    import console.cli.sweep as cli_sweep
+    add_runner(ledger, pid=os.getpid(), host="build-agent-with-a-rather-long-name.eu-west-1.example.internal")
+    monkeypatch.setattr(cli_sweep, "terminal_width", lambda: 80)
+    res = CliRunner().invoke(cli, ["status", "--ledger", str(db)])
+    lines = res.output.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), lines
+    runner = next(i for i, ln in enumerate(lines) if "build-agent" in ln)
+    assert lines[runner + 1].startswith("      ") and "live run(s)" in " ".join(lines[runner:runner + 3])
+    monkeypatch.setattr(cli_sweep, "terminal_width", lambda: None)  # piped: one line each, whole
+    whole = CliRunner().invoke(cli, ["status", "--ledger", str(db)]).output.splitlines()
+    assert any("build-agent" in ln and "live run(s)" in ln for ln in whole)
