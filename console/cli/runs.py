@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -35,6 +37,7 @@ from core.ledger.lifecycle import TERMINAL, State
 from core.ledger.records import Outcome, Run
 from core.ledger.runs import job_known
 from core.ledger.sql_store import SqlStore
+from core.monitor import decode_status, exit_status
 from core.processes import signal_name
 from core.text import duration, iso, local_hms, quoted
 
@@ -208,6 +211,7 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
         rows = SqlStore(ledger).listed_runs(job=job, state=state, limit=limit, host=host)
         if job and not rows and not job_known(ledger, job):
             fail(f"no job {quoted(job)} in the ledger (see `watchkeeper jobs`)", EXIT_NOT_FOUND)
+        ended = ended_meanwhile(ledger, {lr.run.id for lr in rows if lr.run.state == State.RUNNING})
     if as_json:
         for listed in rows:
             click.echo(json.dumps(listed.to_json(), default=str))
@@ -230,8 +234,36 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
         r = listed.run
         before = f"{r.id:>{idw}}  {local_hms(r.time)}  {_cut(name, widths['job'])} {_cut(where, widths['host'])} {r.attempt:<3} "
         after = f" {fmt_duration(listed.duration_s):>8}  {fmt_exit(r.exit_code, r.signal):7} "
-        reason = table.last_column(listed.verdict_reason or r.reason or "", len(before) + 10 + len(after), room)
+        why = ended_words(ended[r.id]) if r.id in ended else listed.verdict_reason or r.reason or ""
+        reason = table.last_column(why, len(before) + 10 + len(after), room)
         click.echo(before + styled_state(r.state) + after + reason)
+
+
+def ended_meanwhile(ledger: Any, run_ids: set[int]) -> dict[int, int]:
+    """Of ``run_ids``, the runs still ``running`` in the ledger whose job ended while no
+    runner was up: their runner (of this host) is gone and their monitor recorded the job's
+    status (``core.sweep.sweep.reattachable`` says "ended"). ``{run id: $? as the monitor
+    wrote it}``; the next runner of this host records each end. Reads tables ``runs`` and
+    ``runners`` and the runs' folders; never raises for a folder it cannot read."""
+    if not run_ids:
+        return {}
+    from core.liveness import hostname
+    from core.sweep.sweep import reattachable
+
+    now, here, out = time.time(), hostname(), {}
+    for run, owner in SqlStore(ledger).live_runs_and_owners():
+        if run.id in run_ids and reattachable(run, owner, now=now, this_host=here) == "ended" and run.artifacts_dir:
+            status = exit_status(Path(run.artifacts_dir))
+            if status is not None:
+                out[run.id] = status
+    return out
+
+
+def ended_words(status: int) -> str:
+    """How ``ended_meanwhile`` reads in a listing: the job's end, and who records it."""
+    code, sig = decode_status(status)
+    how = f"killed by {signal_name(sig)}" if sig is not None else f"exit {code}"
+    return f"the job ended ({how}) while no runner was up: the next runner of this host records it"
 
 
 def _cut(text: str, width: int) -> str:
@@ -298,11 +330,14 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
         d = SqlStore(ledger).run_detail(run_id)
         if d is None:
             fail(f"no run {run_id}", EXIT_NOT_FOUND)
+        ended = ended_meanwhile(ledger, {run_id} if d.run.state == State.RUNNING else set())
     if as_json:
         click.echo(json.dumps(d.to_json(), default=str, indent=2))
         return
     r, o = d.run, d.outcome
     click.echo(f"run {r.id}  job {shown(r.job)}  attempt {r.attempt}  state {r.state}")
+    if r.id in ended:
+        click.echo(f"  {ended_words(ended[r.id])}")
     click.echo(f"  slot {shown(r.slot)}  trigger {r.trigger}  worker {r.worker}"
                f"  runner {shown(r.runner_id or '-')}  host {shown(r.host or '-')}")
     if r.abandon_requested_at:
