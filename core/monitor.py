@@ -274,7 +274,8 @@ _LEFTOVERS = frozenset({"timed_out", "timer.fifo", *LINE_FILES,
 def prepare(art: Path) -> None:
     """Make ``art`` ready for a monitor: leftovers of an earlier start removed; for the sh
     monitor ``LINE_FILES`` blank (left empty on a full disk) and its ``FIFOS`` made. The C
-    monitor makes its own files once it has printed the job's pid (each file made here, on
+    monitor makes its own files: ``monitor.pid`` before it prints the job's pid (a runner
+    taking over must find it alive from then on), the rest after (each file made here, on
     the runner's way to that pid, cost a fifth of a millisecond on a slow disk). Raises
     ``OSError`` when the folder is unusable (the run cannot start) or as ``program`` does."""
     sh = program() is None

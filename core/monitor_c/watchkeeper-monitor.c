@@ -19,9 +19,11 @@
  *
  * Its stdout carries one line, the job's pid, printed as soon as the job is forked and leads
  * a process group of its own (so a group kill from then on reaches the job); its exit status
- * is the job's, as a shell reports it (128 + N for death by signal N). Every file is made
- * after that line: the runner waits for the pid, and each file made on a slow disk cost it
- * a fifth of a millisecond (the job's first output waits in its pipe meanwhile).
+ * is the job's, as a shell reports it (128 + N for death by signal N). Only monitor.pid is
+ * written before that line: from the moment the runner has the pid, a runner that takes over
+ * (it crashed right after) must find this monitor alive (core/monitor.py: monitor_alive). Every
+ * other file is made after it: the runner waits for the pid, and each file made on a slow
+ * disk cost it a fifth of a millisecond (the job's first output waits in its pipe meanwhile).
  *
  * The job gets a process group, not a session: the parent can make the group itself
  * (setpgid on its child, the way a shell does job control), so the pid is reported without
@@ -221,6 +223,7 @@ int main(int argc, char **argv) {
     dir_fd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0)
         die(argv[1]);
+    write_line("monitor.pid", getpid());
 
     struct stream s[2] = {{"stdout", -1, -1, -1, -1, 0, 0}, {"stderr", -1, -1, -1, -1, 0, 0}};
     int out[2][2], chld[2];
@@ -268,7 +271,6 @@ int main(int argc, char **argv) {
     printf("%d\n", (int)pid);
     fflush(stdout);
     dup2(null, 1); /* the runner's pipe: nothing more for it, and it may be gone */
-    write_line("monitor.pid", getpid());
     write_line("job.pid", pid);
     blank("exit");
     for (int i = 0; i < 2; i++) /* -1: the head is lost, the pipe still drained */
