@@ -161,6 +161,21 @@ def test_the_reported_pid_already_leads_its_group(tmp_path, monkeypatch):
     assert proc.wait(timeout=20) == 128 + signal.SIGKILL
 
 
+def test_the_monitor_is_found_alive_as_soon_as_its_pid_line_is_read(tmp_path, monkeypatch):
+    # The C monitor makes its other files after the pid line (the runner waits for it), but
+    # monitor.pid before it: a runner that crashed right after reading the pid leaves a run
+    # the next runner must find still monitored, never orphan.
+    monitors.use(monkeypatch, "c")
+    for i in range(20):
+        art = tmp_path / str(i)
+        proc, job = _sh(art, "sleep 60")
+        try:
+            assert monitor.monitor_pid(art) == proc.pid and monitor.monitor_alive(art)
+        finally:
+            os.killpg(job, signal.SIGKILL)
+            proc.wait(timeout=20)
+
+
 def test_one_process_per_run_that_ignores_a_hangup(tmp_path, monkeypatch):
     monitors.use(monkeypatch, "c")
     gate = tmp_path / "gate"
