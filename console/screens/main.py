@@ -86,7 +86,7 @@ class ViewBar(Static):
         if flt:
             room = max(1, width - line.cell_length - len("  filter: "))
             line = Content.assemble(line, ("  filter: ", "bold"), escaped_line(flt, room))
-        self.update(line)
+        self.update(line, layout=False)  # one line, always: no layout pass (a full-screen relayout per key)
 
 
 class Preview(Static):
@@ -251,7 +251,7 @@ class MainScreen(LiveScreen):
         table = self.table
         self.query_one(ViewBar).show(self.view, self.filter_text, table.total, table.total_exact, table.cursor_row)
         row = table.current()
-        self.query_one(Preview).update(self._preview(table, row))
+        self.query_one(Preview).update(self._preview(table, row), layout=False)  # fixed height: no relayout
 
     def _preview(self, table: PagedTable[Any], row: Any) -> Text | str:
         if row is None:

@@ -137,6 +137,10 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
         self.loaded_once = False
         self._widths: tuple[int, ...] = ()
         self._lines: LRUCache[tuple, Strip] = LRUCache(512)
+        #: ``cells`` per (row, ``now``): a window's column widths and its lines read every
+        #: visible row's cells, and the next window (PgDn) holds most rows again; the rows
+        #: are frozen records, so an equal row draws the same cells.
+        self._cells: LRUCache[tuple, list[Text]] = LRUCache(2048)
         self._gen = 0
         self._natural: dict[str, int] = {}
         self._natural_gen = -1
@@ -454,12 +458,25 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._cells.clear()
         self._invalidate()
 
     # -- rendering ---------------------------------------------------------------------
     def refresh_ages(self) -> None:
         """Redraw the visible lines after ``now`` moved (ages tick); the rows stay."""
         self._invalidate()
+
+    def _cells_of(self, row: R) -> list[Text]:
+        """``cells(row)``, made once per row and ``now`` (``_cells``); a row that cannot be
+        hashed (a field holding a list) is drawn afresh each time."""
+        try:
+            key = (row, self.now)
+            got = self._cells.get(key)
+        except TypeError:
+            return self.cells(row)
+        if got is None:
+            got = self._cells[key] = self.cells(row)
+        return got
 
     def _invalidate(self) -> None:
         self._gen += 1
@@ -509,7 +526,7 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
         if self._natural_gen != self._gen:
             natural = {c.key: len(c.label) for c in self.COLUMNS}
             for row in self.rows_data:
-                for c, t in zip(self.COLUMNS, self.cells(row), strict=False):
+                for c, t in zip(self.COLUMNS, self._cells_of(row), strict=False):
                     natural[c.key] = max(natural[c.key], t.cell_len)
             self._natural, self._natural_gen = natural, self._gen
         return self._natural
@@ -613,7 +630,7 @@ class PagedTable(ScrollView, Generic[R], can_focus=True):
             if marked:
                 base = base + self._style("table--marked")
             shown = self._columns(width)
-            cells = self.cells(row)
+            cells = self._cells_of(row)
             if len(shown) != len(self.COLUMNS):
                 cells = [t for c, t in zip(self.COLUMNS, cells, strict=False) if c in shown]
             texts = [Text("●" if marked else " ", style="bold")] + cells
