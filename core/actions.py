@@ -26,7 +26,7 @@ from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
 from core.text import iso, quoted, utc_hms
-from core.vocabulary import ActionResult, AuditEvent, EndReason, EscalationState
+from core.vocabulary import ActionResult, AuditEvent, EndReason, EscalationKind, EscalationState
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
 ABANDON_GRACE_S = 2.0
@@ -281,14 +281,16 @@ def _already(esc: Escalation) -> str:
 
 def _move_escalation(ledger: Ledger, esc_id: int, operator: str, *, allowed_from: tuple[str, ...], to_state: str,
                      fields: dict[str, Any], event: AuditEvent, verb: str, same_done: Callable[[Escalation], bool],
-                     detail: dict[str, Any] | None = None, now: float) -> ActionResult:
+                     detail: dict[str, Any] | None = None, now: float,
+                     on_moved: Callable[[Escalation], str] | None = None) -> ActionResult:
     got = SqlStore(ledger).move_escalation(esc_id, allowed_from=allowed_from, to_state=to_state, fields=fields,
                                            event=event, actor=_actor(operator), detail=detail, now=now)
     esc = got.before
     if esc is None:
         return ActionResult(False, f"no escalation {esc_id}", esc_id, missing=True)
     if got.moved:
-        return ActionResult(True, f"{verb} escalation {esc_id} ({esc.job} {esc.kind})", esc_id)
+        more = on_moved(esc) if on_moved is not None else ""
+        return ActionResult(True, f"{verb} escalation {esc_id} ({esc.job} {esc.kind}){more}", esc_id)
     if esc.state not in allowed_from:
         if same_done(esc):
             return ActionResult(True, f"escalation {esc_id} {_already(esc)} (you); nothing to do", esc_id)
@@ -327,9 +329,19 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
 
 
 def resolve(ledger: Ledger, esc_id: int, operator: str, *, now: float | None = None) -> ActionResult:
-    """Resolve an active escalation by hand. A later occurrence opens a new one."""
+    """Resolve an active escalation by hand. A later occurrence opens a new one. Resolving a
+    ``circuit_open`` escalation also closes the job's breaker (its slots run again), and the
+    message says so."""
     ts = now if now is not None else time.time()
+
+    def close_breaker(esc: Escalation) -> str:
+        # Resolving "the breaker is open" means the operator dealt with it: the job's slots
+        # must run again, not stay skipped (silently, now) until the cooldown ends.
+        if esc.kind != EscalationKind.CIRCUIT_OPEN or not SqlStore(ledger).close_breaker(
+                esc.job, actor=_actor(operator), reason=f"closed by {operator} (resolved escalation {esc_id})", now=ts):
+            return ""
+        return f"; breaker closed: {esc.job} runs again"
     return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state=EscalationState.RESOLVED,
                             fields={"resolved_by": operator, "resolved_at": ts}, event=AuditEvent.ESCALATION_RESOLVED,
-                            verb="resolved", now=ts,
+                            verb="resolved", now=ts, on_moved=close_breaker,
                             same_done=lambda e: e.state == EscalationState.RESOLVED and e.resolved_by == operator)

@@ -5,7 +5,10 @@ Per job (``jobs.breaker_state``: closed | open | half_open, ``breaker_until``,
 ``cooldown`` seconds: scheduled slots during the cooldown are skipped with a recorded
 ``skipped_breaker_open`` event (never silently) and one ``circuit_open`` escalation opens.
 After the cooldown one half-open trial run decides: success closes the breaker (and
-resolves the escalation), failure starts another cooldown.
+resolves the escalation), failure starts another cooldown. A run the breaker did not hold back
+(a manual trigger) that succeeds closes it too, and so does an operator resolving its
+``circuit_open`` escalation (``close``); a cooldown shortened in the spec counts from the
+breaker's opening.
 
 A fallback worker has its own breaker, derived from the ledger: when its runs
 (``runs.worker = 'fallback'``) failed ``failures`` times within ``window``, the retry policy
@@ -162,6 +165,12 @@ def admit(conn: Conn, spec: JobSpec, slot: str, *, actor: str, now: float | None
         return True
     if state == CLOSED:
         return True
+    if state == OPEN:
+        # A cooldown shortened in the spec since the breaker opened counts from its opening.
+        opened = conn.execute("SELECT breaker_opened_at FROM jobs WHERE name = ?", (spec.name,)).fetchone()
+        if opened is not None and opened[0] is not None:
+            shorter = opened[0] + _limits(spec)[2]
+            until = shorter if until is None else min(until, shorter)
     if state == OPEN and until is not None and ts >= until:
         return _set(conn, spec.name, OPEN, HALF_OPEN, until=None, opened_at=None, actor=actor,
                     reason="cooldown over: one trial run", run_id=None, now=ts)
@@ -204,6 +213,14 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
                                         now=ts)
             return CLOSED
         return None
+    if cur_state == OPEN and state == RunState.SUCCEEDED:
+        # A run the breaker did not hold back (a manual trigger, a retry) succeeded: the job
+        # works again, so its slots must not stay skipped for the rest of the cooldown.
+        _set(conn, spec.name, OPEN, CLOSED, until=None, opened_at=None, actor=actor,
+             reason=f"run {run_id} succeeded while the breaker was open", run_id=run_id, now=ts)
+        _escalations().auto_resolve(conn, spec.name, ["circuit_open"], run_id=run_id,
+                                    reason=f"run {run_id} succeeded; breaker closed", sinks=sinks, now=ts)
+        return CLOSED
     if cur_state == CLOSED and failed:
         n = recent_failures(conn, spec.name, window, ts)
         if n >= failures_needed:
@@ -219,3 +236,14 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
                                                          words.held_back(spec, _trigger(conn, run_id), cooldown)))
             return OPEN
     return None
+
+
+def close(conn: Conn, job: str, *, actor: str, reason: str, now: float | None = None) -> bool:
+    """Close ``job``'s breaker by hand (open or half open → closed: an operator resolved its
+    ``circuit_open`` escalation), with its ``breaker_closed`` event. Call inside a write
+    transaction. Returns True when it was open or half open."""
+    ts = now if now is not None else time.time()
+    state, _ = state_of(conn, job)
+    if state == CLOSED:
+        return False
+    return _set(conn, job, state, CLOSED, until=None, opened_at=None, actor=actor, reason=reason, run_id=None, now=ts)

@@ -406,6 +406,9 @@ class SqlStore:
     def breaker_state(self, job: str) -> str:
         return breaker.state_of(self._conn, job)[0]
 
+    def close_breaker(self, job: str, *, actor: str, reason: str, now: float) -> bool:
+        return bool(self.ledger.write(lambda conn: breaker.close(conn, job, actor=actor, reason=reason, now=now)))
+
     def record_breaker(self, spec: JobSpec, run_id: int, state: str, *, actor: str, words: BreakerWording,
                        owner: str | None, sinks: Sequence[Any]) -> str | None:
         return self.ledger.write(lambda conn: breaker.record(conn, spec, run_id, state, actor=actor, words=words,

@@ -493,6 +493,12 @@ class Store(Protocol):
         """``jobs.breaker_state`` of ``job`` (closed, open, half_open); closed for an unknown job."""
         ...
 
+    def close_breaker(self, job: str, *, actor: str, reason: str, now: float) -> bool:
+        """Close ``job``'s breaker by hand (``core.ledger.breaker.close``: open or half open →
+        closed, with its ``breaker_closed`` event), in one transaction. True when it was
+        open or half open."""
+        ...
+
     def record_breaker(self, spec: JobSpec, run_id: int, state: str, *, actor: str, words: BreakerWording,
                        owner: str | None, sinks: Sequence[Any]) -> str | None:
         """Move ``spec``'s breaker after run ``run_id`` ended in ``state`` (``core.ledger.breaker``:

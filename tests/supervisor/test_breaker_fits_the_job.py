@@ -150,3 +150,42 @@ def test_a_breaker_turned_off_never_cuts_off_the_fallback(tmp_path, switch, rout
         rule = led.one("SELECT reason FROM events WHERE kind = 'retry_decision' ORDER BY id DESC LIMIT 1")[0]
         assert rule == "fallback_breaker_open"
     led.close()
+
+
+def _open(tmp_path, spec_text: str = 'name = "j"\ncommand = "true"\nevery = "5s"\n'):
+    led, spec = _ledger_with(tmp_path, spec_text)
+    ids = [_fail(led, i, T0 + i * 5) for i in range(3)]
+    assert led.write(lambda c: breaker.record(c, spec, ids[-1], "failed", actor="test", words=BREAKER, now=T0 + 10)) == "open"
+    return led, spec
+
+
+def test_a_run_that_succeeds_while_the_breaker_is_open_closes_it(tmp_path):
+    # A manual trigger is not held back by the breaker: its success shows the job works again.
+    led, spec = _open(tmp_path)
+    ok = led.write(lambda c: add_run(c, "j", "succeeded", lineage="OK", slot="manual:ok", trigger="manual",
+                                     started_at=T0 + 19, ended_at=T0 + 20))
+    assert led.write(lambda c: breaker.record(c, spec, ok, "succeeded", actor="test", words=BREAKER, now=T0 + 20)) == "closed"
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    assert led.one("SELECT state FROM escalations WHERE kind = 'circuit_open'")["state"] == "resolved"
+    led.close()
+
+
+def test_resolving_the_circuit_open_escalation_closes_the_breaker(tmp_path):
+    from core import actions
+    led, _spec = _open(tmp_path)
+    esc = led.one("SELECT id FROM escalations WHERE kind = 'circuit_open'")["id"]
+    got = actions.resolve(led, esc, "ana", now=T0 + 30)
+    assert got.ok and got.message == f"resolved escalation {esc} (j circuit_open); breaker closed: j runs again"
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    event = led.one("SELECT actor, reason FROM events WHERE kind = 'breaker_closed'")
+    assert (event["actor"], event["reason"]) == ("operator:ana", f"closed by ana (resolved escalation {esc})")
+    led.close()
+
+
+def test_a_cooldown_shortened_in_the_spec_counts_from_the_opening(tmp_path):
+    led, spec = _open(tmp_path)  # every 5s: a 50-s cooldown from T0 + 10
+    shorter = spec.model_copy(update={"breaker": spec.breaker.model_copy(update={"cooldown": 15.0})})
+    assert not led.write(lambda c: breaker.admit(c, spec, "s-a", actor="test", now=T0 + 30))  # still cooling down
+    assert led.write(lambda c: breaker.admit(c, shorter, "s-b", actor="test", now=T0 + 30))  # 10 + 15 < 30: the trial
+    assert breaker.state_of(led.conn, "j")[0] == "half_open"
+    led.close()
