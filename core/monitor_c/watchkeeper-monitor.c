@@ -87,7 +87,7 @@ static int open_in(const char *stream, const char *ext, int flags) {
 /* One number on its line, over a blank line made earlier when there is one (``blank``):
  * O_TRUNC would free the block and a full disk could then refuse the write. Where even that
  * fails (a disk full from the start), a symlink whose target is the number needs no block. */
-static void write_line(const char *file, long long n) {
+static int write_line(const char *file, long long n) {
     char line[32];
     int len = snprintf(line, sizeof line, "%lld\n", n);
     int fd = openat(dir_fd, file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -97,8 +97,9 @@ static void write_line(const char *file, long long n) {
     if (!ok) {
         line[len - 1] = '\0';
         unlinkat(dir_fd, file, 0);
-        if (symlinkat(line, dir_fd, file) < 0) { /* nothing left to try: the exit status carries it */ }
+        ok = symlinkat(line, dir_fd, file) == 0; /* else nothing left to try: the exit status carries it */
     }
+    return ok;
 }
 
 /* The blank line ``write_line`` later writes the exit status over (core/monitor.py's BLANK:
@@ -223,7 +224,11 @@ int main(int argc, char **argv) {
     dir_fd = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0)
         die(argv[1]);
-    write_line("monitor.pid", getpid());
+    /* Without monitor.pid (no inode left: not even a symlink fits) a runner taking over could
+     * not tell the run is monitored and would orphan it: refuse to start the job instead (the
+     * runner records a failed start). */
+    if (!write_line("monitor.pid", getpid()))
+        die("cannot record monitor.pid in the run's folder");
 
     struct stream s[2] = {{"stdout", -1, -1, -1, -1, 0, 0}, {"stderr", -1, -1, -1, -1, 0, 0}};
     int out[2][2], chld[2];

@@ -381,8 +381,18 @@ async def start_monitored(pool: Executor, argv: Sequence[str], *, cwd: str | Non
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(popen.pid, 0)
         forget_child(popen.pid)
-        raise OSError(f"the run's monitor did not start (folder {art})") from None
+        raise OSError(f"the run's monitor did not start (folder {art}{_full(art)})") from None
     return Monitored(pid, art, popen.pid, child=True)
+
+
+def _full(art: Path) -> str:
+    """``": its file system is full"`` when ``art``'s file system has no block or no inode
+    left (the monitor cannot record its pid there, so it refuses to start the job); else ""."""
+    try:
+        st = os.statvfs(art)
+    except OSError:
+        return ""
+    return ": its file system is full" if st.f_bavail == 0 or (st.f_files and st.f_favail == 0) else ""
 
 
 def attach(pid: int, art: Path) -> Monitored:

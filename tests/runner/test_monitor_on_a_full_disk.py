@@ -89,3 +89,37 @@ def test_a_monitor_on_a_disk_already_full_still_records_its_pids_and_status(tmp_
         assert (art / "job.pid").is_symlink() and int(os.readlink(art / "job.pid")) == job
     finally:
         subprocess.run(["umount", "-l", str(full)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
+def test_with_no_inode_left_the_c_monitor_refuses_to_start_the_job(tmp_path, monkeypatch):
+    # Not even a symlink fits: without monitor.pid a runner taking over could not tell the
+    # run is monitored, so the start fails (a spawn failure) instead of a job nobody can follow.
+    import asyncio
+
+    from core.runner import spawn
+    monitors.use(monkeypatch, "c")
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=8", "tmpfs", str(full)]).returncode != 0:
+        pytest.skip("tmpfs cannot be mounted here")
+    try:
+        art = full / "run"
+        art.mkdir()
+        marker = tmp_path / "ran"
+        with contextlib.suppress(OSError):
+            for i in range(100):
+                (full / f"f{i}").touch()
+
+        async def start() -> None:
+            pool = spawn.spawn_pool()
+            try:
+                await spawn.start_monitored(pool, ["touch", str(marker)], cwd=None, env=dict(os.environ), art=art,
+                                            cap=8192)
+            finally:
+                pool.shutdown()
+        with pytest.raises(OSError, match="its file system is full"):
+            asyncio.run(start())
+        assert not marker.exists()  # the job never ran
+    finally:
+        subprocess.run(["umount", "-l", str(full)])
