@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import textwrap
 import threading
 from typing import Any
 
@@ -19,7 +18,7 @@ from console.cli.common import (
     shown,
     shown_lines,
 )
-from console.cli.table import terminal_width
+from console.cli.table import fold, terminal_width
 from core.ledger import runners as core_status
 from core.sweep import doctor as core_doctor
 from core.sweep import sweep as core_sweep
@@ -134,14 +133,9 @@ def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bo
         width = terminal_width()
         for line in core_status.format_status(st):
             text = shown_lines(line)
-            if width is None or len(text) <= width:
-                click.echo(text)
-                continue
             # On a terminal a long line (a long hostname, a stop reason) is folded at a word,
             # its continuation indented under it, instead of wrapping mid-word at the edge.
-            lead = " " * (len(text) - len(text.lstrip(" ")) + 4)
-            click.echo("\n".join(textwrap.wrap(text, width=max(width, 40), subsequent_indent=lead,
-                                                break_on_hyphens=False)))
+            click.echo(text if width is None else "\n".join(fold(text, max(width, 40))))
     sys.exit(2 if st["gap"] else 0)
 
 

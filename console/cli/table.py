@@ -54,3 +54,39 @@ def last_column(value: Any, used: int, room: int | None) -> str:
     ``value`` escaped on one line (``shown``), cut with "…" to the rest of ``room`` (at least
     one character); the full text when ``room`` is None."""
     return shown(value, None if room is None else max(1, room - used))
+
+
+def fold(text: str, width: int) -> list[str]:
+    """An already escaped line ``text`` folded to ``width`` terminal columns (a wide character
+    counts two, as the terminal draws it): broken at spaces where it can, inside a word only
+    when the word alone is wider; continuation lines indented four columns past the line's
+    own indent. A line that fits comes back as it is."""
+    from rich.cells import cell_len, chop_cells
+
+    if cell_len(text) <= width:
+        return [text]
+    body = text.lstrip(" ")
+    lead = " " * min(len(text) - len(body) + 4, width // 2)
+    lines: list[str] = []
+    cur = text[: len(text) - len(body)]
+    for word in body.split(" "):
+        start = not cur.strip()
+        if start and not word:
+            continue  # a run of spaces at a fold: the indent stands for it
+        joined = cur + word if start else f"{cur} {word}"
+        if cell_len(joined) <= width:
+            cur = joined
+            continue
+        if not start:
+            lines.append(cur.rstrip(" "))
+            cur = lead
+        if cell_len(cur + word) <= width:
+            cur += word
+            continue
+        pieces = chop_cells(word, max(1, width - cell_len(cur)))
+        for piece in pieces[:-1]:
+            lines.append(cur + piece)
+            cur = lead
+        cur += pieces[-1]
+    lines.append(cur.rstrip(" "))
+    return lines

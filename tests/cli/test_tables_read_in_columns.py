@@ -89,3 +89,17 @@ def test_show_says_the_verdict_and_lists_verification_and_handoff_fields(tmp_pat
     assert lines[handoff + 1:handoff + 4] == ["  status: success", '  result: {"rows": 41}', "  confidence: 0.9"]
     assert "  files_changed: 1: out.txt" in lines
     assert not any(ln.startswith(("verification: {", "handoff: {")) for ln in lines)  # no one-line JSON
+
+
+def test_fold_counts_terminal_columns_and_breaks_at_words():
+    from rich.cells import cell_len
+
+    from console.cli.table import fold
+    wide = "paused: q1 by ana 2m ago (データベースの移行中のため一時停止しています。明日の朝に再開する予定です。)"
+    lines = fold(wide, 60)
+    assert all(cell_len(ln) <= 60 for ln in lines) and len(lines) > 1
+    assert all(ln.startswith("    ") for ln in lines[1:])
+    assert "".join(ln.strip() for ln in lines).replace(" ", "") == wide.replace(" ", "")
+    assert fold("  runner r1  alive  host:1  last heartbeat 2s ago", 80) == ["  runner r1  alive  host:1  last heartbeat 2s ago"]
+    assert fold("  a-long-host-name.example.internal:123  last heartbeat 2s ago, lease 30s", 40) == [
+        "  a-long-host-name.example.internal:123", "      last heartbeat 2s ago, lease 30s"]
