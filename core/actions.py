@@ -25,7 +25,7 @@ from core.ledger.runs import UnknownJob
 from core.ledger.sql_store import SqlStore
 from core.liveness import process_alive, same_life
 from core.processes import signal_name, stop_group, stop_processes
-from core.text import iso, quoted, utc_hms
+from core.text import iso, quoted, utc_hms, utc_when
 from core.vocabulary import ActionResult, AuditEvent, EndReason, EscalationKind, EscalationState
 
 #: Seconds between SIGTERM and SIGKILL when abandoning a live run.
@@ -275,7 +275,7 @@ def _already(esc: Escalation) -> str:
     if esc.state == EscalationState.RESOLVED:
         return f"already resolved by {esc.resolved_by} at {utc_hms(esc.resolved_at or 0)}"
     if esc.state == EscalationState.SNOOZED:
-        return f"already snoozed by {esc.snoozed_by} until {utc_hms(esc.snoozed_until or 0)}"
+        return f"already snoozed by {esc.snoozed_by} until {utc_when(esc.snoozed_until or 0)}"
     return f"escalation is {esc.state}"
 
 
@@ -321,10 +321,10 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
     """
     ts = now if now is not None else time.time()
     if until <= ts:
-        return ActionResult(False, f"snooze time {utc_hms(until)} is not in the future", esc_id)
+        return ActionResult(False, f"snooze time {utc_when(until, ts)} is not in the future", esc_id)
     return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state=EscalationState.SNOOZED,
                             fields={"snoozed_by": operator, "snoozed_until": until}, event=AuditEvent.ESCALATION_SNOOZED,
-                            verb=f"snoozed until {utc_hms(until)}", same_done=lambda e: False,
+                            verb=f"snoozed until {utc_when(until, ts)}", same_done=lambda e: False,
                             detail={"until": until}, now=ts)
 
 

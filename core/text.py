@@ -178,6 +178,17 @@ def utc_hms(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M:%S UTC")
 
 
+def utc_when(ts: float | None, now: float | None = None) -> str:
+    """Unix seconds → ``"04:12:03 UTC"`` when ``ts`` falls on the same UTC day as ``now``
+    (default: now), else with its date, ``"Thu 2026-12-03 04:12 UTC"``: a snooze of a week
+    must not read as if it ended today. ``"?"`` for None."""
+    if ts is None:
+        return "?"
+    when = datetime.fromtimestamp(ts, tz=UTC)
+    today = datetime.fromtimestamp(time.time() if now is None else now, tz=UTC).date()
+    return when.strftime("%H:%M:%S UTC") if when.date() == today else when.strftime("%a %Y-%m-%d %H:%M UTC")
+
+
 def local_hms(ts: float | None) -> str:
     """Unix seconds → local-time "HH:MM:SS" for one-line displays; "-" for None."""
     if ts is None:

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import functools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -237,12 +238,16 @@ class DurationType(click.ParamType):
 
     name = "duration"
 
-    def __init__(self, *, positive: bool = False) -> None:
+    def __init__(self, *, positive: bool = False, unit_required: bool = False) -> None:
         self.positive = positive
+        self.unit_required = unit_required
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, float):
             return value
+        if self.unit_required and isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
+            # A bare 30 would be 30 seconds: almost never what a snooze meant.
+            self.fail(f"{quoted(value)}: give a unit, e.g. {value.strip()}m, {value.strip()}h, 1d or 1w", param, ctx)
         try:
             seconds = parse_duration(value)
         except ValueError as exc:
@@ -257,6 +262,8 @@ class DurationType(click.ParamType):
 
 DURATION = DurationType()
 POSITIVE_DURATION = DurationType(positive=True)
+#: A duration an operator types for a while (``snooze --for``): a unit is required.
+WHILE = DurationType(positive=True, unit_required=True)
 
 
 class IdType(click.IntRange):
@@ -270,6 +277,8 @@ class IdType(click.IntRange):
         self.name = noun.split(" ", 1)[1]
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("#"):
+            value = value[1:]  # listings show "#17"
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:

@@ -23,7 +23,7 @@ from console.cli.common import (
     ESCALATION_ID,
     EXIT_FINDINGS,
     EXIT_NOT_FOUND,
-    POSITIVE_DURATION,
+    WHILE,
     as_option,
     fail,
     ledger_errors,
@@ -195,8 +195,8 @@ def ack_cmd(esc_id: int, operator: str | None, ledger_path: str | None) -> None:
 
 @click.command("snooze")
 @click.argument("esc_id", type=ESCALATION_ID)
-@click.option("--for", "for_", required=True, type=POSITIVE_DURATION,
-              help="How long, e.g. 30m, 2h (at most 10 years).")
+@click.option("--for", "for_", required=True, type=WHILE,
+              help="How long, with a unit: 30m, 2h, 1d, 1w (at most 10 years).")
 @as_option
 @ledger_option
 @ledger_errors

@@ -9,8 +9,8 @@ import math
 import re
 from typing import Any
 
-_DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DUR_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 #: The longest duration anything accepts: 10 years. Longer (or inf/nan) values overflow
 #: asyncio timers and datetime arithmetic later, far from the spec that caused them.
 MAX_DURATION_S = 315_360_000.0
@@ -18,7 +18,7 @@ DURATION_LIMIT_MESSAGE = "must be a finite duration of at most 10 years"
 
 
 def parse_duration(value: Any) -> float:
-    """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"`` or a number of seconds → seconds (float).
+    """``"30s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, ``"1w"`` or a number of seconds → seconds (float).
 
     Raises:
         ValueError: not a duration, or not finite, or longer than 10 years

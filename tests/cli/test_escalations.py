@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,3 +126,14 @@ def test_report_rows_stay_aligned_with_a_long_kind(db):
     rows = [ln for ln in out.splitlines() if "escalation(s)" in ln]
     assert len(rows) == 2 and len({ln.index(" escalation(s)") for ln in rows}) == 1, rows
     assert len({ln.index(" occurrence(s)") for ln in rows}) == 1, rows
+
+
+def test_snooze_takes_ids_as_listed_needs_a_unit_and_says_a_later_day(db):
+    esc_id = json.loads(_cli("escalations", "--json", "--ledger", str(db)).output.splitlines()[0])["id"]
+    bare = _cli("snooze", str(esc_id), "--for", "30", "--ledger", str(db))
+    assert bare.exit_code == 2 and "give a unit" in bare.output
+    week = _cli("snooze", f"#{esc_id}", "--for", "1w", "--as", "bob", "--ledger", str(db))
+    assert week.exit_code == 0, week.output
+    # a week away: the answer names the day, not only a time that reads as today
+    assert re.search(r"snoozed until \w{3} \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", week.output), week.output
+    assert _cli("ack", f"#{esc_id}", "--as", "bob", "--ledger", str(db)).exit_code == 0
