@@ -14,8 +14,8 @@ import click
 from pydantic import ValidationError
 
 from console.cli.common import (
-    EXIT_CONFIG,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     fail,
     ledger_name,
     open_ledger_at,
@@ -58,7 +58,7 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
         else:
             if not argv:
                 fail("give the command after --, e.g. watchkeeper exec --job backup -- /usr/local/bin/backup.sh",
-                     EXIT_CONFIG)
+                     EXIT_USAGE)
             try:
                 base = JobSpec(name=name, command=list(argv), cwd=os.getcwd())
             except ValidationError as exc:  # a bad --job name: the command runs, unrecorded
@@ -67,7 +67,7 @@ def _job(name: str, argv: tuple[str, ...], jobs_dir: str | None,
             record, source, line = (base, None), str(Path(os.getcwd()) / "(exec)"), None
     spec = base.model_copy(update={"command": list(argv)}) if argv else base
     if spec.command is None:
-        fail(f"job {quoted(name)} has no command; give one after --", EXIT_CONFIG)
+        fail(f"job {quoted(name)} has no command; give one after --", EXIT_USAGE)
     return LoadedJob(spec, source, line), record
 
 
@@ -82,7 +82,7 @@ def run_unrecorded(name: str, argv: tuple[str, ...], jobs_dir: str | None, why: 
         if lj is not None:
             cmd, cwd, env = lj.spec.argv(), resolve_cwd(lj), {**os.environ, **lj.spec.env}
     if not cmd:
-        fail(f"job {quoted(name)}: no command to run without the ledger; give one after --", EXIT_CONFIG)
+        fail(f"job {quoted(name)}: no command to run without the ledger; give one after --", EXIT_USAGE)
     try:
         if cwd is not None:
             os.chdir(cwd)
@@ -199,8 +199,19 @@ def exec_cmd(job_name: str | None, ledger_path: str | None, config_path: str | N
             ln for ln in (result.stderr_tail or "").splitlines() if ln.strip() and ln.strip() not in why][-1:]
         click.echo(f"watchkeeper: {shown(job_name)} run {result.run_id} {result.state} ({shown(why)})"
                    + (f": {shown(tail[0])}" if tail else "")
-                   + f" — watchkeeper show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)
+                   + f" — {_me()} show {result.run_id} --ledger {shlex.quote(mask_url(str(settings.ledger)))}", err=True)
     raise SystemExit(result.exit_status)
+
+
+def _me() -> str:
+    """This ``watchkeeper`` as a command to run again from anywhere: its full path when it was
+    started through one (cron's PATH is short, so a bare name in the mail may not be found),
+    else ``watchkeeper``."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    path = arg0 if os.sep in arg0 else (shutil.which(arg0) or "") if arg0 else ""
+    if path and os.path.basename(path) == "watchkeeper" and os.access(path, os.X_OK):
+        return shlex.quote(os.path.abspath(path))
+    return "watchkeeper"
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

@@ -92,6 +92,11 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
             path.write_text(crontab.spec_toml(job, name), encoding="utf-8")
             click.echo(f"line {job.line}: wrote {path}", err=rewrite)
     if rewrite:
+        if not ledger_path:
+            # exec then takes $WATCHKEEPER_LEDGER or ./watchkeeper.db in the folder cron starts
+            # it in: usually the user's home, a ledger no runner or console is looking at.
+            click.echo("warning: no --ledger: the rewritten lines record their runs in ./watchkeeper.db of the"
+                       " folder cron starts them in (usually the home folder); pass --ledger PATH", err=True)
         ledger = str(Path(ledger_path).expanduser().absolute()) if ledger_path else None
         jobs = str(Path(write_dir).absolute()) if write_dir else None
         text_out = crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=ledger, jobs_dir=jobs)

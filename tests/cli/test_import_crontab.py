@@ -64,3 +64,10 @@ def test_rewrite_wraps_each_taken_line_and_keeps_the_rest(tmp_path):
     assert lines[8].startswith("@daily ") and "exec --job find" in lines[8]
     assert "100\\% done" in lines[11]  # still a crontab line: cron reads the escape
     assert "skipped line 13" in res.stderr
+    assert "no --ledger" not in res.stderr
+
+
+def test_rewrite_without_a_ledger_warns_where_the_runs_would_go(tmp_path):
+    res = CliRunner().invoke(cli, ["import-crontab", "--rewrite"], input="30 2 * * * /usr/local/bin/backup.sh\n")
+    assert res.exit_code == 0 and "exec --job backup" in res.stdout
+    assert "warning: no --ledger: the rewritten lines record their runs in ./watchkeeper.db" in res.stderr

@@ -61,6 +61,7 @@ def test_a_failed_run_passes_its_output_on_for_cron_and_a_success_stays_quiet(tm
     assert bad.stdout == "to-out\n"  # what cron would have mailed without the wrapper
     lines = bad.stderr.splitlines()
     assert lines[0] == "to-err" and lines[-1].startswith("watchkeeper: mail run 1 failed"), bad.stderr
+    assert f"— {WK} show 1 --ledger" in lines[-1]  # the full path: cron's PATH may not find a bare name
     ok = wk("exec", "--job", "mail", "--ledger", db, "--", "sh", "-c", "echo fine", cwd=tmp_path)
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")  # no mail for a success
     always = wk("exec", "--job", "mail", "--ledger", db, "--output", "always", "--", "sh", "-c", "echo fine",
