@@ -170,10 +170,16 @@ def format_status(st: dict[str, Any]) -> list[str]:
     """Plain lines for ``status(...)``: the gap (if any) first, then one line per runner."""
     now = st["at"]
     lines = []
+    down = [h for h in st.get("hosts") or [] if not h["up"]]
     if st["gap"]:
         lines.append(st["gap"]["text"])
+    elif down:
+        # A live runner elsewhere does not make a dead host fine: say it on the first line.
+        lines.append(safe_text("runner: ok; host(s) down: " + ", ".join(
+            f"{h['name']} (last heartbeat {short_age(now - h['since'])} ago)" for h in down)))
     else:
         lines.append("runner: ok")
+    idw = max((len(r["id"]) for r in st["runners"]), default=0)
     for r in st["runners"]:
         beat = short_age(now - r["heartbeat_at"])
         extra = ""
@@ -181,7 +187,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
             extra = " (process alive, heartbeat stale: stalled; its runs are left alone)"
         elif r["stopped_at"]:
             extra = f" (stopped: {r['stop_reason'] or 'stopped'})"
-        lines.append(f"  {r['id']}  {r['liveness']:<7} {r['hostname']}:{r['pid']}  last heartbeat {beat} ago,"
+        lines.append(f"  {r['id']:<{idw}}  {r['liveness']:<7} {r['hostname']}:{r['pid']}  last heartbeat {beat} ago,"
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
     if st.get("hidden"):
         lines.append(f"  … {st['hidden']} runner(s) gone for more than {short_age(LONG_DEAD_S)} not shown (--all)")

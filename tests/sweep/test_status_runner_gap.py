@@ -97,3 +97,19 @@ def test_status_folds_long_lines_to_the_terminal_at_a_word(ledger, db, monkeypat
     monkeypatch.setattr(cli_sweep, "terminal_width", lambda: None)  # piped: one line each, whole
     whole = CliRunner().invoke(cli, ["status", "--ledger", str(db)]).output.splitlines()
     assert any("build-agent" in ln and "live run(s)" in ln for ln in whole)
+
+
+def test_a_down_host_is_on_the_first_line_and_runner_ids_line_up():
+    now = 1_800_000_000.0
+    runner = {"liveness": "alive", "stopped_at": None, "stop_reason": None, "pid": 7, "lease_s": 30.0,
+              "live_runs": 0, "heartbeat_at": now - 2}
+    st = {"at": now, "gap": None, "runs": {},
+          "runners": [{**runner, "id": "db1-7202-89aceb", "hostname": "db1", "liveness": "gone"},
+                      {**runner, "id": "web1-7203-0551c8", "hostname": "web1"}],
+          "hosts": [{"name": "db1", "up": False, "since": now - 90, "runners": [("db1-7202-89aceb", "gone")],
+                     "live_runs": []},
+                    {"name": "web1", "up": True, "since": now - 2, "runners": [("web1-7203-0551c8", "alive")],
+                     "live_runs": []}]}
+    lines = status.format_status(st)
+    assert lines[0] == "runner: ok; host(s) down: db1 (last heartbeat 1m 30s ago)"
+    assert lines[1].index(" gone ") == lines[2].index(" alive ")
