@@ -59,7 +59,15 @@ def logs_cmd(run_id: int, ledger_path: str | None, follow: bool, stream: str) ->
             fail(f"no run {run_id} (see `watchkeeper runs`)", EXIT_NOT_FOUND)
         art = Path(run.artifacts_dir) if run.artifacts_dir else None
         if not follow or run.state in TERMINAL:
-            _emit(monitor.read_output(art, stream) if art else b"")
+            data = monitor.read_output(art, stream) if art else b""
+            _emit(data)
+            if not data and art is not None:
+                other = "stderr" if stream == "stdout" else "stdout"
+                size = len(monitor.read_output(art, other))
+                if size:  # an empty answer must not read as "the job printed nothing"
+                    flag = "--stderr" if other == "stderr" else "without --stderr"
+                    click.echo(f"[watchkeeper: run {run_id} wrote nothing to {stream}; {size} byte(s) on {other}"
+                               f" ({flag})]", err=True)
             if follow:
                 _verdict(store, run_id)
             return

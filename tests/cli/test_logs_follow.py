@@ -71,3 +71,14 @@ def test_logs_of_a_missing_run_is_one_line(tmp_path):
     Ledger(tmp_path / "wk.db").close()
     res = subprocess.run([WK, "logs", "99", "--ledger", str(tmp_path / "wk.db")], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.strip() == "error: no run 99 (see `watchkeeper runs`)"
+
+
+def test_logs_of_a_run_that_wrote_only_stderr_says_where_its_output_is(tmp_path):
+    db = str(tmp_path / "wk.db")
+    subprocess.run([WK, "exec", "--job", "quiet", "--ledger", db, "--output", "never", "--", "sh", "-c",
+                    "echo 'only on stderr' >&2"], cwd=tmp_path, capture_output=True, timeout=60, check=True)
+    res = subprocess.run([WK, "logs", "1", "--ledger", db], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == ""
+    assert res.stderr.strip() == "[watchkeeper: run 1 wrote nothing to stdout; 15 byte(s) on stderr (--stderr)]"
+    err = subprocess.run([WK, "logs", "1", "--stderr", "--ledger", db], capture_output=True, text=True, timeout=60)
+    assert err.stdout == "only on stderr\n" and err.stderr == ""
