@@ -45,25 +45,28 @@ def upsert_job(conn: Conn, spec: JobSpec, *, source: str | None, line: int | Non
     return "changed"
 
 
-def start_run(conn: Conn, spec: JobSpec, *, actor: str, lease_s: float,
-              now: float | None = None) -> dict[str, Any]:
+def start_run(conn: Conn, spec: JobSpec, *, actor: str, lease_s: float, host: str | None = None,
+              boot_id: str | None = None, now: float | None = None) -> dict[str, Any]:
     """Create attempt 1 of a new lineage (trigger ``exec``, slot ``exec:<uuid>``) and move it
     ``queued → spawned`` in the same transaction, so no runner sharing the ledger can claim it;
-    ``lease_until`` = now + ``lease_s`` seconds. Returns the ``runs`` row as a dict."""
+    ``lease_until`` = now + ``lease_s`` seconds; ``host``/``boot_id``: the host life it runs
+    on (``runs.host``, ``runs.boot_id``). Returns the ``runs`` row as a dict."""
     at = time.time() if now is None else now
     run_id = runs.create(conn, job=spec.name, slot=f"exec:{uuid.uuid4().hex}", trigger=Trigger.EXEC, actor=actor,
                          not_before=at, spec_hash=spec.spec_hash(), now=at)
     assert run_id is not None
-    return claim(conn, run_id, 1, actor=actor, lease_s=lease_s, now=at)
+    return claim(conn, run_id, 1, actor=actor, lease_s=lease_s, host=host, boot_id=boot_id, now=at)
 
 
-def claim(conn: Conn, run_id: int, attempt: int, *, actor: str, lease_s: float,
-          now: float | None = None) -> dict[str, Any]:
+def claim(conn: Conn, run_id: int, attempt: int, *, actor: str, lease_s: float, host: str | None = None,
+          boot_id: str | None = None, now: float | None = None) -> dict[str, Any]:
     """``queued → spawned`` for run ``run_id`` (compare-and-set on state and attempt), lease
-    from now. Returns the ``runs`` row; raises ``LookupError`` when someone else moved it."""
+    from now, on host life ``host``/``boot_id``. Returns the ``runs`` row; raises
+    ``LookupError`` when someone else moved it."""
     at = time.time() if now is None else now
     if not lifecycle.apply(conn, run_id, attempt, RunState.QUEUED, RunState.SPAWNED, actor=actor,
-                           fields={"spawned_at": at, "lease_until": at + lease_s}, at=at):
+                           fields={"spawned_at": at, "lease_until": at + lease_s, "host": host, "boot_id": boot_id},
+                           at=at):
         raise LookupError(f"run {run_id} is no longer queued")
     row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     return {k: row[k] for k in row.keys()}

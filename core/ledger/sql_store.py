@@ -359,13 +359,17 @@ class SqlStore:
         return str(self.ledger.write(lambda conn: adoption.upsert_job(conn, spec, source=source, line=line,
                                                                       actor=actor)))
 
-    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float) -> Run:
+    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float, host: str | None = None,
+                          boot_id: str | None = None) -> Run:
         return Run.from_row(self.ledger.write(lambda conn: adoption.start_run(conn, spec, actor=actor,
-                                                                              lease_s=lease_s)))
+                                                                              lease_s=lease_s, host=host,
+                                                                              boot_id=boot_id)))
 
-    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float) -> Run:
+    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float, host: str | None = None,
+                            boot_id: str | None = None) -> Run:
         return Run.from_row(self.ledger.write(lambda conn: adoption.claim(conn, run.id, run.attempt, actor=actor,
-                                                                          lease_s=lease_s)))
+                                                                          lease_s=lease_s, host=host,
+                                                                          boot_id=boot_id)))
 
     def queued_retry(self, lineage: str, after_attempt: int) -> Run | None:
         row = adoption.queued_retry(self._conn, lineage, after_attempt)

@@ -434,15 +434,19 @@ class Store(Protocol):
         Returns ``"added"``, ``"changed"`` or ``"unchanged"``."""
         ...
 
-    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float) -> Run:
+    def start_adopted_run(self, spec: JobSpec, *, actor: str, lease_s: float, host: str | None = None,
+                          boot_id: str | None = None) -> Run:
         """Attempt 1 of a new lineage of ``spec`` (trigger ``exec``) created and moved
         ``queued → spawned`` in one transaction, so no runner sharing the ledger claims it;
-        leased for ``lease_s`` seconds. Returns the run as moved."""
+        leased for ``lease_s`` seconds, on host life ``host``/``boot_id`` (``runs.host``,
+        ``runs.boot_id``). Returns the run as moved."""
         ...
 
-    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float) -> Run:
+    def claim_adopted_retry(self, run: Run, *, actor: str, lease_s: float, host: str | None = None,
+                            boot_id: str | None = None) -> Run:
         """``queued → spawned`` of retry ``run`` for ``watchkeeper exec`` (compare-and-set on
-        state and attempt), leased for ``lease_s`` seconds. Returns the run as moved.
+        state and attempt), leased for ``lease_s`` seconds, on host life ``host``/``boot_id``.
+        Returns the run as moved.
 
         Raises:
             LookupError: someone else moved it first (a runner, an operator).

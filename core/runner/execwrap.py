@@ -139,7 +139,8 @@ class ExecWrapper:
             spec = self.job.spec
             if self.record is not None:
                 store.adopt_job(self.record[0], source=self.record[1], line=self.job.line, actor=self.actor)
-            run = store.start_adopted_run(spec, actor=self.actor, lease_s=settings.lease)
+            here = {"host": liveness.hostname(), "boot_id": liveness.boot_id()}  # a fleet sweeps it by its host
+            run = store.start_adopted_run(spec, actor=self.actor, lease_s=settings.lease, **here)
             attempts = 0
             while True:
                 attempts += 1
@@ -157,7 +158,7 @@ class ExecWrapper:
                     break
                 await asyncio.sleep(max(0.0, retry.not_before - time.time()))
                 try:
-                    run = store.claim_adopted_retry(retry, actor=self.actor, lease_s=settings.lease)
+                    run = store.claim_adopted_retry(retry, actor=self.actor, lease_s=settings.lease, **here)
                 except LookupError:
                     break  # a runner (or an operator) took it: it is theirs now
             end, outcome = store.run(run.id), store.outcome(run.id)

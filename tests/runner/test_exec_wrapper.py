@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.ledger.connection import Ledger
+from core.liveness import hostname
 from core.spec.settings import Settings
 from core.sweep import sweep
 from tests.kit.smtp import SmtpServer
@@ -38,9 +39,11 @@ def test_a_command_becomes_a_recorded_run_and_its_exit_status_passes_through(tmp
     assert bad.returncode == 3
     assert "hello run 2 failed" in bad.stderr and "Error: disk full" in bad.stderr
     with Ledger(db) as led:
-        runs = [dict(r) for r in led.query("SELECT id, job, state, trigger, exit_code, runner_id FROM runs ORDER BY id")]
+        runs = [dict(r) for r in led.query("SELECT id, job, state, trigger, exit_code, runner_id, host FROM runs"
+                                           " ORDER BY id")]
         assert [(r["state"], r["trigger"], r["exit_code"], r["runner_id"]) for r in runs] == [
             ("succeeded", "exec", 0, None), ("failed", "exec", 3, None)]
+        assert {r["host"] for r in runs} == {hostname()}  # listed and filtered by host like a runner's
         moves = [(r["from_state"], r["to_state"]) for r in led.query(
             "SELECT from_state, to_state FROM events WHERE run_id = 1 AND kind = 'transition' ORDER BY id")]
         assert moves == [("queued", "spawned"), ("spawned", "running"), ("running", "verifying"),
