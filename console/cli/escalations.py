@@ -66,31 +66,51 @@ _HEADINGS = {"id": "ID", "severity": "SEVERITY", "job": "JOB", "kind": "KIND", "
 #: (UTC), which leaves the reason nine more characters.
 TIME_WIDTH = 20
 TERMINAL_TIME_WIDTH = 11
+#: A terminal narrower than this (characters) gets the short form: severity in four letters,
+#: COUNT headed N, no OWNER column (``show``/the console name the owner), so JOB, KIND and
+#: REASON keep readable widths at 80 columns.
+NARROW = 110
+_SHORT_SEVERITY = {"critical": "crit", "warning": "warn", "info": "info"}
+_SHORT_HEADINGS = {**_HEADINGS, "severity": "SEV", "count": "N"}
 
 
-def _cells(e: Escalation) -> dict[str, str]:
+def _narrow(room: int | None) -> bool:
+    return room is not None and room < NARROW
+
+
+def _shown(room: int | None) -> dict[str, int]:
+    """``COLUMNS`` as drawn at ``room`` (the short form drops OWNER)."""
+    return {k: (4 if k == "severity" else w) for k, w in COLUMNS.items() if k != "owner"} if _narrow(room) \
+        else dict(COLUMNS)
+
+
+def _cells(e: Escalation, room: int | None = None) -> dict[str, str]:
     """The column values of escalation ``e`` before cutting (untrusted ones escaped)."""
-    return {"id": f"#{e.id}", "severity": str(e.severity or "-"), "job": shown(e.job),
-            "kind": shown(e.kind), "count": f"x{e.count}", "owner": shown(e.owner or "-"),
+    sev = str(e.severity or "-")
+    return {"id": f"#{e.id}", "severity": _SHORT_SEVERITY.get(sev, sev) if _narrow(room) else sev,
+            "job": shown(e.job), "kind": shown(e.kind), "count": f"x{e.count}", "owner": shown(e.owner or "-"),
             "state": str(e.state)}
 
 
 def fitted_widths(rows: list[Escalation], room: int | None = None) -> dict[str, int]:
-    """``COLUMNS`` narrowed to the longest value (or heading) each column holds in ``rows``,
-    and, for a terminal ``room`` characters wide, narrowed further so REASON keeps room."""
-    cells = [_cells(e) for e in rows]
-    widths = {k: min(w, max([len(_HEADINGS[k])] + [len(c[k]) for c in cells])) for k, w in COLUMNS.items()}
-    return table.narrowed(widths, FLOORS, _fixed(room), room)
+    """The columns shown at ``room`` narrowed to the longest value (or heading) each holds in
+    ``rows``, and, for a terminal ``room`` characters wide, narrowed further so REASON keeps
+    room."""
+    cells = [_cells(e, room) for e in rows]
+    heads = _SHORT_HEADINGS if _narrow(room) else _HEADINGS
+    widths = {k: min(w, max([len(heads[k])] + [len(c[k]) for c in cells])) for k, w in _shown(room).items()}
+    return table.narrowed(widths, {k: f for k, f in FLOORS.items() if k in widths}, _fixed(room), room)
 
 
 def terminal_widths(room: int | None) -> dict[str, int]:
-    """``COLUMNS`` for a stream of lines (``tail``) on a terminal ``room`` characters wide."""
-    return table.narrowed(COLUMNS, FLOORS, _fixed(room), room)
+    """The columns for a stream of lines (``tail``) on a terminal ``room`` characters wide."""
+    shown_cols = _shown(room)
+    return table.narrowed(shown_cols, {k: f for k, f in FLOORS.items() if k in shown_cols}, _fixed(room), room)
 
 
 def _fixed(room: int | None) -> int:
-    """The characters of a line outside the ``COLUMNS`` cells: time and separators."""
-    return (TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH) + 2 * (len(COLUMNS) + 1)
+    """The characters of a line outside the column cells: time and separators."""
+    return (TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH) + 2 * (len(_shown(room)) + 1)
 
 
 def _fit(text: str, width: int) -> str:
@@ -108,9 +128,10 @@ def _when(e: Escalation, room: int | None) -> str:
 
 def header_line(widths: dict[str, int] | None = None, room: int | None = None) -> str:
     """The heading row over ``escalation_line`` rows of the same ``widths`` and ``room``."""
-    w = widths or COLUMNS
+    w = widths or _shown(room)
     time_width = TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH
-    return "  ".join(["TIME (UTC)".ljust(time_width)] + [_fit(_HEADINGS[k], w[k]) for k in COLUMNS] + ["REASON"])
+    heads = _SHORT_HEADINGS if _narrow(room) else _HEADINGS
+    return "  ".join(["TIME (UTC)".ljust(time_width)] + [_fit(heads[k], w[k]) for k in w] + ["REASON"])
 
 
 def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, int] | None = None,
@@ -119,15 +140,15 @@ def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, in
     to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does.
     ``room``: the terminal's width (``table.terminal_width``): the time is shorter and the
     reason cut so the line fits it; None (piped): the full reason."""
-    w = widths or COLUMNS
-    cells = {k: _fit(v, w[k]) for k, v in _cells(e).items()}
+    w = widths or _shown(room)
+    cells = {k: _fit(v, w[k]) for k, v in _cells(e, room).items() if k in w}
     used = sum(len(c) + 2 for c in cells.values()) + len(_when(e, room)) + 2
     # Lower-case severity words, so `tail | grep critical` works as the manual shows.
     if colour:
         cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.severity or ""))
     # Untrusted: escapes and controls shown escaped, never obeyed.
     reason = table.last_column(e.reason, used, room)
-    return "  ".join([_when(e, room)] + [cells[k] for k in COLUMNS] + [reason]).rstrip()
+    return "  ".join([_when(e, room)] + [cells[k] for k in w] + [reason]).rstrip()
 
 
 def _json_row(e: Escalation) -> str:

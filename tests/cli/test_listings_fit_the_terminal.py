@@ -87,3 +87,11 @@ def test_jobs_lines_fit_80_columns(monkeypatch, db):
     rows = [row for row in rows if not row.startswith("note: ")]  # no runner is up
     assert len(rows) == 2 and all(len(line) <= 80 for line in [header, *rows])
     assert any(row.startswith("nightly-backup-of-t… ") for row in rows)
+
+
+def test_escalations_at_80_columns_take_the_short_form_so_names_stay_readable(monkeypatch, db):
+    header, *rows = _listing(monkeypatch, db, "escalations", 80)
+    assert header.split()[:5] == ["TIME", "(UTC)", "ID", "SEV", "JOB"] and "OWNER" not in header
+    assert any("crit  nightly-backup-" in row for row in rows), rows  # the job keeps 15+ characters
+    wide_header, *_ = _listing(monkeypatch, db, "escalations", 140)
+    assert "SEVERITY" in wide_header and "OWNER" in wide_header
