@@ -335,50 +335,58 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
         click.echo(json.dumps(d.to_json(), default=str, indent=2))
         return
     r, o = d.run, d.outcome
-    click.echo(f"run {r.id}  job {shown(r.job)}  attempt {r.attempt}  state {r.state}")
+    room = table.terminal_width()
+
+    def say(text: str = "") -> None:
+        # On a terminal a long line (the audit trail's) folds at a word under itself; the
+        # output sections below are shown as they were written.
+        click.echo(text if room is None else "\n".join(
+            line for part in text.split("\n") for line in table.fold(part, max(room, 40))))
+
+    say(f"run {r.id}  job {shown(r.job)}  attempt {r.attempt}  state {r.state}")
     if r.id in ended:
-        click.echo(f"  {ended_words(ended[r.id])}")
-    click.echo(f"  slot {shown(r.slot)}  trigger {r.trigger}  worker {r.worker}"
+        say(f"  {ended_words(ended[r.id])}")
+    say(f"  slot {shown(r.slot)}  trigger {r.trigger}  worker {r.worker}"
                f"  runner {shown(r.runner_id or '-')}  host {shown(r.host or '-')}")
     if r.abandon_requested_at:
-        click.echo(shown(f"  kill requested by {r.abandon_requested_by} at {iso(r.abandon_requested_at)}:"
+        say(shown(f"  kill requested by {r.abandon_requested_by} at {iso(r.abandon_requested_at)}:"
                          f" waiting for runner {r.runner_id} on {r.host or '?'} to confirm"))
-    click.echo(f"  started {iso(r.started_at) or '-'}  ended {iso(r.ended_at) or '-'}  "
+    say(f"  started {iso(r.started_at) or '-'}  ended {iso(r.ended_at) or '-'}  "
                f"duration {fmt_duration(o.duration_s if o else None)}  exit {fmt_exit(r.exit_code, r.signal)}  "
                f"pid {r.pid or '-'}")
     if r.reason:
-        click.echo(f"  reason: {_safe(r.reason)}")
-    click.echo("attempts:")
+        say(f"  reason: {_safe(r.reason)}")
+    say("attempts:")
     for a in d.attempts:
         mark = "*" if a.id == r.id else " "
-        click.echo(f" {mark} #{a.attempt} run {a.id} {a.state:<10} exit {fmt_exit(a.exit_code, a.signal)}"
+        say(f" {mark} #{a.attempt} run {a.id} {a.state:<10} exit {fmt_exit(a.exit_code, a.signal)}"
                    f"  {_safe(a.reason or '')}")
     if d.children:
-        click.echo("sub-tasks:")
+        say("sub-tasks:")
         for c in d.children:
-            click.echo(f"   {shown(c.task):<16} #{c.attempt} run {c.id} {c.state:<10} "
+            say(f"   {shown(c.task):<16} #{c.attempt} run {c.id} {c.state:<10} "
                        f"exit {fmt_exit(c.exit_code, c.signal)}")
     if o:
-        click.echo(f"outcome: status {o.status}  stdout {d.stdout.total} bytes, stderr "
+        say(f"outcome: status {o.status}  stdout {d.stdout.total} bytes, stderr "
                    f"{d.stderr.total} bytes{' (capped: head and tail kept)' if o.output_truncated else ''}")
         if o.verdict_reason or o.severity or o.verdict_kind:
-            click.echo(f"verdict: {verdict_sentence(o)}")
+            say(f"verdict: {verdict_sentence(o)}")
         ver = o.verification
         if isinstance(ver, dict) and not ver.get("checks") and r.state != "succeeded":
-            click.echo("verification: skipped (the run failed before verification)")
+            say("verification: skipped (the run failed before verification)")
         elif ver:
             for line in verification_lines(ver):
-                click.echo(line)
+                say(line)
         for f in o.handoff_findings or []:
-            click.echo(f"handoff finding: {shown(f.get('code'))}: {_safe(f.get('message'))}")
+            say(f"handoff finding: {shown(f.get('code'))}: {_safe(f.get('message'))}")
         if o.handoff is not None:
-            click.echo("handoff:")
+            say("handoff:")
             for key, value in handoff_fields(o.handoff):
-                click.echo(f"  {key}: {value}")
-    click.echo("audit trail (every attempt of the lineage):")
+                say(f"  {key}: {value}")
+    say("audit trail (every attempt of the lineage):")
     for e in d.events:
         move = f"{e.from_state or ''} → {e.to_state or ''}" if e.to_state or e.from_state else ""
-        click.echo(f"  {iso(e.at)}  run {e.run_id or '-':<5} {e.kind:<16} {move:<24} {shown(e.actor)}  "
+        say(f"  {iso(e.at)}  run {e.run_id or '-':<5} {e.kind:<16} {move:<24} {shown(e.actor)}  "
                    f"{_safe(e.reason or '')}")
     for name, sl in (("stdout", d.stdout), ("stderr", d.stderr)):
         if not sl.size:

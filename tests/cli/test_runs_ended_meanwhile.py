@@ -42,3 +42,14 @@ def test_a_signal_is_named_and_a_run_still_going_is_not_marked(tmp_path):
     os.unlink(tmp_path / "art" / "exit")  # no status yet: the job may still run
     listing = CliRunner().invoke(cli, ["runs", "--ledger", db]).output
     assert "ended" not in listing
+
+
+def test_show_folds_its_long_lines_on_an_80_column_terminal(tmp_path, monkeypatch):
+    from rich.cells import cell_len
+
+    from console.cli import table
+    db, run_id = _ended_run(tmp_path, "0\n")
+    monkeypatch.setattr(table, "terminal_width", lambda: 80)
+    lines = CliRunner().invoke(cli, ["show", str(run_id), "--ledger", db]).output.splitlines()
+    assert all(cell_len(ln) <= 80 for ln in lines), [ln for ln in lines if cell_len(ln) > 80]
+    assert any(ln.startswith("  the job ended (exit 0)") for ln in lines)
