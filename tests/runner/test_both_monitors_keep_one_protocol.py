@@ -143,8 +143,10 @@ def test_the_monitor_and_its_job_outlive_a_starter_killed_with_9(tmp_path, kind)
     job = int(starter.stdout.readline())
     starter.kill()
     starter.wait()
-    assert pid_alive(job) and monitor.monitor_alive(tmp_path)
-    gate.touch()
+    try:
+        assert pid_alive(job) and monitor.monitor_alive(tmp_path)
+    finally:
+        gate.touch()  # a failed check must not leave the job waiting for its gate forever
     assert wait_for(lambda: monitor.exit_status(tmp_path) == 6, timeout=20)
     assert wait_for(lambda: not monitor.monitor_alive(tmp_path), timeout=20)
     assert monitor.finish_output(tmp_path, "stdout").head == b"done\n"
