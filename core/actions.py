@@ -324,7 +324,8 @@ def snooze(ledger: Ledger, esc_id: int, operator: str, until: float, *, now: flo
         return ActionResult(False, f"snooze time {utc_when(until, ts)} is not in the future", esc_id)
     return _move_escalation(ledger, esc_id, operator, allowed_from=ACTIVE_ESCALATION, to_state=EscalationState.SNOOZED,
                             fields={"snoozed_by": operator, "snoozed_until": until}, event=AuditEvent.ESCALATION_SNOOZED,
-                            verb=f"snoozed until {utc_when(until, ts)}", same_done=lambda e: False,
+                            verb="snoozed", on_moved=lambda _e: f" until {utc_when(until, ts)}",
+                            same_done=lambda e: False,
                             detail={"until": until}, now=ts)
 
 

@@ -220,8 +220,10 @@ def runs_cmd(ledger_path: str | None, job: str | None, state: str | None, host: 
         click.echo("no runs")
         return
     room = table.terminal_width()
-    names = [_one_line(f"{lr.run.job}/{lr.run.task}" if lr.run.task else lr.run.job, 22) for lr in rows]
-    hosts = [_one_line(lr.run.host or "-", 12) for lr in rows]
+    # Piped, a name is whole (as the reason is); on a terminal it is narrowed to fit.
+    cap_name, cap_host = (22, 12) if room is not None else (200, 200)
+    names = [_one_line(f"{lr.run.job}/{lr.run.task}" if lr.run.task else lr.run.job, cap_name) for lr in rows]
+    hosts = [_one_line(lr.run.host or "-", cap_host) for lr in rows]
     idw = max(2, *(len(str(lr.run.id)) for lr in rows))
     # Every column but REASON is fitted to what it holds; on a terminal JOB and HOST are
     # narrowed further so a line never wraps (console.cli.table).

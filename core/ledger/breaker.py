@@ -8,7 +8,7 @@ After the cooldown one half-open trial run decides: success closes the breaker (
 resolves the escalation), failure starts another cooldown. A run the breaker did not hold back
 (a manual trigger) that succeeds closes it too, and so does an operator resolving its
 ``circuit_open`` escalation (``close``); a cooldown shortened in the spec counts from the
-breaker's opening.
+breaker's opening. A closed breaker counts only the failures since it last closed.
 
 A fallback worker has its own breaker, derived from the ledger: when its runs
 (``runs.worker = 'fallback'``) failed ``failures`` times within ``window``, the retry policy
@@ -222,11 +222,17 @@ def record(conn: Conn, spec: JobSpec, run_id: int, state: str, *, actor: str, wo
                                     reason=f"run {run_id} succeeded; breaker closed", sinks=sinks, now=ts)
         return CLOSED
     if cur_state == CLOSED and failed:
-        n = recent_failures(conn, spec.name, window, ts)
+        # Failures before the breaker last closed (a trial's success, a run that succeeded
+        # while it was open, an operator's resolve) were dealt with: they count no more, or
+        # one new failure would reopen it at once.
+        closed = conn.execute("SELECT MAX(at) FROM events WHERE job = ? AND kind = ?",
+                              (spec.name, AuditEvent.BREAKER_CLOSED)).fetchone()
+        counted = window if closed is None or closed[0] is None else min(window, ts - float(closed[0]))
+        n = recent_failures(conn, spec.name, counted, ts)
         if n >= failures_needed:
             # Escalated with the failures that opened it: which runs, how each ended, and
             # each one's own last stderr line — the operator sees why without digging.
-            failures = failures_within(conn, spec.name, window, ts)
+            failures = failures_within(conn, spec.name, counted, ts)
             _set(conn, spec.name, CLOSED, OPEN, until=ts + cooldown, opened_at=ts, actor=actor,
                  reason=f"{n} failures within {window:g}s", run_id=run_id, now=ts,
                  detail={"failures": [f["id"] for f in failures], "window": window, "cooldown": cooldown})

@@ -135,5 +135,6 @@ def test_snooze_takes_ids_as_listed_needs_a_unit_and_says_a_later_day(db):
     week = _cli("snooze", f"#{esc_id}", "--for", "1w", "--as", "bob", "--ledger", str(db))
     assert week.exit_code == 0, week.output
     # a week away: the answer names the day, not only a time that reads as today
-    assert re.search(r"snoozed until \w{3} \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", week.output), week.output
+    assert re.search(r"snoozed escalation \d+ \(.*\) until \w{3} \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", week.output), \
+        week.output
     assert _cli("ack", f"#{esc_id}", "--as", "bob", "--ledger", str(db)).exit_code == 0

@@ -189,3 +189,15 @@ def test_a_cooldown_shortened_in_the_spec_counts_from_the_opening(tmp_path):
     assert led.write(lambda c: breaker.admit(c, shorter, "s-b", actor="test", now=T0 + 30))  # 10 + 15 < 30: the trial
     assert breaker.state_of(led.conn, "j")[0] == "half_open"
     led.close()
+
+
+def test_a_closed_breaker_counts_only_the_failures_since_it_closed(tmp_path):
+    from core import actions
+    led, spec = _open(tmp_path)  # three failures at T0 … T0 + 10 opened it
+    esc = led.one("SELECT id FROM escalations WHERE kind = 'circuit_open'")["id"]
+    assert actions.resolve(led, esc, "ana", now=T0 + 20).ok  # closed by hand
+    one_more = _fail(led, 9, T0 + 25)
+    assert led.write(lambda c: breaker.record(c, spec, one_more, "failed", actor="test", words=BREAKER,
+                                              now=T0 + 25)) is None  # one failure, not four
+    assert breaker.state_of(led.conn, "j")[0] == "closed"
+    led.close()
