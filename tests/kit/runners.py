@@ -56,19 +56,28 @@ class Runners:
         return p
 
     def wait_ready(self) -> None:
-        """Wait until a runner has created and migrated the ledger and registered itself.
+        """Wait until a runner has created and migrated the ledger, registered itself and
+        recorded the jobs of the spec folder (``jobs``): a mission's spawn_worker or a trigger
+        made before that finds no such job.
 
         Opening the ledger while a runner is still creating it can leave that runner's
         connection failing with 'disk I/O error' (reported to the ledger's owner), so no
         test connection touches the file before this.
         """
+        from core.spec.loader import load_dir
+        names = sorted(load_dir(self.specs).jobs) if self.specs.is_dir() else []
+
         def ready() -> bool:
             if not Path(f"{self.db}-wal").exists():
                 return False
             try:
                 conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
                 try:
-                    return conn.execute("SELECT count(*) FROM runners").fetchone()[0] >= len(self.procs)
+                    if conn.execute("SELECT count(*) FROM runners").fetchone()[0] < len(self.procs):
+                        return False
+                    marks = ",".join("?" * len(names))
+                    return not names or conn.execute(f"SELECT count(*) FROM jobs WHERE name IN ({marks})",
+                                                     names).fetchone()[0] >= len(names)
                 finally:
                     conn.close()
             except sqlite3.Error:

@@ -85,7 +85,8 @@ def test_a_reattached_worker_hands_its_result_to_the_mission(rig, tmp_path, foun
     rig.start()
     engine = MissionEngine(rig.settings())
     mid = mactions.start(rig.led, "write an article", workers=["researcher", "writer"], coordinator="external")
-    engine.external_call(rig.led, mid, "spawn_worker", {"worker": "researcher", "task": "research"})
+    spawned = engine.external_call(rig.led, mid, "spawn_worker", {"worker": "researcher", "task": "research"})
+    assert not spawned["is_error"], spawned
     assert wait_for(lambda: [w["state"] for w in ml.workers_of(rig.led.conn, mid)] == ["delivered"], timeout=30)
     engine.external_call(rig.led, mid, "spawn_worker", {"worker": "writer", "task": "write", "context": "RESEARCH"})
     writer = _crash_mid_writer(rig, gate, found)
