@@ -629,19 +629,21 @@ class Ledger:
         with jitter) and never give up unless ``max_wait_s`` (seconds) is given, in which
         case ``sqlite3.OperationalError`` is raised after that long.
         """
-        def once() -> T:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(self.conn)
-            except BaseException:
-                # SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): a second
-                # ROLLBACK would fail and hide the real error.
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
-            return result
-        return self._retry(once, max_wait_s=max_wait_s)
+        return self._retry(lambda: self._transaction("BEGIN IMMEDIATE", fn), max_wait_s=max_wait_s)
+
+    def _transaction(self, begin: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """One try of a write: ``begin``, ``fn(conn)``, ``COMMIT``; rolled back on any error."""
+        self.conn.execute(begin)
+        try:
+            result = fn(self.conn)
+        except BaseException:
+            # SQLite may have rolled back already (SQLITE_FULL, SQLITE_IOERR): a second
+            # ROLLBACK would fail and hide the real error.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        return result
 
     def write_alone(self, fn: Callable[[sqlite3.Connection], T], *, max_wait_s: float | None = None) -> T:
         """Run ``fn(conn)`` in a transaction of its own, for compare-and-set moves that race
@@ -654,18 +656,8 @@ class Ledger:
         Retried and raising as ``write``."""
         if self.backend != "postgresql":
             return self.write(fn, max_wait_s=max_wait_s)
-
-        def once() -> T:
-            self.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            try:
-                result = fn(self.conn)
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
-            return result
-        return self._retry(once, max_wait_s=max_wait_s)
+        return self._retry(lambda: self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", fn),
+                           max_wait_s=max_wait_s)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -5,6 +5,7 @@ is IDLE_WAKE_S = 30 s, so a missed wake-up would fail the wait)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from click.testing import CliRunner
@@ -30,13 +31,23 @@ def test_a_trigger_from_another_process_wakes_the_idle_runner(ledger_target, tmp
     assert [r["state"] for r in terminal_runs(ledger_target, "hello")] == ["succeeded", "succeeded"]
 
 
-async def test_the_feed_reports_another_connections_commit(ledger_target):
+@contextlib.asynccontextmanager
+async def feed_on(ledger_target):
+    """A ledger with job ``j`` and a feed following it: yields the event the feed sets."""
     with Ledger(ledger_target) as led:
         led.write(lambda c: c.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at) VALUES ('j', '{}', 'h', 0)"))
     seen = asyncio.Event()
     stop = asyncio.Event()
     feed = asyncio.create_task(wake.follow(ledger_target, seen.set, stop=stop))
     try:
+        yield seen
+    finally:
+        stop.set()
+        await asyncio.wait_for(feed, timeout=10)
+
+
+async def test_the_feed_reports_another_connections_commit(ledger_target):
+    async with feed_on(ledger_target) as seen:
         await asyncio.sleep(0.5)  # the feed is listening (a wake before this is harmless)
         seen.clear()
 
@@ -50,22 +61,11 @@ async def test_the_feed_reports_another_connections_commit(ledger_target):
             if seen.is_set():
                 break
         assert seen.is_set()
-    finally:
-        stop.set()
-        await asyncio.wait_for(feed, timeout=10)
 
 
 async def test_the_feed_wakes_once_its_watch_is_in_place(ledger_target):
     # A commit made after the loop's last read but before the feed watches (a runner's start)
     # would otherwise wait for the loop's idle timeout: the feed wakes once when it is ready.
-    with Ledger(ledger_target) as led:
-        led.write(lambda c: c.execute("INSERT INTO jobs (name, spec, spec_hash, updated_at) VALUES ('j', '{}', 'h', 0)"))
-    seen = asyncio.Event()
-    stop = asyncio.Event()
-    feed = asyncio.create_task(wake.follow(ledger_target, seen.set, stop=stop))
-    try:
+    async with feed_on(ledger_target) as seen:
         await asyncio.wait([asyncio.ensure_future(seen.wait())], timeout=15)
         assert seen.is_set()
-    finally:
-        stop.set()
-        await asyncio.wait_for(feed, timeout=10)
