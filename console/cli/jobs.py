@@ -183,8 +183,8 @@ def jobs_cmd(ledger_path: str | None, as_json: bool) -> None:
         click.echo(head + table.last_column(inv.text, len(head), room))
     if rows and not runner_up:
         # Next runs are when a runner would start them; with none up, nothing starts.
-        note = f"note: {runner_text}: nothing runs until a runner starts (watchkeeper status)"
-        click.echo(note if room is None else "\n".join(table.fold(note, max(room, 40))))
+        click.echo(table.folded(f"note: {runner_text}: nothing runs until a runner starts (watchkeeper status)",
+                                room))
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

@@ -342,35 +342,34 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     def say(text: str = "") -> None:
         # On a terminal a long line (the audit trail's) folds at a word under itself; the
         # output sections below are shown as they were written.
-        click.echo(text if room is None else "\n".join(
-            line for part in text.split("\n") for line in table.fold(part, max(room, 40))))
+        click.echo(table.folded(text, room))
 
     say(f"run {r.id}  job {shown(r.job)}  attempt {r.attempt}  state {r.state}")
     if r.id in ended:
         say(f"  {ended_words(ended[r.id])}")
     say(f"  slot {shown(r.slot)}  trigger {r.trigger}  worker {r.worker}"
-               f"  runner {shown(r.runner_id or '-')}  host {shown(r.host or '-')}")
+        f"  runner {shown(r.runner_id or '-')}  host {shown(r.host or '-')}")
     if r.abandon_requested_at:
         say(shown(f"  kill requested by {r.abandon_requested_by} at {iso(r.abandon_requested_at)}:"
-                         f" waiting for runner {r.runner_id} on {r.host or '?'} to confirm"))
+                  f" waiting for runner {r.runner_id} on {r.host or '?'} to confirm"))
     say(f"  started {iso(r.started_at) or '-'}  ended {iso(r.ended_at) or '-'}  "
-               f"duration {fmt_duration(o.duration_s if o else None)}  exit {fmt_exit(r.exit_code, r.signal)}  "
-               f"pid {r.pid or '-'}")
+        f"duration {fmt_duration(o.duration_s if o else None)}  exit {fmt_exit(r.exit_code, r.signal)}  "
+        f"pid {r.pid or '-'}")
     if r.reason:
         say(f"  reason: {_safe(r.reason)}")
     say("attempts:")
     for a in d.attempts:
         mark = "*" if a.id == r.id else " "
         say(f" {mark} #{a.attempt} run {a.id} {a.state:<10} exit {fmt_exit(a.exit_code, a.signal)}"
-                   f"  {_safe(a.reason or '')}")
+            f"  {_safe(a.reason or '')}")
     if d.children:
         say("sub-tasks:")
         for c in d.children:
             say(f"   {shown(c.task):<16} #{c.attempt} run {c.id} {c.state:<10} "
-                       f"exit {fmt_exit(c.exit_code, c.signal)}")
+                f"exit {fmt_exit(c.exit_code, c.signal)}")
     if o:
         say(f"outcome: status {o.status}  stdout {d.stdout.total} bytes, stderr "
-                   f"{d.stderr.total} bytes{' (capped: head and tail kept)' if o.output_truncated else ''}")
+            f"{d.stderr.total} bytes{' (capped: head and tail kept)' if o.output_truncated else ''}")
         if o.verdict_reason or o.severity or o.verdict_kind:
             say(f"verdict: {verdict_sentence(o)}")
         ver = o.verification
@@ -389,7 +388,7 @@ def show_cmd(run_id: int, ledger_path: str | None, as_json: bool) -> None:
     for e in d.events:
         move = f"{e.from_state or ''} → {e.to_state or ''}" if e.to_state or e.from_state else ""
         say(f"  {iso(e.at)}  run {e.run_id or '-':<5} {e.kind:<16} {move:<24} {shown(e.actor)}  "
-                   f"{_safe(e.reason or '')}")
+            f"{_safe(e.reason or '')}")
     for name, sl in (("stdout", d.stdout), ("stderr", d.stderr)):
         if not sl.size:
             continue

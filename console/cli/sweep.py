@@ -18,7 +18,7 @@ from console.cli.common import (
     shown,
     shown_lines,
 )
-from console.cli.table import fold, terminal_width
+from console.cli.table import folded, terminal_width
 from core.ledger import runners as core_status
 from core.sweep import doctor as core_doctor
 from core.sweep import sweep as core_sweep
@@ -130,12 +130,11 @@ def status_cmd(ledger_path: str | None, config_path: str | None, all_runners: bo
     if as_json:
         click.echo(json.dumps(st))
     else:
-        width = terminal_width()
+        room = terminal_width()
         for line in core_status.format_status(st):
-            text = shown_lines(line)
             # On a terminal a long line (a long hostname, a stop reason) is folded at a word,
             # its continuation indented under it, instead of wrapping mid-word at the edge.
-            click.echo(text if width is None else "\n".join(fold(text, max(width, 40))))
+            click.echo(folded(shown_lines(line), room))
     sys.exit(2 if st["gap"] else 0)
 
 

@@ -90,3 +90,12 @@ def fold(text: str, width: int) -> list[str]:
         cur += pieces[-1]
     lines.append(cur.rstrip(" "))
     return lines
+
+
+def folded(text: str, room: int | None) -> str:
+    """``text`` (already escaped, maybe several lines) as shown on a terminal ``room``
+    columns wide: each line folded (``fold``, at least 40 columns); piped (``room`` None) as
+    it is."""
+    if room is None:
+        return text
+    return "\n".join(line for part in text.split("\n") for line in fold(part, max(room, 40)))

@@ -141,7 +141,6 @@ def record_late_result(conn: Conn, run: Run, *, actor: str, exit_code: int | Non
     return state
 
 
-
 def lock_queued(conn: Conn, run_ids: Iterable[int]) -> set[int]:
     """PostgreSQL only, inside a ``READ COMMITTED`` transaction (``Ledger.write_alone``): lock
     those of ``run_ids`` (``runs.id``) still ``queued`` that no other transaction holds
