@@ -105,9 +105,17 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -> tuple[float, float, str]:  # type: ignore[no-untyped-def]
-    """(runs per second, CPU ms per run, load average before → after) for ``n_runners``
-    runners on ``ledger``."""
+def _machine_cpu_s() -> float:
+    """CPU seconds every core of the machine has spent so far (user + system), from
+    ``/proc/stat`` through psutil."""
+    t = psutil.cpu_times()
+    return float(t.user + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+
+
+def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -> tuple[float, float, str, float]:  # type: ignore[no-untyped-def]
+    """(runs per second, CPU ms per run, load average before → after, cores busy) for
+    ``n_runners`` runners on ``ledger``. Cores busy is the whole machine's CPU over the timed
+    window divided by its wall time: runners, server, jobs and the bench itself."""
     specs = tmp / "jobs"
     specs.mkdir(exist_ok=True)
     # The job's limit is counted across the fleet: room for every runner's slots.
@@ -123,6 +131,7 @@ def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -
         c0 = {p.pid: _cpu_s(p) for p in ps}
         s0 = _cpu_of(srv)
         load0 = _load()
+        m0 = _machine_cpu_s()
         t0 = time.perf_counter()
         _queue(ledger, "noop", runs)
         from core.ledger.connection import Ledger
@@ -130,10 +139,12 @@ def throughput(ledger: str, n_runners: int, runs: int, tmp: Path, server=None) -
             _wait(lambda: int(watch.scalar(f"SELECT COUNT(*) FROM runs WHERE state IN {TERMINAL}")) >= runs, 600,
                   f"{runs} runs finished")
         elapsed = time.perf_counter() - t0
+        busy = (_machine_cpu_s() - m0) / elapsed
         cpu = sum(_cpu_s(p) - c0[p.pid] for p in ps)
-        s1 = _cpu_of(srv)
-        cpu += sum(s1[pid] - s0[pid] for pid in s1 if pid in s0)
-        return runs / elapsed, cpu / runs * 1000, f"load {load0} → {_load()}"
+        # Backends the runners' pools opened during the window count too (from 0 s).
+        s1 = _cpu_of(_server_procs(server)) if server is not None else {}
+        cpu += sum(s1[pid] - s0.get(pid, 0.0) for pid in s1)
+        return runs / elapsed, cpu / runs * 1000, f"load {load0} → {_load()}", busy
     finally:
         for p in procs:
             _stop(p)
@@ -213,8 +224,8 @@ def run(quick: bool = False, only_throughput: bool = False) -> list[Figure]:
         with tempfile.TemporaryDirectory(prefix="wk-bench-fleet-") as d:
             tmp = Path(d)
             (tmp / "sqlite").mkdir()
-            sq_rate, sq_cpu, sq_load = throughput(str(tmp / "sqlite" / "wk.db"), 1, runs, tmp / "sqlite")
-            pg: dict[int, tuple[float, float, str]] = {}
+            sq_rate, sq_cpu, sq_load, _sq_busy = throughput(str(tmp / "sqlite" / "wk.db"), 1, runs, tmp / "sqlite")
+            pg: dict[int, tuple[float, float, str, float]] = {}
             for r in range(1 if quick else ROUNDS):
                 for n in (1, 2, 4):
                     (tmp / f"pg{n}-{r}").mkdir()
@@ -242,6 +253,14 @@ def run(quick: bool = False, only_throughput: bool = False) -> list[Figure]:
     for n in (1, 2, 4):
         figs.append(Figure(f"CPU per run, PostgreSQL, {n} runner(s) (runners + server)", pg[n][1], "ms", sq_cpu,
                            "SQLite, 1 runner", sq_cpu / pg[n][1] if pg[n][1] else None))
+    cores = psutil.cpu_count() or 1
+    for n in (1, 2, 4):
+        figs.append(Figure(f"cores busy, {n} runner(s), PostgreSQL", pg[n][3], "cores",
+                           note=f"of {cores}: runners, server, jobs and the bench" if n == 1 else ""))
+    # Two runners cannot do more than the machine's cores allow: what one runner and its
+    # server already keep busy bounds the ratio however well they scale.
+    figs.append(Figure("ceiling of 2 runners ÷ 1 runner on this machine", cores / pg[1][3], "×",
+                       note=f"{cores} cores ÷ {pg[1][3]:.2f} cores busy with 1 runner, at the same CPU per run"))
     if only_throughput:
         return figs
     figs.append(Figure("claim latency p99, 4 claimers, PostgreSQL", pg_claim, "ms", sq_claim,
