@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -51,14 +52,28 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
     the schedule and every run is recorded; every other byte stays as it was (carriage
     returns, a missing last newline). Without either, the jobs found are listed. Lines that
     cannot be taken (@reboot, an unescaped %, a bad schedule, six time fields) are named with
-    their line numbers on stderr; exit 1 then.
+    their line numbers on stderr; exit 1 then. When --rewrite cannot be done (a ledger that
+    cannot record runs, a spec file in the way), the crontab is printed unchanged, so a
+    `| crontab -` keeps it, and the reason goes to stderr (exit 2).
 
     \b
     Example:
       crontab -l | watchkeeper import-crontab --write jobs/
-      crontab -l | watchkeeper import-crontab --rewrite --ledger /var/lib/watchkeeper/wk.db | crontab -
+      crontab -l > crontab.orig
+      watchkeeper import-crontab crontab.orig --write ~/jobs --rewrite --ledger /var/lib/watchkeeper/wk.db > crontab.new
+      crontab crontab.new
       sudo watchkeeper import-crontab /etc/cron.d/backup --write /etc/watchkeeper/jobs
     """
+    raw = source.read()
+
+    def refuse(message: str, code: int = EXIT_USAGE) -> NoReturn:
+        # With --rewrite the output usually goes straight into `crontab -`, which would install
+        # an empty crontab from nothing: the crontab goes out as it came in, so it is kept.
+        if rewrite:
+            click.echo(raw, nl=False)
+            message += " (the crontab was printed unchanged)"
+        fail(message, code)
+
     if rewrite and ledger_path:
         # Every rewritten line names this ledger: one that cannot record runs is refused here,
         # not found out at 3 a.m. (exec would still run the jobs, unrecorded).
@@ -67,10 +82,9 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         place = str(Path(ledger_path).expanduser().absolute())
         problem = ledger_problem(place)
         if problem is not None:
-            fail(f"--ledger {safe_text(place)}: {safe_text(problem)}; the rewritten lines would run unrecorded",
-                 EXIT_USAGE)
+            refuse(f"--ledger {safe_text(place)}: {safe_text(problem)}; the rewritten lines would run unrecorded")
     # Bytes in, bytes out: universal newlines would turn a Windows crontab's CRLF into LF.
-    text = source.read().decode("utf-8", "surrogateescape")
+    text = raw.decode("utf-8", "surrogateescape")
     src = getattr(source, "name", "-")
     from_file = src not in ("-", "<stdin>", b"<stdin>")
     name = str(Path(src).resolve()) if from_file else "stdin"
@@ -84,11 +98,16 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         click.echo(f"warning: {safe_text(str(warn) if warn.line else warn.reason)}", err=True)
     if write_dir is not None:
         folder = Path(write_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        for job in imp.jobs:
-            path = folder / f"{job.name}.toml"
-            if path.exists() and not force:
-                fail(f"{path} exists already (pass --force to overwrite, or --prefix to rename)")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            refuse(f"--write {safe_text(str(folder))}: cannot create it ({safe_text(exc.strerror or str(exc))})")
+        taken = [folder / f"{job.name}.toml" for job in imp.jobs]
+        # Checked before any is written: a refusal half-way would leave half the specs behind.
+        clash = next((p for p in taken if p.exists()), None) if not force else None
+        if clash is not None:
+            refuse(f"{safe_text(str(clash))} exists already (pass --force to overwrite, or --prefix to rename)")
+        for job, path in zip(imp.jobs, taken, strict=True):
             path.write_text(crontab.spec_toml(job, name), encoding="utf-8")
             click.echo(f"line {job.line}: wrote {path}", err=rewrite)
     if rewrite:

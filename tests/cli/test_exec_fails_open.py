@@ -115,11 +115,25 @@ def test_a_usable_ledger_records_the_run(tmp_path):
         assert led.one("SELECT state, exit_code FROM runs")[:] == ("failed", 5)
 
 
-def test_import_crontab_rewrite_refuses_an_unusable_ledger(tmp_path):
+def test_import_crontab_rewrite_refuses_an_unusable_ledger_and_keeps_the_crontab(tmp_path):
+    tab = "MAILTO=ana@example.com\n0 3 * * * /usr/local/bin/backup.sh\n"
     res = wk("import-crontab", "--rewrite", "--ledger", str(tmp_path / "missing" / "wk.db"), "-",
-             cwd=tmp_path, stdin="0 3 * * * /usr/local/bin/backup.sh\n")
-    assert res.returncode != 0 and res.stdout == ""
+             cwd=tmp_path, stdin=tab)
+    # Refused, but `... | crontab -` must reinstall the crontab as it was, not an empty one.
+    assert res.returncode == 2 and res.stdout == tab
     assert "missing" in res.stderr and "does not exist" in res.stderr and "Traceback" not in res.stderr
+    assert "printed unchanged" in res.stderr
+
+
+def test_import_crontab_rewrite_with_a_spec_in_the_way_keeps_the_crontab_and_writes_nothing(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "report.toml").write_text("mine")
+    tab = "0 3 * * * /usr/local/bin/backup.sh\n5 4 * * * /usr/local/bin/report.sh\n"
+    res = wk("import-crontab", "--write", str(tmp_path / "jobs"), "--rewrite", "--ledger", str(tmp_path / "wk.db"),
+             "-", cwd=tmp_path, stdin=tab)
+    assert res.returncode == 2 and res.stdout == tab and "exists already" in res.stderr
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["report.toml"]  # none half-written
+    assert (tmp_path / "jobs" / "report.toml").read_text() == "mine"
 
 
 @pytest.mark.slow
