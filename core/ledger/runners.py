@@ -170,7 +170,8 @@ def format_status(st: dict[str, Any]) -> list[str]:
     """Plain lines for ``status(...)``: the gap (if any) first, then one line per runner."""
     now = st["at"]
     lines = []
-    down = [h for h in st.get("hosts") or [] if not h["up"]]
+    # A host whose newest runner stopped cleanly was stopped on purpose: "stopped", never "down".
+    down = [h for h in st.get("hosts") or [] if not h["up"] and not h.get("stopped_cleanly")]
     if st["gap"]:
         lines.append(st["gap"]["text"])
     elif down:
@@ -191,11 +192,12 @@ def format_status(st: dict[str, Any]) -> list[str]:
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
     if st.get("hidden"):
         lines.append(f"  … {st['hidden']} runner(s) gone for more than {short_age(LONG_DEAD_S)} not shown (--all)")
-    if len(st.get("hosts") or []) > 1 or any(not h["up"] for h in st.get("hosts") or []):
+    if len(st.get("hosts") or []) > 1 or down:
         lines.append("hosts:")
         for h in st["hosts"]:
             alive = sum(1 for _, live in h["runners"] if live != RunnerLiveness.GONE)
-            lines.append(safe_text(f"  {h['name']:<16} {'up' if h['up'] else 'down':<4}  {alive}/{len(h['runners'])}"
+            word = "up" if h["up"] else "stopped" if h.get("stopped_cleanly") else "down"
+            lines.append(safe_text(f"  {h['name']:<16} {word:<7}  {alive}/{len(h['runners'])}"
                                    f" runner(s) alive, last heartbeat {short_age(now - h['since'])} ago,"
                                    f" {len(h['live_runs'])} live run(s)"))
     runs = st["runs"]

@@ -113,3 +113,17 @@ def test_a_down_host_is_on_the_first_line_and_runner_ids_line_up():
     lines = status.format_status(st)
     assert lines[0] == "runner: ok; host(s) down: db1 (last heartbeat 1m 30s ago)"
     assert lines[1].index(" gone ") == lines[2].index(" alive ")
+
+
+def test_a_host_whose_runner_stopped_cleanly_is_stopped_not_down():
+    now = 1_800_000_000.0
+    runner = {"liveness": "gone", "stopped_at": now - 60, "stop_reason": "console quit", "pid": 7,
+              "lease_s": 30.0, "live_runs": 0, "heartbeat_at": now - 60, "id": "vm-7-1a2b3c", "hostname": "vm"}
+    host = {"name": "vm", "up": False, "since": now - 60, "stopped_cleanly": True,
+            "runners": [("vm-7-1a2b3c", "gone")], "live_runs": []}
+    alone = status.format_status({"at": now, "gap": None, "runs": {}, "runners": [runner], "hosts": [host]})
+    assert not any("down" in ln or ln == "hosts:" for ln in alone), alone  # one host, stopped on purpose
+    other = {**host, "name": "web1", "up": True, "stopped_cleanly": False, "since": now - 1}
+    two = status.format_status({"at": now, "gap": None, "runs": {}, "runners": [runner], "hosts": [host, other]})
+    assert two[0] == "runner: ok"
+    assert any(ln.split()[:2] == ["vm", "stopped"] for ln in two) and any(ln.split()[:2] == ["web1", "up"] for ln in two)
