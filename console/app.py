@@ -116,18 +116,22 @@ class WatchkeeperApp(App):
             return
         if isinstance(self.screen, ConfirmScreen):
             return
-        try:
-            n: int | None = await self.reader.call(reads.runs_in_flight)
-        except Exception:  # cannot read: still ask, without a figure
-            n = None
-        detail = quit_detail(n, self.config.stop_mode)
+
+        async def detail() -> str:
+            try:
+                n: int | None = await self.reader.call(reads.runs_in_flight)
+            except Exception:  # cannot read: still ask, without a figure
+                n = None
+            return quit_detail(n, self.config.stop_mode)
 
         def answered(yes: bool | None) -> None:
             if yes:
                 stop()  # the scheduler first: nothing new starts while the console closes
                 self.exit()
 
-        self.push_screen(ConfirmScreen("Quit and stop the runner?", detail), answered)
+        # The count is read again while the dialog is up: runs start and end meanwhile, and
+        # the answer must be given to what quitting will really leave behind.
+        self.push_screen(ConfirmScreen("Quit and stop the runner?", await detail(), live_detail=detail), answered)
 
     def open_job_history(self, job: str) -> None:
         """Push the job history screen for ``job``: the palette's "History of job X", offered

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,11 +36,34 @@ class ConfirmScreen(ModalScreen[bool]):
     DEFAULT_CSS = DIALOG_CSS.format(name="ConfirmScreen")
     ANSWERS = {"y": True, "enter": True, "n": False, "escape": False}
 
-    def __init__(self, question: str, detail: str = "") -> None:
+    #: Seconds between re-reads of a live detail (``live_detail``).
+    LIVE_DETAIL_S = 1.0
+
+    def __init__(self, question: str, detail: str = "",
+                 live_detail: Callable[[], Awaitable[str]] | None = None) -> None:
+        """``live_detail``, when given, is awaited every ``LIVE_DETAIL_S`` seconds while the
+        dialog is up and replaces ``detail``: what it describes (runs in flight) may change
+        while the operator reads it."""
         super().__init__()
         self.question = question
         self.detail = detail
+        self.live_detail = live_detail
         self._answered = False
+
+    def on_mount(self) -> None:
+        if self.live_detail is not None:
+            self.set_interval(self.LIVE_DETAIL_S, self._refresh_detail)
+
+    async def _refresh_detail(self) -> None:
+        if self.live_detail is None or self._answered:
+            return
+        try:
+            text = await self.live_detail()
+        except Exception:  # a failed read keeps the last words
+            return
+        if text != self.detail:
+            self.detail = text
+            self.query_one("#detail", Static).update(Text(escaped(text)))
 
     def on_key(self, event) -> None:
         if event.key in self.ANSWERS:
@@ -50,8 +75,8 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical():
             # The question embeds job names: plain Text, never markup.
             yield Static(Text(escaped(self.question), style="bold"))
-            if self.detail:
-                yield Static(Text(escaped(self.detail)))
+            if self.detail or self.live_detail is not None:
+                yield Static(Text(escaped(self.detail)), id="detail")
             yield Static(Text("y / enter: yes    n / esc: no", style="dim"))
 
     def action_answer(self, yes: bool) -> None:
