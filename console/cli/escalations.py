@@ -157,21 +157,95 @@ def _json_row(e: Escalation) -> str:
                        "last_seen_iso": iso(e.last_seen)}, default=str)
 
 
+def _hms(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _exit_words(code: int | None, sig: int | None) -> str:
+    return f"signal {sig}" if sig is not None else ("" if code is None else f"exit {code}")
+
+
+def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
+    """``escalations ESC_ID``: one escalation whole (``Store.escalation_detail``): its
+    columns, full reason, occurrences, what people did to it and its outbox rows."""
+    with open_ledger(ledger_path, read_only=True) as ledger:
+        d = SqlStore(ledger).escalation_detail(esc_id)
+    if d is None:
+        fail(f"no escalation {esc_id} (the ID `watchkeeper escalations` lists)", EXIT_NOT_FOUND)
+    e = d.escalation
+    if as_json:
+        click.echo(json.dumps({**json.loads(_json_row(e)), "occurrences": [columns(o) for o in d.occurrences],
+                               "acts": [columns(a) for a in d.acts],
+                               "notifications": [columns(n) for n in d.notifications],
+                               "latest_run": columns(d.latest_run) if d.latest_run else None}, default=str, indent=2))
+        return
+    room = table.terminal_width()
+
+    def say(text: str = "") -> None:
+        click.echo(table.folded(text, room))  # a long reason folds at a word under itself
+
+    say(f"escalation #{e.id}  {e.severity}  {e.state}  {shown(e.kind)}  job {shown(e.job)}")
+    say(f"  owner {shown(e.owner or '-')}  raised {e.count} time(s), first {_hms(e.first_seen)},"
+        f" last {_hms(e.last_seen)} (UTC)")
+    if d.latest_run is not None:
+        r = d.latest_run
+        say(f"  latest run {r.id} (attempt {r.attempt}, {r.state}"
+            f"{', ' + _exit_words(r.exit_code, r.signal) if _exit_words(r.exit_code, r.signal) else ''}):"
+            f" watchkeeper show {r.id}")
+    if e.acked_by:
+        say(f"  acknowledged by {shown(e.acked_by)} at {_hms(e.acked_at)}")
+    if e.snoozed_until:
+        say(f"  snoozed by {shown(e.snoozed_by or '-')} until {_hms(e.snoozed_until)}")
+    if e.resolved_by or e.resolved_at:
+        say(f"  resolved by {shown(e.resolved_by or '-')} at {_hms(e.resolved_at)}")
+    say("reason:")
+    say(f"  {shown(e.reason or '-')}")
+    if d.occurrences:
+        say("occurrences (newest first):")
+        for o in d.occurrences:
+            ran = f"run {o.run_id} {o.run_state or ''} {_exit_words(o.exit_code, o.signal)}".rstrip() if o.run_id else ""
+            say(f"  {_hms(o.at)}  {o.kind.removeprefix('escalation_'):<8} {ran}")
+    if d.acts:
+        say("acted on (newest first):")
+        for a in d.acts:
+            until = f" until {_hms(a.until)}" if a.until else ""
+            say(f"  {_hms(a.at)}  {a.kind.removeprefix('escalation_')} by {shown(a.actor)}{until}"
+                f"{'  ' + shown(a.reason) if a.reason else ''}")
+    if d.notifications:
+        say("notifications (newest first):")
+        for n in d.notifications:
+            when = f"sent {_hms(n.sent_at)}" if n.sent_at else n.state
+            err = f"  last error: {shown(n.last_error)}" if n.last_error else ""
+            say(f"  #{n.id} {n.event} to {shown(n.sink)}: {when}, {n.attempts} attempt(s){err}")
+    else:
+        say("notifications: none (no sink configured, or none due for this event)")
+    if e.state != "resolved":
+        say(f"next: watchkeeper ack {e.id}   watchkeeper snooze {e.id} --for 2h   watchkeeper resolve {e.id}")
+
+
 @click.command("escalations")
+@click.argument("esc_id", type=ESCALATION_ID, required=False)
 @click.option("--state", type=click.Choice(["open", "acknowledged", "snoozed", "resolved", "active", "all"]),
               default="active", show_default=True, help="Which escalations to list.")
 @click.option("--job", default=None, help="Only this job.")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (with ESC_ID: one document).")
 @ledger_option
 @ledger_errors
-def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledger_path: str | None) -> None:
-    """List escalations (active ones by default), newest activity first.
+def escalations_cmd(esc_id: int | None, state: str, job: str | None, limit: int, as_json: bool,
+                    ledger_path: str | None) -> None:
+    """List escalations (active ones by default), newest activity first; with ESC_ID, show
+    that one whole: its full reason, every time it was raised, who acknowledged, snoozed or
+    resolved it, and its notifications.
 
     \b
     Example:
       watchkeeper escalations --state open --json
+      watchkeeper escalations 7
     """
+    if esc_id is not None:
+        _show_one(esc_id, ledger_path, as_json)
+        return
     ledger = open_ledger(ledger_path, read_only=True)
     with ledger:
         rows = SqlStore(ledger).escalations(None if state == "all" else state, limit, job=job)
@@ -181,8 +255,13 @@ def escalations_cmd(state: str, job: str | None, limit: int, as_json: bool, ledg
     widths = fitted_widths(rows, room)
     if rows and not as_json:
         click.echo(header_line(widths, room))
+    cut = False
     for e in rows:
-        click.echo(_json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths, room=room))
+        line = _json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths, room=room)
+        cut = cut or (room is not None and line.endswith("…"))
+        click.echo(line)
+    if cut:
+        click.echo("(reasons cut to the terminal's width: `watchkeeper escalations ID` shows one whole)", err=True)
     if not rows and not as_json:
         which = "" if state == "all" else f"{state} "
         click.echo(f"no {which}escalations" + (f" of {shown(job)}" if job else ""), err=True)

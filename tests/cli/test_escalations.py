@@ -54,6 +54,32 @@ def test_list_ack_race_message_and_resolve(db):
     assert bad.exit_code == 2
 
 
+def test_one_escalation_whole_with_its_reason_acts_and_hints(db, monkeypatch):
+    import console.cli.escalations as cli_esc
+    import console.cli.table as table
+    esc_id = json.loads(_cli("escalations", "--json", "--ledger", str(db)).output.splitlines()[0])["id"]
+    with Ledger(db) as led:  # a reason longer than any terminal line
+        led.write(lambda c: c.execute("UPDATE escalations SET reason = ? WHERE id = ?",
+                                      ("backup exited 4: " + "word " * 40 + "END", esc_id)))
+    monkeypatch.setattr(table, "terminal_width", lambda: 80)
+    monkeypatch.setattr(cli_esc.table, "terminal_width", lambda: 80)
+    listed = CliRunner().invoke(cli, ["escalations", "--ledger", str(db)])
+    assert "END" not in listed.stdout and "`watchkeeper escalations ID` shows one whole" in listed.stderr
+    assert _cli("ack", str(esc_id), "--as", "ana", "--ledger", str(db)).exit_code == 0
+    one = _cli("escalations", f"#{esc_id}", "--ledger", str(db))
+    assert one.exit_code == 0
+    lines = one.output.splitlines()
+    assert lines[0].startswith(f"escalation #{esc_id}  critical  acknowledged  failed  job ")
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert "END" in one.output and "owner ana" in one.output  # the whole reason, folded
+    assert "acknowledged by ana at" in one.output and "opened" in one.output
+    assert f"watchkeeper resolve {esc_id}" in lines[-1]
+    doc = json.loads(_cli("escalations", str(esc_id), "--json", "--ledger", str(db)).output)
+    assert doc["id"] == esc_id and doc["acked_by"] == "ana" and doc["occurrences"] and "notifications" in doc
+    missing = CliRunner().invoke(cli, ["escalations", "9999", "--ledger", str(db)])
+    assert missing.exit_code == 2 and "no escalation 9999" in missing.output
+
+
 def test_report(db):
     res = _cli("report", "--since", "1h", "--ledger", str(db))
     assert res.exit_code == 0

@@ -78,11 +78,12 @@ tags = [{toml_str("tag" + HOSTILE)}]
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["runs"], ["runs", "--state", "failed"], ["jobs"], ["escalations"], ["escalations", "--state", "all"],
-    ["report"], ["show", "{run}"], ["status"],
+    ["report"], ["show", "{run}"], ["status"], ["escalations", "{esc}"],
 ])
 def test_ledger_commands_escape_untrusted_text(hostile_ledger, argv):
     db, run_id, _, _ = hostile_ledger
-    args = [a.replace("{run}", str(run_id)) for a in argv]
+    esc = query(db, "SELECT id FROM escalations WHERE job = 'hostile' ORDER BY id")[0]["id"]
+    args = [a.replace("{run}", str(run_id)).replace("{esc}", str(esc)) for a in argv]
     res = CliRunner().invoke(cli, [*args, "--ledger", str(db)])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.output.strip(), res.output
@@ -118,6 +119,8 @@ def test_tail_escapes_untrusted_text(hostile_ledger):
 
 def test_json_outputs_escape_controls(hostile_ledger):
     db, run_id, _, _ = hostile_ledger
-    for argv in (["runs", "--json"], ["show", str(run_id), "--json"], ["escalations", "--json"], ["jobs", "--json"]):
+    esc = query(db, "SELECT id FROM escalations WHERE job = 'hostile' ORDER BY id")[0]["id"]
+    for argv in (["runs", "--json"], ["show", str(run_id), "--json"], ["escalations", "--json"], ["jobs", "--json"],
+                 ["escalations", str(esc), "--json"]):
         res = CliRunner().invoke(cli, [*argv, "--ledger", str(db)])
         assert_clean(res.output, " ".join(argv))
