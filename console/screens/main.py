@@ -536,8 +536,15 @@ class MainScreen(LiveScreen):
     def _refuse_changed_row(self) -> bool:
         """Refuse an action key that lands right after a live update swapped the selected row."""
         if self.table.just_changed() and not self.table.marked:
-            self.notify("the selected row just changed — check it and press again", severity="warning",
-                        markup=False)
+            # Name the row now under the cursor: the one acted on was replaced (it ended and
+            # left the list, or the list re-sorted), and the key must not land on another.
+            cur = self.table.current()
+            now_on = ""
+            if cur is not None and getattr(cur, "id", None) is not None:
+                job = getattr(cur, "job", None)
+                now_on = f" (now on #{cur.id}{' ' + str(job) if job else ''})"
+            self.notify(escaped(f"the selected row just changed{now_on} — check it and press again"),
+                        severity="warning", markup=False)
             return True
         return False
 

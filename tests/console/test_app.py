@@ -271,6 +271,7 @@ async def test_action_right_after_a_live_swap_of_the_selected_row_is_refused(db)
         await until(pilot, lambda: screen.table.current() and screen.table.current().id == new_id)
         await pilot.press("a")
         await until(pilot, lambda: any("just changed" in n for n in notes(app)))
+        assert any(f"(now on #{new_id} new-job)" in n for n in notes(app))  # which row it is on now
         assert esc_row(path, new_id)["state"] == "open" and esc_row(path, first)["state"] == "open"
         screen.table.changed_under_cursor_at = -1e9  # a moment later the operator has seen it
         await pilot.press("a")
