@@ -628,7 +628,14 @@ class PgConn:
             return PgCursor(None, -1, None)
         prefix, self._pending = self._pending, []
         args = tuple(_param(v) for v in (params or ()))
-        retry_read = not prefix and not self.in_transaction and pg_sql.lstrip().upper().startswith(("SELECT", "WITH"))
+        # Safe to send again on a fresh connection after the old one was found lost: a read
+        # outside any transaction, or a batch that opens its transaction (BEGIN first, from no
+        # open transaction): the server discarded all of it with the connection, so nothing
+        # is applied twice. A pooled connection held by a thread goes stale when the server
+        # restarts, and its first use is what finds out — that first use must not fail.
+        fresh = not self.in_transaction
+        retry_read = not prefix and fresh and pg_sql.lstrip().upper().startswith(("SELECT", "WITH"))
+        retry_batch = bool(prefix) and prefix[0].startswith("BEGIN") and fresh
         for attempt in (1, 2):
             conn = self.raw
             try:
@@ -653,7 +660,8 @@ class PgConn:
                 err = _wrap_error(exc, conn)
                 if isinstance(err, Disconnected):
                     self._drop()
-                    if retry_read and attempt == 1:
+                    if (retry_read or retry_batch) and attempt == 1:
+                        log.info("PostgreSQL connection lost (%s); sent again on a new one", err)
                         continue
                 raise err from exc
         raise AssertionError("unreachable")

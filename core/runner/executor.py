@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from core import monitor, runas
 from core.ledger import lifecycle
-from core.ledger.connection import Ledger
+from core.ledger.connection import Ledger, is_locked_error
 from core.ledger.lifecycle import State
 from core.ledger.loop_store import LoopStore
 from core.ledger.records import Run
@@ -86,6 +86,29 @@ class Finished:
     signal: int | None
     reason: str | None
     ended_at: float
+
+
+#: Longest wait between two tries of a supervisor step while the ledger is out of reach (s).
+LEDGER_WAIT_MAX_S = 5.0
+
+
+def _until_ledger_answers(step: Callable[[], T], what: str) -> T:
+    """``step()``, tried again (backoff 0.2 s → ``LEDGER_WAIT_MAX_S``) for as long as it fails
+    only because the ledger is out of reach or busy (``is_locked_error``: a lost PostgreSQL
+    connection, a serialization conflict, SQLite's lock), as a write is never skipped; one
+    warning line per step, however long. Any other error is raised at once."""
+    delay, said = 0.2, False
+    while True:
+        try:
+            return step()
+        except Exception as exc:
+            if not is_locked_error(exc):
+                raise
+            if not said:
+                log.warning("%s: the ledger is out of reach (%s); trying again until it answers", what, exc)
+                said = True
+            time.sleep(delay)
+            delay = min(delay * 2, LEDGER_WAIT_MAX_S)
 
 
 @dataclass
@@ -562,7 +585,9 @@ class Executor:
 
     def _note_late_result(self, run_id: int) -> None:
         try:
-            supervisor.note_late_result(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings)
+            _until_ledger_answers(lambda: supervisor.note_late_result(self.ctx.thread_ledger(), run_id,
+                                                                      settings=self.ctx.settings),
+                                  f"noting the late result of run {run_id}")
         except Exception:
             log.exception("note_late_result failed for run %s", run_id)
 
@@ -594,7 +619,11 @@ class Executor:
 
     def _settle(self, run_id: int) -> None:
         try:
-            supervisor.settle(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings, actor="supervisor")
+            # A ledger out of reach is waited for: settling by exit code then would record an
+            # unverified run as a success (its checks never ran), and no escalation.
+            _until_ledger_answers(lambda: supervisor.settle(self.ctx.thread_ledger(), run_id,
+                                                            settings=self.ctx.settings, actor="supervisor"),
+                                  f"settling run {run_id}")
         except Exception:
             log.exception("supervisor.settle failed for run %s; settling by exit code", run_id)
             self._settle_fallback(run_id)
@@ -612,7 +641,9 @@ class Executor:
     def judge(self, run_id: int) -> None:
         """The supervisor's judgement of a terminal run (call from a pool thread)."""
         try:
-            supervisor.judge_run(self.ctx.thread_ledger(), run_id, settings=self.ctx.settings)
+            _until_ledger_answers(lambda: supervisor.judge_run(self.ctx.thread_ledger(), run_id,
+                                                               settings=self.ctx.settings),
+                                  f"judging run {run_id}")
         except Exception:
             log.exception("judging run %s failed", run_id)
 

@@ -219,6 +219,32 @@ def test_writes_survive_a_server_restart_exactly_once(pg_server, caplog):
         pg_server.drop_database(url)
 
 
+@pg
+@pytest.mark.slow
+def test_connections_idle_through_a_restart_serve_their_first_read_and_write(pg_server):
+    """A thread's connection that sat idle while the server restarted is stale; its first use
+    (a read snapshot, a write transaction) goes through on a new connection instead of failing
+    (what made a runner settle runs by exit code after a restart)."""
+    url = pg_server.fresh_database()
+    try:
+        with Ledger(url) as reader, Ledger(url) as writer:
+            cf._job(writer, "j", None)
+            assert reader.scalar("SELECT COUNT(*) FROM jobs") == 1
+            pg_server.restart()
+            with reader.read() as conn:  # BEGIN + SELECT: the first statements after the restart
+                assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 1
+            run_id = writer.conn.execute("SELECT 1").fetchone()[0]  # a bare read too
+            assert run_id == 1
+            pg_server.restart()
+            made = writer.write(lambda c: runs.create(c, job="j", slot="after", trigger="manual", actor="t",
+                                                      not_before=0, spec_hash=None))
+            assert made is not None and reader.scalar("SELECT COUNT(*) FROM runs WHERE slot = 'after'") == 1
+            assert writer._down_since is None  # never counted as an outage: nothing failed
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
 def test_unknown_pragma_is_refused():
     with pytest.raises(ValueError, match="no PostgreSQL translation"):
         translate("PRAGMA table_info(runs)")
