@@ -157,6 +157,9 @@ class Runner:
         self._bg: set[asyncio.Task[Any]] = set()
         self.reaper = Reaper(self.id)
         self.failures = FailureLog(log)  # the loops' failures: one line per kind, rate-limited
+        self._beat_failing_since = 0.0  # monotonic: the first of the heartbeats failing now, 0 when none
+        self._judge_hold_until = 0.0  # monotonic: judge no other runner before this (hold_judging)
+        self._sweeper: Any = None
         self._subreaper = subreaper
         self.stop_reason = "stop requested"
         self._stop_detail: dict[str, Any] = {}
@@ -527,6 +530,7 @@ class Runner:
         while True:
             status = f"{len(self.live)} run(s) live, {len(self.jobs)} job(s)"
             beat_ok = False
+            began = time.monotonic()
             try:
                 await self.heartbeat()
                 self.failures.ok("heartbeat")
@@ -537,6 +541,17 @@ class Runner:
             except Exception as exc:
                 self.failures.failed("heartbeat", exc)
                 status = "heartbeat failing (see the log)"
+            now = time.monotonic()
+            if not beat_ok:
+                self._beat_failing_since = self._beat_failing_since or began
+            elif self._beat_failing_since or now - began > self.settings.heartbeat:
+                # The ledger took this runner's heartbeat late (a server restart, a failover, a
+                # lock): the others' went stale just the same, and may take as long again to
+                # get through (a connection pool backing off), so this runner judges no other
+                # runner, run or host by their heartbeats for a lease plus that long.
+                out = now - (self._beat_failing_since or began)
+                self.hold_judging(f"the ledger took {out:.1f}s to take this runner's heartbeat", out)
+                self._beat_failing_since = 0.0
             # The loop turned, so systemd's watchdog is fed even while the ledger is unwritable:
             # a restart would not fix a full disk, and the sweep reports the stale heartbeat.
             self.service.alive(status)
@@ -561,6 +576,18 @@ class Runner:
                 task.add_done_callback(_done)
             await asyncio.sleep(self.settings.heartbeat)
 
+    def hold_judging(self, why: str, out_s: float = 0.0) -> None:
+        """For one lease plus ``out_s`` seconds (how long this runner could not reach the
+        ledger) from now, declare no other runner's run dead (the sweep), and no host down or
+        runner gap (the periodic pass): this runner's view of the ledger was interrupted
+        (``why``), and so were the others' heartbeats."""
+        hold = self.settings.lease + out_s
+        self._judge_hold_until = max(self._judge_hold_until, time.monotonic() + hold)
+        if self._sweeper is not None:
+            self._sweeper.hold(hold, why)
+        else:
+            log.warning("%s; judging no other runner for %.1fs", why, hold)
+
     def _periodic(self) -> None:
         try:
             self._answer_kill_requests()
@@ -568,7 +595,8 @@ class Runner:
         except Exception as exc:
             self.failures.failed("kill requests", exc)
         try:
-            supervisor.periodic(self._thread_ledger(), self.settings)
+            supervisor.periodic(self._thread_ledger(), self.settings,
+                                judge_others=time.monotonic() >= self._judge_hold_until)
             self.failures.ok("supervisor periodic pass")
         except Exception as exc:
             self.failures.failed("supervisor periodic pass", exc)
@@ -616,6 +644,9 @@ class Runner:
 
     async def _sweep_loop(self) -> None:
         sweeper = sweep.Sweeper(self.settings, actor=self.actor, own_runner_id=self.id)
+        self._sweeper = sweeper
+        if time.monotonic() < self._judge_hold_until:
+            sweeper.hold(self._judge_hold_until - time.monotonic(), "holding on from before the sweep began")
         while True:
             await asyncio.sleep(self.settings.sweep_interval)
             try:

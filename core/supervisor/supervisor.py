@@ -456,15 +456,18 @@ def check_runner_gap(ledger: Ledger, *, sinks: Any = (), owner: str | None = Non
     return SqlStore(ledger).check_runner_gap(sinks=sinks, owner=owner, now=now, actor=ACTOR)
 
 
-def periodic(ledger: Ledger, settings: Any) -> None:
+def periodic(ledger: Ledger, settings: Any, *, judge_others: bool = True) -> None:
     """Every heartbeat: runner-gap check, down hosts (``host_down``), snooze expiry, owed notifications (open escalations
     a process without sinks opened), repeats of unacknowledged criticals, then outbox delivery for at most
     ``DELIVERY_BUDGET_S`` seconds (sink timeouts are cut to fit). Each step's error is logged
-    and the next step still runs."""
+    and the next step still runs. ``judge_others`` False leaves out the runner-gap and
+    down-host checks (the caller's view of the ledger was just interrupted: the others'
+    heartbeats are stale for the same reason, not because they died)."""
     sinks = _sinks(settings)
     owner = getattr(settings, "runner_owner", None)
-    steps = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks, owner=owner)),
-             ("host_down", lambda: SqlStore(ledger).check_hosts(sinks=sinks, owner=owner, actor=ACTOR)),
+    judging = (("runner_gap", lambda: check_runner_gap(ledger, sinks=sinks, owner=owner)),
+               ("host_down", lambda: SqlStore(ledger).check_hosts(sinks=sinks, owner=owner, actor=ACTOR)))
+    steps = (*(judging if judge_others else ()),
              ("removed_jobs", lambda: cancel_removed_job_runs(ledger, settings=settings,
                                                               grace_s=getattr(settings, "lease", 30.0))),
              ("snooze_expiry", lambda: escalations.expire_snoozes(ledger, sinks=sinks)),

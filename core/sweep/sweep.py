@@ -219,6 +219,17 @@ class Sweeper:
         self.this_host = this_host or liveness.hostname()
         self._last: tuple[float, float] | None = None  # (wall, monotonic) of the previous pass
         self._hold_until_mono = 0.0
+        self._ledger_lost_at = 0.0  # monotonic: when a pass first could not read the ledger, 0 when it can
+
+    def hold(self, seconds: float, why: str) -> None:
+        """Declare nothing dead for ``seconds`` (monotonic) from now: this sweeper's view of the
+        fleet was interrupted (``why``: the ledger out of reach), and the other runners must be
+        given the time to heartbeat and renew their leases before anyone judges them by it."""
+        until = time.monotonic() + seconds
+        if until > self._hold_until_mono:
+            self._hold_until_mono = until
+            log.warning("%s; declaring no run dead for %.1fs, so that the other runners can heartbeat first",
+                        why, seconds)
 
     # -- pause detection ----------------------------------------------------------------
     def _pause_gap(self, wall: float, mono: float) -> dict[str, float] | None:
@@ -258,19 +269,38 @@ class Sweeper:
             return report
         if mono < self._hold_until_mono:
             return SweepReport(at=wall, skipped_paused=True)
-        return self.settle(ledger, now=wall)
+        return self.settle(ledger, now=wall, periodic=True)
 
     # -- one pass -----------------------------------------------------------------------
-    def settle(self, ledger: Ledger, *, settle_gone_now: bool = False, now: float | None = None) -> SweepReport:
+    def settle(self, ledger: Ledger, *, settle_gone_now: bool = False, now: float | None = None,
+               periodic: bool = False) -> SweepReport:
         """One pass without pause detection. ``settle_gone_now`` skips the lease wait for
-        runs of gone runners (startup reconciliation). ``now`` is Unix seconds. Never raises
-        for ledger or process errors (see ``SweepReport.errors``)."""
+        runs of gone runners (startup reconciliation). ``now`` is Unix seconds. ``periodic``
+        (the sweep loop's passes): a read that failed, or answered late, holds this sweeper's
+        judgement (``hold``) for a lease plus that long. Never raises for ledger or process
+        errors (see ``SweepReport.errors``)."""
         now = time.time() if now is None else now
         report = SweepReport(at=now)
+        began = time.monotonic()
         try:
             live = SqlStore(ledger).live_runs_and_owners()
         except StorageError as exc:
             report.errors.append(f"read: {exc}")
+            if periodic:
+                self._ledger_lost_at = self._ledger_lost_at or began
+            return report
+        out = time.monotonic() - (self._ledger_lost_at or began)
+        if periodic and (self._ledger_lost_at or out > max(1.0, self.settings.heartbeat)):
+            # Back after the ledger was out of reach (or answered only that late: a server
+            # restart, a connection pool backing off): every runner's heartbeat and leases went
+            # stale in that time, not only the dead ones', and the others may need as long
+            # again to get through, so none is judged by them for a lease plus that long.
+            self._ledger_lost_at = 0.0
+            self.hold(self.settings.lease + out, f"the ledger answered this sweeper only after {out:.1f}s")
+            report.skipped_paused = True
+            return report
+        if periodic and time.monotonic() < self._hold_until_mono:
+            report.skipped_paused = True
             return report
         stalled: set[str] = set()
         for run, owner in live:

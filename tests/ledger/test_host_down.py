@@ -118,3 +118,20 @@ def test_host_filter_narrows_runs_and_escalations_to_one_host(ledger):
     assert [r.id for r in reads.orphans_page(ledger, now=now, flt=flt).rows] == [run_id]
     assert reads.orphans_page(ledger, now=now, flt=reads.parse_filter("host:web1")).rows == []
     assert [e.job for e in reads.escalations_page(ledger, flt=flt).rows] == ["(host db1)"]
+
+
+def test_a_periodic_pass_told_its_view_was_interrupted_judges_no_host(ledger, tmp_path):
+    """Right after a runner's own heartbeat was late (the ledger out of reach), every other
+    runner's heartbeat is stale for the same reason: its periodic pass opens no host_down
+    and no runner_gap until it may judge the others again."""
+    from core.spec.settings import Settings
+    from core.supervisor import supervisor
+
+    add_job(ledger, "report")
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")  # this runner
+    add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d")
+    settings = Settings(ledger=str(tmp_path / "wk.db"))
+    supervisor.periodic(ledger, settings, judge_others=False)
+    assert _open(ledger) == []
+    supervisor.periodic(ledger, settings)
+    assert [r["job"] for r in _open(ledger)] == ["(host db1)"]

@@ -64,3 +64,54 @@ def test_regular_passes_are_not_mistaken_for_a_pause(ledger, settings):
     time.sleep(settings.sweep_interval)
     report = sweeper.sweep_once(ledger)
     assert not report.skipped_paused and report.orphaned == [run_id]
+
+
+def test_back_after_the_ledger_was_out_of_reach_it_waits_a_lease_before_judging(ledger, settings, monkeypatch):
+    """Every runner's heartbeat went stale while the ledger was out of reach: the first pass
+    that reads it again declares nothing dead, nor does any pass for one lease after, so the
+    other runners can heartbeat first (a PostgreSQL restart made runners orphan each other's
+    live runs)."""
+    import core.sweep.sweep as sweep_mod
+    from core.ledger.sql_store import SqlStore
+
+    clock = [1000.0]
+    monkeypatch.setattr(sweep_mod.time, "monotonic", lambda: clock[0])
+    sweeper = Sweeper(settings, actor="sweep")
+    run_id = orphan_candidate(ledger)
+    real = SqlStore.live_runs_and_owners
+
+    def down(self):
+        raise sweep_mod.StorageError("connection to PostgreSQL lost")
+
+    monkeypatch.setattr(SqlStore, "live_runs_and_owners", down)
+    assert sweeper.settle(ledger, periodic=True).errors  # out of reach: said, nothing declared
+    monkeypatch.setattr(SqlStore, "live_runs_and_owners", real)
+    clock[0] += 3.0  # back three seconds later
+    back = sweeper.settle(ledger, periodic=True)
+    assert back.skipped_paused and back.orphaned == [] and run_row(ledger, run_id)["state"] == "running"
+    clock[0] += settings.lease + 3.0 - 0.1  # a lease plus as long as it was out of reach
+    assert sweeper.settle(ledger, periodic=True).orphaned == []
+    clock[0] += 0.2
+    assert sweeper.settle(ledger, periodic=True).orphaned == [run_id]
+
+
+def test_a_read_answered_late_holds_the_judgement_too(ledger, settings, monkeypatch):
+    import core.sweep.sweep as sweep_mod
+    from core.ledger.sql_store import SqlStore
+
+    clock = [1000.0]
+    monkeypatch.setattr(sweep_mod.time, "monotonic", lambda: clock[0])
+    sweeper = Sweeper(settings, actor="sweep")
+    run_id = orphan_candidate(ledger)
+    real = SqlStore.live_runs_and_owners
+
+    def slow(self):
+        clock[0] += 8.0  # the pool waited for the server to come back
+        return real(self)
+
+    monkeypatch.setattr(SqlStore, "live_runs_and_owners", slow)
+    assert sweeper.settle(ledger, periodic=True).skipped_paused
+    monkeypatch.setattr(SqlStore, "live_runs_and_owners", real)
+    assert sweeper.settle(ledger, periodic=True).orphaned == []
+    # A startup reconciliation (not periodic) is never held by it.
+    assert Sweeper(settings, actor="sweep").settle(ledger).orphaned == [run_id]
