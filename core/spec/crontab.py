@@ -585,13 +585,13 @@ def _job(out: CrontabImport, no: int, raw: str, line: str, *, env: dict[str, str
     if written.startswith("@") and written not in SPECIALS:
         out.refused.append(Refused(no, raw, f"unknown schedule {written}"))
         return None
-    cmd_part = _command_text(line, item)
+    cmd_part, inline = _command_text(line, item)
     if _UNESCAPED_PCT.search(cmd_part):
         out.refused.append(Refused(no, raw, "unescaped % (cron sends the text after it to stdin)"))
         return None
     command = cmd_part.replace("\\%", "%")
-    if item.comment:
-        intent_lines = [*intent_lines, item.comment]
+    if inline:
+        intent_lines = [*intent_lines, inline]
     job_env = {k: v for k, v in env.items() if k not in ("MAILTO", "CRON_TZ", "TZ", "SHELL")}
     shell = env.get("SHELL")
     fields: dict[str, Any] = {
@@ -647,15 +647,40 @@ def _read_item(line: str) -> tuple[Any, str | None]:
     return item, None
 
 
-def _command_text(line: str, item: Any) -> str:
-    """The command part of a job line as written (after five fields or an @special), without
-    a trailing ``# comment`` python-crontab takes as the job's comment."""
+def _shell_comment_at(cmd: str) -> int | None:
+    """Where a shell comment starts in ``cmd`` (the index of its ``#``): a ``#`` outside
+    quotes that begins a word, as ``sh -c`` reads it; None when there is none. A ``#`` inside
+    quotes (``echo "x # y"``) or inside a word (``a#b``) is part of the command."""
+    quote = ""
+    i = 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            i += 1  # the next character is taken literally (outside single quotes)
+        elif quote == '"':
+            quote = "" if c == '"' else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or cmd[i - 1] in " \t"):
+            return i
+        i += 1
+    return None
+
+
+def _command_text(line: str, item: Any) -> tuple[str, str | None]:
+    """The command part of a job line as written (after five fields or an @special) and its
+    trailing comment: only a real shell comment (``_shell_comment_at``) is split off, since
+    cron hands the whole rest of the line to the shell — python-crontab's own split also cuts
+    at a ``#`` inside quotes, which would change the command."""
     n = 1 if line.startswith("@") else 5
     parts = line.split(None, n)
     cmd = parts[n] if len(parts) > n else ""
-    if item.comment:
-        cmd = re.sub(r"\s*#\s*" + re.escape(item.comment) + r"\s*$", "", cmd)
-    return cmd.strip()
+    at = _shell_comment_at(cmd) if item.comment else None
+    if at is None:
+        return cmd.strip(), None
+    return cmd[:at].strip(), cmd[at + 1:].strip() or None
 
 
 def _toml_value(value: Any) -> str:

@@ -71,3 +71,19 @@ def test_rewrite_without_a_ledger_warns_where_the_runs_would_go(tmp_path):
     res = CliRunner().invoke(cli, ["import-crontab", "--rewrite"], input="30 2 * * * /usr/local/bin/backup.sh\n")
     assert res.exit_code == 0 and "exec --job backup" in res.stdout
     assert "warning: no --ledger: the rewritten lines record their runs in ./watchkeeper.db" in res.stderr
+
+
+def test_a_hash_inside_quotes_or_a_word_stays_in_the_command():
+    """cron hands the whole rest of the line to the shell: only a real shell comment (a # that
+    begins a word outside quotes) is taken as the intent; a # inside quotes or a word is part
+    of the command (python-crontab's own split cut `echo "x # y" > f` into `echo "x`)."""
+    tab = ('0 0 * * * echo "x # y" > /tmp/out.txt\n'
+           "5 0 * * * echo 'a # b' && curl http://h/p#frag # fetch the page\n"
+           '10 0 * * * echo \\# hash\n')
+    jobs = crontab.parse(tab, fmt="user").jobs
+    assert [j.fields["command"] for j in jobs] == [
+        'echo "x # y" > /tmp/out.txt', "echo 'a # b' && curl http://h/p#frag", 'echo \\# hash']
+    assert [j.fields.get("intent") for j in jobs] == [None, "fetch the page", None]
+    out = crontab.rewrite(crontab.parse(tab, fmt="user"), watchkeeper="/wk", ledger="/l.db", jobs_dir=None)
+    first = out.splitlines()[0]
+    assert shlex.split(first.split(" -- ", 1)[1])[-1] == 'echo "x # y" > /tmp/out.txt'  # runs as cron would
