@@ -121,7 +121,7 @@ def open_ledger_at(path: str | Path, *, read_only: bool = False, must_exist: boo
     _current_ledger = p
     if must_exist and not p.exists():
         fail(f"no ledger at {p} (start a runner, or pass --ledger)")
-    if must_exist and not p.is_file():
+    if (must_exist or p.exists()) and not p.is_file():  # a folder where the ledger goes, however it was named
         fail(f"{p}: not a Watchkeeper ledger (not a regular file)")
     return _open(p, str(p), read_only=read_only, no_schema="not a Watchkeeper ledger (no Watchkeeper schema)")
 

@@ -170,3 +170,17 @@ def test_safe_escapes_bidi_and_format_characters(ch: str):
 def test_safe_keeps_ordinary_text():
     assert _safe("héllo wörld ✓ 日本\n\tx") == "héllo wörld ✓ 日本\n\tx"
     assert _safe("\x1b[31m") == "\\x1b[31m"
+
+
+def test_a_folder_named_as_the_ledger_in_the_environment_is_one_clear_line(tmp_path: Path, monkeypatch):
+    """--ledger is checked by click; the same folder named by WATCHKEEPER_LEDGER (or the
+    settings file) must say the same, not 'is the file or its folder read-only?'."""
+    folder = tmp_path / "wk.db"
+    folder.mkdir()
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "j.toml").write_text('name = "j"\ncommand = ["true"]\n')
+    monkeypatch.setenv("WATCHKEEPER_LEDGER", str(folder))
+    for args in (["run", str(tmp_path / "jobs")], ["runs"], ["trigger", "j"]):
+        res = _invoke(args)
+        assert res.exit_code == 2, (args, res.output)
+        assert res.stderr.strip() == f"error: {folder}: not a Watchkeeper ledger (not a regular file)", args
