@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from core.text import cut
+
 #: Lines of one output stream considered (head + tail are already bounded by the capture).
 MAX_LINES = 400
 #: Characters of one line considered; longer lines are cut (their tail rarely shapes them).
@@ -167,7 +169,7 @@ def result_problems(handoff: dict[str, Any] | None, *, depth: int = 3) -> list[s
     found: list[str] = []
     err = handoff.get("error")
     if isinstance(err, str) and err.strip():
-        found.append(f"handoff error: {err.strip()[:120]}")
+        found.append(f"handoff error: {cut(err.strip(), 120)}")
     _walk(handoff.get("result"), "result", found, depth)
     notes = handoff.get("notes")
     if isinstance(notes, str):
@@ -218,7 +220,7 @@ def _walk(value: Any, where: str, found: list[str], depth: int) -> None:
             if n:
                 found.append(f"{where}.{key} = {n}" + (f" of {total}" if total else ""))
         elif k in ("error", "errors_text") and isinstance(item, str) and item.strip():
-            found.append(f"{where}.{key}: {item.strip()[:80]}")
+            found.append(f"{where}.{key}: {cut(item.strip(), 80)}")
         elif isinstance(item, dict | list | str):
             _walk(item, f"{where}.{key}", found, depth - 1)
 

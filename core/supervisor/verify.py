@@ -39,6 +39,7 @@ import regex
 from core.ledger.records import Outcome, Run
 from core.processes import forget_child, signal_group, start_child
 from core.spec.model import JobSpec
+from core.text import cut
 from core.vocabulary import OutcomeStatus
 
 #: Seconds of slack on the mtime check: coarse filesystem timestamps (1 s on some) and a
@@ -242,7 +243,7 @@ def verify_outcome(outcome: Outcome | None, run: Run, spec: JobSpec, cwd: str | 
     findings = _loads(outcome.handoff_findings if outcome is not None else None) or []
     bad = [f for f in findings if isinstance(f, dict) and f.get("code") not in BENIGN_FINDINGS]
     if bad:
-        vf.add("handoff_valid", False, "; ".join(f"{f.get('code')}: {f.get('message', '')}"[:200] for f in bad))
+        vf.add("handoff_valid", False, "; ".join(cut(f"{f.get('code')}: {f.get('message', '')}", 200) for f in bad))
     handoff = _loads(outcome.handoff if outcome is not None else None)
     if not isinstance(handoff, dict):
         handoff = None
@@ -284,6 +285,6 @@ def verify_outcome(outcome: Outcome | None, run: Run, spec: JobSpec, cwd: str | 
             t0 = time.monotonic()
             ok, detail = run_verify_command(argv, base, vc.timeout, env, stop_when=stop_when)
             cmd = vc.command if isinstance(vc.command, str) else " ".join(vc.command)
-            vf.add("verify_command", ok, f"{cmd[:120]}: {detail} ({time.monotonic() - t0:.1f}s)",
+            vf.add("verify_command", ok, f"{cut(cmd, 120)}: {detail} ({time.monotonic() - t0:.1f}s)",
                    deterministic=vc.deterministic)
     return vf

@@ -9,14 +9,14 @@ from typing import Any
 
 from core.ledger.records import BreakerFailure
 from core.spec.model import JobSpec
-from core.text import age
+from core.text import age, cut
 from core.vocabulary import Trigger
 
 
 def failed_checks(ver: Any) -> list[str]:
     """``name: detail`` of each hard verification check that failed (``Outcome.verification``)."""
     checks = ver.get("checks", []) if isinstance(ver, dict) else []
-    return [f"{c.get('name')}: {str(c.get('detail') or '')[:80]}".rstrip(": ") for c in checks
+    return [f"{c.get('name')}: {cut(str(c.get('detail') or ''), 80)}".rstrip(": ") for c in checks
             if isinstance(c, dict) and not c.get("ok") and not c.get("soft")]
 
 
@@ -32,9 +32,9 @@ def failure_words(f: BreakerFailure) -> str:
     how = f"exit {f.exit_code}" if f.exit_code is not None else (
         f"signal {f.signal}" if f.signal else (f.reason or f.state))
     if f.exit_code == 0 and f.reason:
-        how += f", {str(f.reason)[:80]}"  # exited 0 yet failed: the run's own words say why
+        how += f", {cut(str(f.reason), 80)}"  # exited 0 yet failed: the run's own words say why
     lines = [ln.strip() for ln in str(f.stderr_tail or "").splitlines() if ln.strip()]
-    said = f": {lines[-1][:80]}" if lines else ""
+    said = f": {cut(lines[-1], 80)}" if lines else ""
     return f"run {f.id} {f.state} ({how}{said}{judged})"
 
 
