@@ -51,7 +51,9 @@ class Host:
     its process is there); ``since``: the newest heartbeat of any of them (Unix seconds);
     ``stopped_cleanly``: its newest runner recorded a clean stop; ``runners``: their ids,
     newest first, with their liveness; ``live_runs``: ids of live runs its runners own;
-    ``labels``: the labels its runners declared."""
+    ``labels``: the labels its runners declared; ``up_since``: when the longest-running of
+    its live runners started (Unix seconds; None while down); ``lease_s``: its newest
+    runner's lease, seconds."""
 
     name: str
     up: bool
@@ -60,6 +62,8 @@ class Host:
     runners: list[tuple[str, str]] = field(default_factory=list)
     live_runs: list[int] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    up_since: float | None = None
+    lease_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,10 +89,12 @@ def fleet(conn: Conn, *, now: float | None = None, this_host: str | None = None)
     for name, judged in sorted(by_host.items()):
         newest = judged[0][0]
         labels = sorted({lb for r, _ in judged for lb in (r.labels or [])})
+        starts = [float(r.started_at) for r, st in judged if st is not RunnerLiveness.GONE]
         out.append(Host(name=name, up=any(st is not RunnerLiveness.GONE for _, st in judged),
                         since=float(newest.heartbeat_at), stopped_cleanly=newest.stopped_at is not None,
                         runners=[(r.id, st.value) for r, st in judged],
-                        live_runs=sorted(i for r, _ in judged for i in runs.get(r.id, [])), labels=labels))
+                        live_runs=sorted(i for r, _ in judged for i in runs.get(r.id, [])), labels=labels,
+                        up_since=min(starts) if starts else None, lease_s=float(newest.lease_s)))
     return out
 
 
@@ -131,8 +137,8 @@ def down_reason(host: Host, pinned: Sequence[str]) -> str:
 def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = None, now: float | None = None,
                 actor: str = "supervisor", this_host: str | None = None) -> dict[str, list[str]]:
     """Inside a write transaction: open ``host_down`` for each host that is down while
-    another is up (not after a clean stop of its newest runner), and for each enabled job
-    pinned only to down hosts; resolve those whose host (or one of the job's hosts) is up
+    another has been up for a lease (not after a clean stop of its newest runner), and for
+    each enabled job pinned only to down hosts (not when they all stopped cleanly); resolve those whose host (or one of the job's hosts) is up
     again. The owner is the host's newest runner's ``runners.owner``, else ``owner``.
     Returns ``{"opened": [job], "resolved": [job]}`` (``(host db1)`` or a job's name)."""
     ts = time.time() if now is None else now
@@ -140,7 +146,11 @@ def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = No
     out: dict[str, list[str]] = {"opened": [], "resolved": []}
     if not hosts:
         return out
-    anyone_up = any(h.up for h in hosts)
+    # A runner that has just started has not yet heard from the hosts starting beside it (a
+    # fleet coming up, a power cut's return): nothing is declared down, nor a pinned job
+    # stranded, until one live runner has been up for a lease, long enough for every host
+    # starting with it to heartbeat once.
+    anyone_up = any(h.up and h.up_since is not None and ts - h.up_since >= h.lease_s for h in hosts)
     pins = pinned_jobs(conn)
     open_jobs = {r["job"] for r in conn.execute(
         "SELECT job FROM escalations WHERE kind = ? AND state != 'resolved'", (str(KIND),)).fetchall()}
@@ -167,6 +177,8 @@ def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = No
             out["opened"].append(job)
     for j, names in pins.items():
         serving = [h for h in hosts if serves(h, names)]
+        if serving and all(h.stopped_cleanly and not h.up for h in serving):
+            continue  # stopped by an operator, not down: its slots wait for it, and nobody is paged
         if any(h.up for h in serving):
             if j in open_jobs and escalations.auto_resolve(conn, j, [KIND], run_id=None, sinks=sinks, now=ts,
                                                            actor=actor, reason="a host it is pinned to is up again"):

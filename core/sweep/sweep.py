@@ -22,6 +22,8 @@ Policy, per live run (see docs/sweep.md):
     cannot be collected, so watching it would only ever yield a guess;
 * at startup reconciliation the lease is not waited for: runs of ``gone`` runners are
   settled at once;
+* a run a clean stop on *another* host left to its monitor → pending (a runner of that host
+  re-attaches it) for ``LEFT_ELSEWHERE_S`` after the stop, lease or not;
 * a fan-out parent that is orphaned takes its still-queued sub-tasks with it (abandoned,
   reason ``parent_ended``, in the same transaction), and no sub-task of an ended parent is
   retried (``retries.follow_up``); sub-tasks left ``queued`` under an ended parent by a path
@@ -65,6 +67,10 @@ from core.vocabulary import AuditEvent, EndReason, SweepAction
 
 log = logging.getLogger(__name__)
 
+#: How long a run left running by a clean stop on another host is trusted to its monitor
+#: there, seconds after the stop: a day, as long as ``core.ledger.hosts.RETIRED_S`` keeps a
+#: silent host in ``status``. A runner of that host re-attaches it long before.
+LEFT_ELSEWHERE_S = 86400.0
 #: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
 DEFAULT_KILL_GRACE_CAP_S = 5.0
 
@@ -162,6 +168,14 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
     if reattachable(run, owner, now=now, this_host=this_host) in ("running", "ended"):
         # Its monitor holds the job (or how it ended): a runner of this host re-attaches it
         # and records its true end. Never killed, never orphaned.
+        return Assessment(SweepAction.PENDING)
+    if (owner is not None and owner.stopped_at is not None
+            and owner.hostname != (this_host or liveness.hostname())
+            and owner.stopped_at + LEFT_ELSEWHERE_S >= now):
+        # A clean stop on another host left this run to its monitor there: only a runner of
+        # that host can see how it goes, and re-attaches it when it starts (a reboot there
+        # orphans it: same hostname, new life). A stop is an operator's act, not a death:
+        # nothing here declares the run dead until the host has been silent a day.
         return Assessment(SweepAction.PENDING)
     start_missed = (run.state == State.SPAWNED and run.spawned_at is not None
                     and run.spawned_at + settings.start_timeout < now)

@@ -43,7 +43,9 @@ def add_job(ledger: Ledger, name: str = "job", **spec: Any) -> JobSpec:
 
 def add_runner(ledger: Ledger, *, pid: int, heartbeat_age: float = 0.0, lease_s: float = 1.0,
                host: str | None = None, stopped: bool = False, runner_id: str | None = None,
-               create_time: float | None = None, boot_id: str | None = None) -> str:
+               create_time: float | None = None, boot_id: str | None = None, up_for: float | None = None) -> str:
+    """Insert a runner row. ``up_for``: seconds it had run at its last heartbeat (default: a
+    lease and a second, so the fleet has heard from it: ``core.ledger.hosts``)."""
     rid = runner_id or f"r-{uuid.uuid4().hex[:8]}"
     now = time.time()
     if create_time is None:
@@ -54,7 +56,8 @@ def add_runner(ledger: Ledger, *, pid: int, heartbeat_age: float = 0.0, lease_s:
     ledger.write(lambda c: c.execute(
         "INSERT INTO runners (id, hostname, pid, pid_create_time, started_at, heartbeat_at, heartbeat_s,"
         " lease_s, stopped_at, boot_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (rid, host or hostname(), pid, create_time, now - heartbeat_age - 1, now - heartbeat_age,
+        (rid, host or hostname(), pid, create_time, now - heartbeat_age - (lease_s + 1 if up_for is None else up_for),
+         now - heartbeat_age,
          lease_s / 5, lease_s, now if stopped else None, boot_id)))
     return rid
 

@@ -79,10 +79,24 @@ def test_a_lone_host_that_stops_is_the_runner_gap_not_a_host_down(ledger):
     assert SqlStore(ledger).check_hosts() == {"opened": [], "resolved": []}
 
 
-def test_a_host_stopped_cleanly_is_not_down(ledger):
+def test_a_host_stopped_cleanly_is_not_down_nor_are_the_jobs_pinned_to_it(ledger):
+    add_job(ledger, "backup", host="db1")
     add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w")
     add_runner(ledger, pid=os.getpid(), heartbeat_age=120.0, lease_s=30.0, host="db1", boot_id="d", stopped=True)
     assert SqlStore(ledger).check_hosts()["opened"] == []
+    assert _open(ledger) == []
+
+
+def test_a_fleet_starting_up_gives_its_hosts_a_lease_to_heartbeat(ledger):
+    add_job(ledger, "backup", host="db1")  # db1's runner is starting a moment after web1's
+    survivor = add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w", up_for=2.0)
+    add_runner(ledger, pid=os.getpid(), heartbeat_age=600.0, lease_s=30.0, host="api1", boot_id="a")  # before the power cut
+    store = SqlStore(ledger)
+
+    assert store.check_hosts()["opened"] == []  # web1 has heard from nobody yet
+
+    ledger.write(lambda c: c.execute("UPDATE runners SET started_at = started_at - 60 WHERE id = ?", (survivor,)))
+    assert sorted(store.check_hosts()["opened"]) == ["(host api1)", "backup"]  # a lease later: still silent
 
 
 def test_a_job_pinned_to_a_label_is_served_by_a_host_with_that_label(ledger):

@@ -9,7 +9,7 @@ import os
 from core import liveness
 from core.ledger.records import Runner
 from core.liveness import RunnerLiveness
-from core.sweep.sweep import Sweeper
+from core.sweep.sweep import LEFT_ELSEWHERE_S, Sweeper
 from tests.kit.sweep import add_job, add_run, add_runner, fast_settings, run_row
 
 
@@ -61,3 +61,32 @@ def test_run_of_a_live_runner_on_another_host_is_left_alone(ledger, tmp_path):
     report = Sweeper(settings, actor="sweep").sweep_once(ledger)
 
     assert report.orphaned == [] and run_row(ledger, run_id)["state"] == "running"
+
+
+def test_run_a_clean_stop_left_on_another_host_waits_for_a_runner_there(ledger, tmp_path):
+    settings = fast_settings(tmp_path / "wk.db")
+    add_job(ledger)
+    owner = add_runner(ledger, pid=1, heartbeat_age=30.0, host="db1", boot_id="db1-life", stopped=True)
+    run_id = add_run(ledger, pid=1, runner_id=owner)  # its lease ran out long ago
+    sweeper = Sweeper(settings, actor="sweep")
+
+    assert sweeper.settle(ledger, settle_gone_now=True).pending == [run_id]  # not even at a runner's start
+    assert sweeper.sweep_once(ledger).pending == [run_id]
+    assert run_row(ledger, run_id)["state"] == "running"
+
+    # a day later nothing of db1 came back to re-attach it: the sweep declares it
+    later = sweeper.settle(ledger, now=run_row(ledger, run_id)["updated_at"] + LEFT_ELSEWHERE_S + 60)
+    assert later.orphaned == [run_id] and later.killed == []
+    assert run_row(ledger, run_id)["reason_code"] == "interrupted"
+
+
+def test_run_a_clean_stop_left_before_a_reboot_is_orphaned_by_the_next_life(ledger, tmp_path, monkeypatch):
+    monkeypatch.setenv("WATCHKEEPER_BOOT_ID", "life-2")
+    settings = fast_settings(tmp_path / "wk.db")
+    add_job(ledger)
+    owner = add_runner(ledger, pid=os.getpid(), heartbeat_age=30.0, boot_id="life-1", stopped=True)
+    run_id = add_run(ledger, pid=os.getpid(), runner_id=owner)  # its monitor died with that life
+
+    report = Sweeper(settings, actor="sweep").sweep_once(ledger)
+
+    assert report.orphaned == [run_id] and report.killed == []  # this host's name: no waiting
