@@ -6,14 +6,35 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
 from console.cli.common import EXIT_FINDINGS, EXIT_USAGE, fail
+from core.ledger.dialect import is_url, mask_url
 from core.spec import crontab
 from core.text import safe_text
+
+
+def _write_all(folder: Path, files: list[tuple[Path, str]], refuse: Callable[[str], NoReturn]) -> None:
+    """Write every spec, or none: each goes to a hidden temporary file in ``folder`` first, and
+    only when all are written are they renamed into place (a full disk or a read-only folder
+    half-way leaves nothing behind, and no file it was told to ``--force`` over is lost)."""
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for path, body in files:
+            tmp = folder / f".{path.name}.import-tmp"
+            temps.append((tmp, path))
+            tmp.write_text(body, encoding="utf-8")
+    except OSError as exc:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        refuse(f"--write {safe_text(str(folder))}: cannot write {safe_text(temps[-1][1].name)}"
+               f" ({safe_text(exc.strerror or str(exc))}); no spec was written")
+    for tmp, path in temps:
+        os.replace(tmp, path)
 
 
 def _watchkeeper_path() -> str:
@@ -26,15 +47,17 @@ def _watchkeeper_path() -> str:
 
 @click.command("import-crontab")
 @click.argument("source", required=False, default="-", type=click.File("rb"))
-@click.option("--write", "write_dir", type=click.Path(file_okay=False), default=None,
+# Paths are plain strings, checked below: click's own checks would fail before the crontab is
+# read, and with --rewrite the crontab must go out unchanged whatever is wrong.
+@click.option("--write", "write_dir", default=None, metavar="DIR",
               help="Write one job spec file per cron line into this folder (created if missing).")
 @click.option("--rewrite", is_flag=True,
               help="Print the crontab rewritten so each line runs under `watchkeeper exec` (for `crontab -`).")
 @click.option("--system/--user", "system", default=None,
               help="A system crontab (/etc/crontab, /etc/cron.d/*: a user column before the command) or a "
                    "user's [default: told by the file's path, else by its lines].")
-@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-              help="Ledger the rewritten lines record into (made absolute).")
+@click.option("--ledger", "ledger_path", default=None, metavar="PATH|URL",
+              help="Ledger the rewritten lines record into: a file (made absolute) or a postgresql:// URL.")
 @click.option("--prefix", default="", help="Put this before every job name (e.g. 'host1-').")
 @click.option("--force", is_flag=True,
               help="Overwrite spec files that exist already, and take six-field (Quartz) lines as cron reads them.")
@@ -74,15 +97,26 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
             message += " (the crontab was printed unchanged)"
         fail(message, code)
 
-    if rewrite and ledger_path:
+    if ledger_path is not None and not ledger_path.strip():
+        refuse("--ledger is empty: give the ledger's path or postgresql:// URL, or leave the option out")
+    if write_dir is not None and not write_dir.strip():
+        refuse("--write is empty: give the folder the job specs go into")
+    place = None
+    if ledger_path:
+        place = ledger_path if is_url(ledger_path) else str(Path(ledger_path).expanduser().absolute())
+    if rewrite and place is not None and mask_url(place) != place:
+        refuse(f"--ledger {safe_text(mask_url(place))}: the URL carries a password, which every rewritten line"
+               " would show to `ps` and keep in the crontab; leave it out and let libpq find it (PGPASSFILE,"
+               " ~/.pgpass, a service file)")
+    if rewrite and place is not None:
         # Every rewritten line names this ledger: one that cannot record runs is refused here,
         # not found out at 3 a.m. (exec would still run the jobs, unrecorded).
         from console.cli.usable import ledger_problem
 
-        place = str(Path(ledger_path).expanduser().absolute())
         problem = ledger_problem(place)
         if problem is not None:
-            refuse(f"--ledger {safe_text(place)}: {safe_text(problem)}; the rewritten lines would run unrecorded")
+            refuse(f"--ledger {safe_text(mask_url(place))}: {safe_text(problem)}; the rewritten lines would"
+                   " run unrecorded")
     # Bytes in, bytes out: universal newlines would turn a Windows crontab's CRLF into LF.
     text = raw.decode("utf-8", "surrogateescape")
     src = getattr(source, "name", "-")
@@ -97,7 +131,9 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
     for warn in imp.warnings:
         click.echo(f"warning: {safe_text(str(warn) if warn.line else warn.reason)}", err=True)
     if write_dir is not None:
-        folder = Path(write_dir)
+        folder = Path(write_dir).expanduser()
+        if folder.exists() and not folder.is_dir():
+            refuse(f"--write {safe_text(str(folder))}: not a folder")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -107,8 +143,9 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         clash = next((p for p in taken if p.exists()), None) if not force else None
         if clash is not None:
             refuse(f"{safe_text(str(clash))} exists already (pass --force to overwrite, or --prefix to rename)")
+        _write_all(folder, [(path, crontab.spec_toml(job, name)) for job, path in zip(imp.jobs, taken, strict=True)],
+                   refuse)
         for job, path in zip(imp.jobs, taken, strict=True):
-            path.write_text(crontab.spec_toml(job, name), encoding="utf-8")
             click.echo(f"line {job.line}: wrote {path}", err=rewrite)
     if rewrite:
         if not ledger_path:
@@ -116,9 +153,8 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
             # it in: usually the user's home, a ledger no runner or console is looking at.
             click.echo("warning: no --ledger: the rewritten lines record their runs in ./watchkeeper.db of the"
                        " folder cron starts them in (usually the home folder); pass --ledger PATH", err=True)
-        ledger = str(Path(ledger_path).expanduser().absolute()) if ledger_path else None
-        jobs = str(Path(write_dir).absolute()) if write_dir else None
-        text_out = crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=ledger, jobs_dir=jobs)
+        jobs = str(Path(write_dir).expanduser().absolute()) if write_dir else None
+        text_out = crontab.rewrite(imp, watchkeeper=_watchkeeper_path(), ledger=place, jobs_dir=jobs)
         # Lines left as they were keep their bytes, even those that are not UTF-8.
         click.echo(text_out.encode("utf-8", "surrogateescape"), nl=False)
     elif write_dir is None:

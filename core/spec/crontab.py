@@ -650,8 +650,11 @@ def _read_item(line: str) -> tuple[Any, str | None]:
 def _shell_comment_at(cmd: str) -> int | None:
     """Where a shell comment starts in ``cmd`` (the index of its ``#``): a ``#`` outside
     quotes that begins a word, as ``sh -c`` reads it; None when there is none. A ``#`` inside
-    quotes (``echo "x # y"``) or inside a word (``a#b``) is part of the command."""
+    quotes (``echo "x # y"``), inside a command substitution (`` `date # x` ``, ``$(…)``) or
+    inside a word (``a#b``) is part of the command: taking too little as the comment only
+    leaves a remark in the command, taking too much would change what runs."""
     quote = ""
+    depth = 0  # open $( … )
     i = 0
     while i < len(cmd):
         c = cmd[i]
@@ -659,11 +662,16 @@ def _shell_comment_at(cmd: str) -> int | None:
             quote = "" if c == "'" else quote
         elif c == "\\":
             i += 1  # the next character is taken literally (outside single quotes)
-        elif quote == '"':
-            quote = "" if c == '"' else quote
-        elif c in "'\"":
+        elif quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"`":
             quote = c
-        elif c == "#" and (i == 0 or cmd[i - 1] in " \t"):
+        elif c == "$" and cmd[i + 1:i + 2] == "(":
+            depth += 1
+            i += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif c == "#" and not depth and (i == 0 or cmd[i - 1] in " \t"):
             return i
         i += 1
     return None
@@ -724,6 +732,8 @@ def rewrite(imp: CrontabImport, *, watchkeeper: str, ledger: str | None, jobs_di
         shell = job.fields["command"][0] if isinstance(job.fields["command"], list) else "/bin/sh"
         user = f"{job.cron_user} " if job.cron_user else ""
         indent = raw[:len(raw) - len(raw.lstrip())]
-        out.append(f"{indent}{job.cron_schedule} {user}{shlex.join(argv)} -- {shell} -c"
+        # cron turns an unescaped % into a newline: a path or a URL's %-escape must reach exec whole.
+        ours = shlex.join(argv).replace("%", "\\%")
+        out.append(f"{indent}{job.cron_schedule} {user}{ours} -- {shell} -c"
                    f" {shlex.quote(job.cron_command)}{end}")
     return "".join(out)

@@ -178,3 +178,47 @@ def test_a_postgresql_server_that_never_answers_still_runs_the_command(tmp_path)
         silent.listen(8)
         res = exec_marker(tmp_path, f"postgresql://127.0.0.1:{silent.getsockname()[1]}/wk")
     assert_ran_unrecorded(res, tmp_path, "PostgreSQL")
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--write", "{tab}"], "--write {tab}: not a folder"),
+    (["--ledger", "{dir}"], "not a regular file"),
+    (["--ledger", ""], "--ledger is empty"),
+    (["--write", ""], "--write is empty"),
+    (["--ledger", "postgresql://ops:hunter2@db.internal/wk"], "carries a password"),
+])
+def test_import_crontab_rewrite_refusals_keep_the_crontab(tmp_path, args, says):
+    tab = "0 3 * * * /usr/local/bin/backup.sh\n"
+    (tmp_path / "tab").write_text(tab)
+    fill = {"tab": str(tmp_path / "tab"), "dir": str(tmp_path)}
+    res = wk("import-crontab", "--rewrite", *[a.format(**fill) for a in args], str(tmp_path / "tab"),
+             cwd=tmp_path, stdin="")
+    assert res.returncode == 2 and res.stdout == tab
+    assert says.format(**fill) in res.stderr and "Traceback" not in res.stderr
+    assert "hunter2" not in res.stderr + res.stdout
+
+
+def test_import_crontab_that_cannot_write_a_spec_writes_none_and_keeps_the_crontab(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "report.toml").write_text("mine")
+    real = Path.write_text
+    written: list[str] = []
+
+    def disk_fills(self, *a, **kw):
+        if written:  # the second spec finds the disk full
+            raise OSError(28, "No space left on device")
+        written.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "write_text", disk_fills)
+    tab = "0 3 * * * /usr/local/bin/backup.sh\n5 4 * * * /usr/local/bin/report.sh\n"
+    res = CliRunner().invoke(cli, ["import-crontab", "--write", str(tmp_path / "jobs"), "--rewrite", "--force",
+                                   "--ledger", str(tmp_path / "wk.db")], input=tab)
+    assert res.exit_code == 2 and res.stdout == tab
+    assert "No space left on device" in res.stderr and "no spec was written" in res.stderr
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["report.toml"]  # no temporaries left
+    assert (tmp_path / "jobs" / "report.toml").read_text() == "mine"  # --force lost nothing

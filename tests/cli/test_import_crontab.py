@@ -87,3 +87,18 @@ def test_a_hash_inside_quotes_or_a_word_stays_in_the_command():
     out = crontab.rewrite(crontab.parse(tab, fmt="user"), watchkeeper="/wk", ledger="/l.db", jobs_dir=None)
     first = out.splitlines()[0]
     assert shlex.split(first.split(" -- ", 1)[1])[-1] == 'echo "x # y" > /tmp/out.txt'  # runs as cron would
+
+
+def test_a_hash_inside_a_command_substitution_stays_in_the_command():
+    tab = ("0 0 * * * tar czf /bak/`date +\\%F # day`.tgz /srv\n"
+           "5 0 * * * echo $(hostname #short) > /tmp/h # note the host\n")
+    jobs = crontab.parse(tab, fmt="user").jobs
+    assert [j.fields["command"] for j in jobs] == [
+        "tar czf /bak/`date +%F # day`.tgz /srv", "echo $(hostname #short) > /tmp/h"]  # as cron hands it on
+    assert [j.fields.get("intent") for j in jobs] == [None, "note the host"]
+
+
+def test_rewrite_escapes_a_percent_in_its_own_arguments_for_cron(tmp_path):
+    out = crontab.rewrite(crontab.parse("0 0 * * * true\n", fmt="user"), watchkeeper="/wk",
+                          ledger="/srv/100%/wk.db", jobs_dir=None)
+    assert "--ledger /srv/100\\%/wk.db" in out  # cron hands exec /srv/100%/wk.db
