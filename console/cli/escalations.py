@@ -40,7 +40,7 @@ from core.ledger.records import Escalation, columns
 from core.ledger.runs import job_known
 from core.ledger.sql_store import SqlStore
 from core.supervisor import supervisor
-from core.text import iso, quoted, short_age
+from core.text import cut, iso, quoted, short_age
 
 EXIT_LOST = EXIT_FINDINGS
 TAIL_POLL_S = 0.2
@@ -203,8 +203,10 @@ def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
     if d.occurrences:
         say("occurrences (newest first):")
         for o in d.occurrences:
-            ran = f"run {o.run_id} {o.run_state or ''} {_exit_words(o.exit_code, o.signal)}".rstrip() if o.run_id else ""
-            say(f"  {_hms(o.at)}  {o.kind.removeprefix('escalation_'):<8} {ran}")
+            # A run-less escalation (host_down, runner_gap) says what it saw instead of a run.
+            ran = (f"run {o.run_id} {o.run_state or ''} {_exit_words(o.exit_code, o.signal)}".rstrip() if o.run_id
+                   else shown(cut(o.reason or "", max(30, min(room or 132, 132) - 32))))
+            say(f"  {_hms(o.at)}  {o.kind.removeprefix('escalation_'):<8} {ran}".rstrip())
     if d.acts:
         say("acted on (newest first):")
         for a in d.acts:

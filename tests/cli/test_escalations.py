@@ -164,3 +164,17 @@ def test_snooze_takes_ids_as_listed_needs_a_unit_and_says_a_later_day(db):
     assert re.search(r"snoozed escalation \d+ \(.*\) until \w{3} \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", week.output), \
         week.output
     assert _cli("ack", f"#{esc_id}", "--as", "bob", "--ledger", str(db)).exit_code == 0
+
+
+def test_a_runless_escalation_says_what_each_occurrence_saw(db, monkeypatch):
+    import console.cli.escalations as cli_esc
+    from core.ledger.escalations import raise_escalation
+
+    monkeypatch.setattr(cli_esc.table, "terminal_width", lambda: 80)
+    with Ledger(db) as led:
+        esc_id, _ = led.write(lambda c: raise_escalation(
+            c, job="(host db1)", kind="host_down", severity="critical", run_id=None, owner="ops",
+            reason="host db1 down: no heartbeat from its runner(s) db1-1 since 01:54:15 UTC; its runs none"))
+    lines = _cli("escalations", str(esc_id), "--ledger", str(db)).output.splitlines()
+    seen = lines[lines.index("occurrences (newest first):") + 1]
+    assert "opened" in seen and "host db1 down" in seen and len(seen) <= 80, seen
