@@ -487,6 +487,7 @@ class Ledger:
                  read_only: bool = False) -> None:
         self.read_only = read_only
         self._down_since: float | None = None
+        self.given_up = False  # give_up(): transient failures raise instead of being retried
         if dialect.is_url(path):
             self.backend = "postgresql"
             self.target: str | Path = str(path)
@@ -679,7 +680,7 @@ class Ledger:
                 if not is_locked_error(exc):
                     raise
                 attempt += 1
-                if max_wait_s is not None and time.monotonic() - started > max_wait_s:
+                if self.given_up or (max_wait_s is not None and time.monotonic() - started > max_wait_s):
                     raise
                 if isinstance(exc, dialect.Disconnected):
                     self._note_down(exc)
@@ -692,6 +693,15 @@ class Ledger:
                 continue
             self._note_up()
             return result
+
+    def give_up(self) -> None:
+        """From now on a write or read that fails for a transient reason (locked, a lost
+        PostgreSQL connection) raises at once instead of being retried: what a stopping
+        runner asks of its ledgers when the database does not answer, so the stop ends. Its
+        own writes then say so; nothing is skipped silently. Thread-safe; not undone."""
+        self.given_up = True
+        if isinstance(self.conn, dialect.PgConn):
+            self.conn.hurry()
 
     def _note_down(self, exc: BaseException) -> None:
         """A lost PostgreSQL connection is one warning line, however long it stays lost."""

@@ -573,6 +573,10 @@ class PgConn:
         self._conn: psycopg.Connection[Any] | None = None
         self._connect()
 
+    def hurry(self) -> None:
+        """Wait at most a second for a connection from now on (a stopping runner's ledger)."""
+        self._timeout = min(self._timeout, 1.0)
+
     def _connect(self) -> psycopg.Connection[Any]:
         import psycopg_pool
         try:

@@ -154,7 +154,7 @@ class Writer:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.OperationalError as exc:
-                if is_locked_error(exc):
+                if is_locked_error(exc) and not self.ledger.given_up:
                     if isinstance(exc, Disconnected):
                         self.ledger._note_down(exc)  # one line however long it lasts
                     elif worth_saying(exc, attempt):

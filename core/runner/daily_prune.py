@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from core.ledger import retention
-from core.ledger.connection import Ledger
+from core.ledger.connection import Ledger, StorageError
 from core.runner.waits import wait_event
 from core.spec.settings import Settings
 
@@ -69,5 +69,7 @@ class DailyPrune:
             wait = min(CHECK_EVERY_S, self.settings.retention.interval)
             try:
                 await asyncio.to_thread(self.tick)
+            except StorageError as exc:  # locked, or the ledger out of reach: one line, no traceback
+                log.warning("retention prune failed (%s); trying again at the next check", exc)
             except Exception:
                 log.exception("retention prune failed; trying again at the next check")

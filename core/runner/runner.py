@@ -85,6 +85,10 @@ MISSION_IDLE_S = 30.0
 #: Seconds a stopping runner waits at most for runs being started to be recorded running
 #: (a spawn takes milliseconds; the bound keeps a stuck ledger from holding the stop).
 START_WAIT_S = 5.0
+#: How long a stop waits at least for a ledger that does not answer before it ends
+#: unrecorded, seconds (``Runner._give_up_ledgers``; ``shutdown_grace`` when longer): long
+#: enough for a PostgreSQL restart or failover.
+STOP_LEDGER_WAIT_S = 5.0
 
 
 class Runner:
@@ -767,6 +771,30 @@ class Runner:
         elif self.live and self.stop_mode == "kill":
             await self._kill_live()
         left = sorted(self.live)
+        # From here on the stop needs the ledger (the last heartbeat, the stop record). One
+        # that does not answer (PostgreSQL down) must not hold the stop forever: after
+        # STOP_LEDGER_WAIT_S, or at a further signal, every ledger of this runner stops
+        # retrying and the stop ends, saying what it could not record.
+        self._hurry.clear()
+        give_up = asyncio.get_running_loop().call_later(max(STOP_LEDGER_WAIT_S, self.settings.shutdown_grace),
+                                                         self._give_up_ledgers)
+        hurried = asyncio.create_task(self._hurry.wait())
+        hurried.add_done_callback(lambda task: None if task.cancelled() else self._give_up_ledgers())
+        try:
+            await self._record_stop(left)
+        finally:
+            give_up.cancel()
+            hurried.cancel()
+
+    def _give_up_ledgers(self) -> None:
+        """Every ledger this runner opened stops retrying (``Ledger.give_up``)."""
+        for led in (self.writer.ledger, self.ledger, self._beat_ledger, *list(self._thread_ledgers)):
+            if led is not None:
+                led.give_up()
+
+    async def _record_stop(self, left: list[int]) -> None:
+        """The ledger part of a stop: the heartbeat ends, the stop is recorded with the runs
+        ``left`` running, and the threads and connections close."""
         for t in list(self.live.values()):
             t.cancel()  # the job goes on under its monitor
         await asyncio.gather(*self.live.values(), return_exceptions=True)
@@ -777,8 +805,13 @@ class Runner:
         await asyncio.to_thread(self._beat_pool.shutdown, True)
         if self._bg:  # together, not one after another: n of them took up to 5 s each
             await asyncio.wait(list(self._bg), timeout=5)
-        self.left_behind = await self.loop_store.record_stopped(
-            self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail)
+        try:
+            self.left_behind = await self.loop_store.record_stopped(
+                self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail)
+        except StorageError as exc:
+            self._notice(f"the ledger {self.writer.ledger.name} did not answer ({exc}): this stop is not recorded;"
+                         f" the next runner, or another host's sweep, finds this runner gone"
+                         + (f" and its run(s) {', '.join(map(str, left))} with it" if left else ""))
         # Settles still verifying get a moment to record; then the writer commits what is
         # queued and stops (a later write fails loudly with WriterClosed, never silently).
         self._settle_pool.shutdown(wait=False, cancel_futures=True)
