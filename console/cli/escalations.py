@@ -211,7 +211,8 @@ def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
         say("acted on (newest first):")
         for a in d.acts:
             until = f" until {_hms(a.until)}" if a.until else ""
-            say(f"  {_hms(a.at)}  {a.kind.removeprefix('escalation_')} by {shown(a.actor)}{until}"
+            # The audit trail's actor ("operator:ana") named as the header names the operator.
+            say(f"  {_hms(a.at)}  {a.kind.removeprefix('escalation_')} by {shown(a.actor.removeprefix('operator:'))}{until}"
                 f"{'  ' + shown(a.reason) if a.reason else ''}")
     if d.notifications:
         say("notifications (newest first):")
@@ -222,7 +223,10 @@ def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
     else:
         say("notifications: none (no sink configured, or none due for this event)")
     if e.state != "resolved":
-        say(f"next: watchkeeper ack {e.id}   watchkeeper snooze {e.id} --for 2h   watchkeeper resolve {e.id}")
+        # What can still be done: an acknowledged one needs no second ack.
+        verbs = ([] if e.state == "acknowledged" else [f"watchkeeper ack {e.id}"]) + [
+            f"watchkeeper snooze {e.id} --for 2h", f"watchkeeper resolve {e.id}"]
+        say("next: " + "   ".join(verbs))
 
 
 @click.command("escalations")

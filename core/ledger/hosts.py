@@ -130,8 +130,8 @@ def down_reason(host: Host, pinned: Sequence[str]) -> str:
     the jobs pinned to it."""
     runs = ", ".join(str(i) for i in host.live_runs[:20]) + (", …" if len(host.live_runs) > 20 else "")
     return (f"host {host.name} down: no heartbeat from its runner(s) {', '.join(i for i, _ in host.runners[:5])}"
-            f" since {utc_hms(host.since)}; its runs {runs or 'none'} (orphaned by lease by the surviving"
-            f" runners); pinned jobs {', '.join(pinned) or 'none'}")
+            f" since {utc_hms(host.since)}; its runs {runs or 'none'} (the surviving runners orphan each as its"
+            f" lease runs out); pinned jobs {', '.join(pinned) or 'none'}")
 
 
 def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = None, now: float | None = None,

@@ -188,7 +188,9 @@ def format_status(st: dict[str, Any]) -> list[str]:
             extra = " (process alive, heartbeat stale: stalled; its runs are left alone)"
         elif r["stopped_at"]:
             extra = f" (stopped: {r['stop_reason'] or 'stopped'})"
-        lines.append(f"  {r['id']:<{idw}}  {r['liveness']:<7} {r['hostname']}:{r['pid']}  last heartbeat {beat} ago,"
+        # Gone by a clean stop is "stopped", as its host's line says; "gone" is a crash or a kill.
+        word = "stopped" if r["stopped_at"] and r["liveness"] == RunnerLiveness.GONE else r["liveness"]
+        lines.append(f"  {r['id']:<{idw}}  {word:<7} {r['hostname']}:{r['pid']}  last heartbeat {beat} ago,"
                      f" lease {r['lease_s']:g}s, {r['live_runs']} live run(s){extra}")
     if st.get("hidden"):
         lines.append(f"  … {st['hidden']} runner(s) gone for more than {short_age(LONG_DEAD_S)} not shown (--all)")

@@ -73,7 +73,8 @@ def test_one_escalation_whole_with_its_reason_acts_and_hints(db, monkeypatch):
     assert all(len(ln) <= 80 for ln in lines), lines
     assert "END" in one.output and "owner ana" in one.output  # the whole reason, folded
     assert "acknowledged by ana at" in one.output and "opened" in one.output
-    assert f"watchkeeper resolve {esc_id}" in lines[-1]
+    assert f"watchkeeper resolve {esc_id}" in lines[-1] and "watchkeeper ack" not in lines[-1]  # acknowledged already
+    assert not [ln for ln in lines if "by operator:" in ln]  # the operator named one way throughout
     doc = json.loads(_cli("escalations", str(esc_id), "--json", "--ledger", str(db)).output)
     assert doc["id"] == esc_id and doc["acked_by"] == "ana" and doc["occurrences"] and "notifications" in doc
     missing = CliRunner().invoke(cli, ["escalations", "9999", "--ledger", str(db)])

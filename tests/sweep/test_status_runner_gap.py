@@ -127,3 +127,15 @@ def test_a_host_whose_runner_stopped_cleanly_is_stopped_not_down():
     two = status.format_status({"at": now, "gap": None, "runs": {}, "runners": [runner], "hosts": [host, other]})
     assert two[0] == "runner: ok"
     assert any(ln.split()[:2] == ["vm", "stopped"] for ln in two) and any(ln.split()[:2] == ["web1", "up"] for ln in two)
+
+
+def test_a_runner_stopped_cleanly_is_listed_stopped_and_a_killed_one_gone(ledger):
+    add_runner(ledger, pid=os.getpid(), lease_s=60.0, host="web1", boot_id="w", runner_id="web1-live")
+    pid, ctime = dead_pid()
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=5.0, host="db1", boot_id="d", stopped=True,
+               runner_id="db1-stop")
+    add_runner(ledger, pid=pid, create_time=ctime, heartbeat_age=120.0, lease_s=30.0, host="api1", boot_id="a",
+               runner_id="api1-kill")
+    lines = status.format_status(status.status(ledger))
+    word = {ln.split()[0]: ln.split()[1] for ln in lines if ln.startswith("  ") and "-" in ln.split()[0]}
+    assert word == {"web1-live": "alive", "db1-stop": "stopped", "api1-kill": "gone"}, lines
