@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from core import liveness
+from core.ledger import hosts
 from core.ledger import runners as status
 from core.ledger.connection import Ledger, row_dict
 from core.ledger.lifecycle import LIVE, TERMINAL
@@ -788,10 +789,16 @@ def runner_status(ledger: Ledger, now: float) -> tuple[bool, str]:
     SIGKILL shows as down at once rather than when its lease runs out. Texts: "runner up",
     "runner stalled for 40s" (heartbeat stale, process alive on this host), "runner stopped
     3m 5s ago" (a clean stop), "no runner for 7m" (since the last heartbeat of any runner),
-    "no runner yet". Cheap: the fresh ``runners`` rows, the newest few, one process check
+    "no runner yet", and in a fleet "host db1 down" (a host whose runners all died while
+    another's runs: ``core.ledger.hosts``). Cheap: the fresh ``runners`` rows, the newest few, one process check
     each; the console calls it on every poll."""
     gap = status.runner_gap(ledger, now=now)
     if gap is None:
+        # A runner is up here or elsewhere; in a fleet a host whose runners all died is not
+        # "up" for the one who looks at the header (as ``status`` says it on its first line).
+        down = [h.name for h in hosts.fleet(ledger.conn, now=now) if not h.up and not h.stopped_cleanly]
+        if down:
+            return False, f"host {', '.join(down[:3])}{' …' if len(down) > 3 else ''} down"
         return True, "runner up"
     if gap.since is None:
         return False, "no runner yet"

@@ -165,6 +165,9 @@ async def test_header_says_runner_down_as_soon_as_its_process_is_killed(tmp_path
     runner, ct = sleepers()  # stands in for the runner process, on this host
     write(path, lambda led, c: c.execute("UPDATE runners SET hostname = ?, pid = ?, pid_create_time = ? WHERE id = 'r1'",
                                          (liveness.hostname(), runner.pid, ct)))
+    # its predecessor ran here too, and stopped (on another host, unstopped, that host would be a down one)
+    write(path, lambda led, c: c.execute("UPDATE runners SET hostname = ?, stopped_at = heartbeat_at WHERE id = 'r0'",
+                                         (liveness.hostname(),)))
     app = make_app(path)  # the clock is frozen: the heartbeat (2 s old) never goes stale
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await loaded(pilot)
@@ -202,3 +205,16 @@ def test_runner_status_matches_watchkeeper_status(tmp_path):
         assert reads.runner_status(led, cf.NOW) == (False, "runner stopped 3m ago")
         s = reads.summary(led, cf.NOW)
         assert (s.runner_up, s.runner_text) == (False, "runner stopped 3m ago")
+
+
+def test_runner_status_says_a_dead_host_of_the_fleet_is_down(tmp_path):
+    path = tmp_path / "wk.db"
+    cf.build(path)
+    with Ledger(path) as led:
+        assert reads.runner_status(led, cf.NOW) == (True, "runner up")  # r1 on another host, fresh
+        led.write(lambda c: c.execute(
+            "INSERT INTO runners (id, hostname, pid, started_at, heartbeat_at, heartbeat_s, lease_s)"
+            " VALUES ('db1-r', 'db1', 4242, ?, ?, 2, 10)", (cf.NOW - 900, cf.NOW - 300)))
+        assert reads.runner_status(led, cf.NOW) == (False, "host db1 down")
+        led.write(lambda c: c.execute("UPDATE runners SET stopped_at = ? WHERE id = 'db1-r'", (cf.NOW - 300,)))
+        assert reads.runner_status(led, cf.NOW) == (True, "runner up")  # stopped on purpose: not down
