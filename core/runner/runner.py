@@ -465,7 +465,18 @@ class Runner:
             next_due: float | None = None
             try:
                 room = self.settings.concurrency - len(self.live)
-                claims, next_due = await asyncio.to_thread(self._dispatch_tick, room)
+                tick = asyncio.ensure_future(asyncio.to_thread(self._dispatch_tick, room))
+                try:
+                    claims, next_due = await asyncio.shield(tick)
+                except asyncio.CancelledError:
+                    # A stop arrived while this tick claimed: what it claimed is started like
+                    # any run being started (then left to its monitor), never left claimed
+                    # with nothing started (``spawned`` with no process, for a day elsewhere).
+                    with contextlib.suppress(Exception):
+                        claims, _ = await tick
+                        for claimed in claims:
+                            self._start(claimed.run, claimed.job)
+                    raise
                 for claimed in claims:
                     self._start(claimed.run, claimed.job)
                 self.failures.ok("dispatch")
@@ -762,7 +773,10 @@ class Runner:
         runner opened. The heartbeat goes on until the stop is recorded."""
         self._stop_began = time.monotonic()
         # A run being started finishes starting first (its pid recorded), so it is left to
-        # its monitor and re-attached, never cut off with its job running unrecorded.
+        # its monitor and re-attached, never cut off with its job running unrecorded. A run
+        # task the last dispatch tick created has not run yet: one turn of the loop lets it
+        # say it is starting.
+        await asyncio.sleep(0)
         if not await self.executor.starts_done(START_WAIT_S):
             log.warning("run(s) %s still starting at the stop; left to the sweep", sorted(self.executor.starting))
         self._spawn_pool.shutdown(wait=False)  # nothing is started after this point

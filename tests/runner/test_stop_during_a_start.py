@@ -64,3 +64,45 @@ def test_a_run_being_started_at_a_clean_stop_is_recorded_running_and_reattached(
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_run_claimed_as_the_stop_arrives_is_started_and_left_to_its_monitor(tmp_path):
+    """The stop cancelled the dispatch loop while its tick's claim was committing: the claimed
+    run stayed ``spawned`` with no process, named nowhere (other hosts then left it so for a
+    day, and the next runner paged it as interrupted). Now a claim that lands is started."""
+    gate = tmp_path / "gate"
+    specs = tmp_path / "jobs"
+    write_specs(specs, f'name = "job"\nonce = true\ntimeout = "60s"\n'
+                       f'command = ["sh", "-c", "until [ -e {gate} ]; do sleep 0.05; done"]\n')
+    s = fast_settings(tmp_path)
+    first = RunnerThread(specs, s)
+    claiming, stop_seen = threading.Event(), threading.Event()
+    pid = None
+    try:
+        with first:
+            real_tick = first.runner._dispatch_tick
+
+            def tick_held_until_the_stop(room):
+                got = real_tick(room)
+                if got[0]:  # claimed and committed: the stop comes before the loop sees it
+                    claiming.set()
+                    stop_seen.wait(30)
+                return got
+            first.runner._dispatch_tick = tick_held_until_the_stop
+            assert claiming.wait(30)
+            first.runner.request_stop("test")
+            wait_for(lambda: first.runner._stop.is_set(), timeout=30)
+            stop_seen.set()
+        (run,) = query(s.ledger, "SELECT * FROM runs")
+        pid = run["pid"]
+        assert run["state"] == "running" and run["pid"], run  # started, not left claimed
+        stopped = query(s.ledger, "SELECT detail FROM events WHERE kind = 'runner_stopped'")
+        assert run["id"] in json.loads(stopped[0]["detail"])["left_running"]
+    finally:
+        stop_seen.set()
+        gate.touch()
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
