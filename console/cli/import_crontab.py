@@ -3,6 +3,7 @@ each line under ``watchkeeper exec``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -30,7 +31,8 @@ def _write_all(folder: Path, files: list[tuple[Path, str]], refuse: Callable[[st
             tmp.write_text(body, encoding="utf-8")
     except OSError as exc:
         for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # never made (a read-only folder), or gone already
+                tmp.unlink()
         refuse(f"--write {safe_text(str(folder))}: cannot write {safe_text(temps[-1][1].name)}"
                f" ({safe_text(exc.strerror or str(exc))}); no spec was written")
     for tmp, path in temps:
@@ -101,6 +103,8 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         refuse("--ledger is empty: give the ledger's path or postgresql:// URL, or leave the option out")
     if write_dir is not None and not write_dir.strip():
         refuse("--write is empty: give the folder the job specs go into")
+    if write_dir is not None and Path(write_dir).expanduser().exists() and not Path(write_dir).expanduser().is_dir():
+        refuse(f"--write {safe_text(write_dir)}: not a folder")  # before the ledger check, which creates a new ledger
     place = None
     if ledger_path:
         place = ledger_path if is_url(ledger_path) else str(Path(ledger_path).expanduser().absolute())

@@ -590,6 +590,10 @@ class Ledger:
             return version
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{self.name}: schema {version} is newer than {SCHEMA_VERSION}")
+        if version == 0:
+            row = self.conn.execute(dialect.FOREIGN_TABLES_SQL).fetchone()
+            if row is not None and not row[0] and row[1]:
+                raise NotALedger(f"{self.name}: {dialect.foreign_words(list(row[1]))}")
         conn = self.conn
         conn.execute("BEGIN")
         try:

@@ -75,8 +75,12 @@ def mask_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*/")
+        # Any spelling (libpq refuses PASSWORD=, but the error would still show it) and
+        # libpq's other secret (sslpassword).
+        def secret(k: str) -> bool:
+            return "password" in k.lower()
+        if any(secret(k) for k, _ in pairs):
+            query = urlencode([(k, "***" if secret(k) else v) for k, v in pairs], safe="*/")
     if netloc == parts.netloc and query == parts.query:
         return url  # nothing to hide: exactly as given, so it can be pasted back
     # Assembled by hand: urlunsplit drops the "//" of an empty host ("postgresql:///db?host=/run"
@@ -536,12 +540,29 @@ def connect_problem(url: str, timeout_s: int = 2) -> str | None:
     import psycopg
 
     try:
-        psycopg.connect(url, connect_timeout=max(2, int(timeout_s))).close()
+        with psycopg.connect(url, connect_timeout=max(2, int(timeout_s))) as conn:
+            row = conn.execute(FOREIGN_TABLES_SQL).fetchone()
+        if row is not None and not row[0] and row[1]:
+            return foreign_words(list(row[1]))  # the caller names the ledger
     except psycopg.Error as exc:
         return str(_wrap_error(exc, None))
     except Exception as exc:  # noqa: BLE001 - a malformed URL and the like: said, never raised
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+#: (whether ``schema_version`` exists, up to 6 table names of the current schema): a database
+#: with tables but no ``schema_version`` belongs to something else.
+FOREIGN_TABLES_SQL = ("SELECT to_regclass('schema_version') IS NOT NULL, ARRAY(SELECT table_name::text FROM"
+                      " information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+                      " ORDER BY 1 LIMIT 6)")
+
+
+def foreign_words(tables: list[str]) -> str:
+    """Why a PostgreSQL database with ``tables`` and no ledger schema is refused, in words."""
+    shown = ", ".join(f"'{t}'" for t in tables[:5]) + (", …" if len(tables) > 5 else "")
+    return (f"a PostgreSQL database of something else (tables {shown}); only an empty or new"
+            " database becomes a ledger")
 
 
 def close_pools() -> None:

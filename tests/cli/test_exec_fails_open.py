@@ -222,3 +222,30 @@ def test_import_crontab_that_cannot_write_a_spec_writes_none_and_keeps_the_cront
     assert "No space left on device" in res.stderr and "no spec was written" in res.stderr
     assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["report.toml"]  # no temporaries left
     assert (tmp_path / "jobs" / "report.toml").read_text() == "mine"  # --force lost nothing
+
+
+def test_import_crontab_into_a_read_only_folder_refuses_and_keeps_the_crontab(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from console.cli.main import cli
+
+    def read_only(self, *a, **kw):
+        raise OSError(30, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)  # the temporary was never made, and cannot be removed
+    (tmp_path / "jobs").mkdir()
+    tab = "0 3 * * * /usr/local/bin/backup.sh\n"
+    res = CliRunner().invoke(cli, ["import-crontab", "--write", str(tmp_path / "jobs"), "--rewrite",
+                                   "--ledger", str(tmp_path / "wk.db")], input=tab)
+    assert res.exit_code == 2 and res.stdout == tab, res.output
+    assert "Read-only file system" in res.stderr and "no spec was written" in res.stderr
+
+
+def test_import_crontab_refusing_a_write_folder_creates_no_ledger(tmp_path):
+    tab = "0 3 * * * /usr/local/bin/backup.sh\n"
+    (tmp_path / "afile").write_text("x")
+    res = wk("import-crontab", "--rewrite", "--write", str(tmp_path / "afile"), "--ledger", str(tmp_path / "new.db"),
+             "-", cwd=tmp_path, stdin=tab)
+    assert res.returncode == 2 and res.stdout == tab and "not a folder" in res.stderr
+    assert not (tmp_path / "new.db").exists()

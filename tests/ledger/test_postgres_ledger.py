@@ -68,6 +68,8 @@ def test_a_password_in_a_url_is_masked():
     assert mask_url("postgresql://wk:s3cret@db1:5432/ledger") == "postgresql://wk:***@db1:5432/ledger"
     assert "s3cret" not in mask_url("postgresql://db1/ledger?user=wk&password=s3cret")
     assert mask_url("postgresql://wk@db1/ledger") == "postgresql://wk@db1/ledger"
+    assert "s3cret" not in mask_url("postgresql://db1/ledger?sslmode=disable&PASSWORD=s3cret")  # any spelling
+    assert "s3cret" not in mask_url("postgresql://db1/ledger?sslpassword=s3cret")
 
 
 def test_a_url_without_a_host_is_shown_as_given_so_it_can_be_pasted_back():
@@ -263,6 +265,28 @@ def test_doctor_finds_a_postgresql_ledger_whole_and_a_missing_column(pg_server):
             led.conn.execute("ALTER TABLE jobs DROP COLUMN pause_reason")
             found = invariants.ledger_schema(led)
         assert [v.check for v in found] == ["schema"] and "pause_reason" in found[0].message
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+def test_a_database_of_something_else_is_refused_and_exec_runs_its_command_unrecorded(pg_server):
+    import psycopg
+
+    from console.cli.usable import ledger_problem
+    from core.ledger.connection import NotALedger
+
+    url = pg_server.fresh_database(schema=False)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:  # another application's tables
+            conn.execute("CREATE TABLE users (id int)")
+            conn.execute("CREATE TABLE runs (x int)")
+        with pytest.raises(NotALedger, match="a PostgreSQL database of something else .tables 'runs', 'users'"):
+            Ledger(url)
+        assert "something else" in (ledger_problem(url) or "")
+        with psycopg.connect(url) as conn:  # untouched: no ledger table was added
+            assert conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema ="
+                                " current_schema()").fetchone()[0] == 2
     finally:
         close_pools()
         pg_server.drop_database(url)
