@@ -212,7 +212,7 @@ def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only
     else:
         from console.cli.runs import print_stopped
 
-        print_stopped(runner.stop_reason, runner.left_behind)
+        print_stopped(runner.stop_reason, runner.left_behind, runner.unrecorded_left)
 
 
 #: The commands this module adds to ``watchkeeper`` (console.cli.main).

@@ -148,7 +148,7 @@ def run_cmd(spec_dir: str, ledger_path: str | None, config_path: str | None, con
     finally:
         if stop_metrics is not None:
             stop_metrics()
-    print_stopped(runner.stop_reason, runner.left_behind)
+    print_stopped(runner.stop_reason, runner.left_behind, runner.unrecorded_left)
 
 
 def started_line(runner: Any, settings: Any) -> str:
@@ -177,9 +177,15 @@ def start_metrics(bind: str | None, ledger: Any, where: str) -> Any:
     return stop
 
 
-def print_stopped(reason: str, left: list[Run]) -> None:
+def print_stopped(reason: str, left: list[Run], unrecorded: list[int] | None = None) -> None:
     """On stderr: why the runner stopped and the runs it left running (``Runner.left_behind``),
-    which keep running under their monitors until the next runner re-attaches them."""
+    which keep running under their monitors until the next runner re-attaches them; or, when
+    the stop could not be recorded, the ids it left running (``Runner.unrecorded_left``)."""
+    if unrecorded is not None:
+        click.echo(f"watchkeeper: runner stopped ({shown(reason)}), not recorded in the ledger; "
+                   + (f"run(s) {', '.join(map(str, unrecorded))} left running under their monitors"
+                      if unrecorded else "nothing left running"), err=True)
+        return
     click.echo(f"watchkeeper: runner stopped ({shown(reason)})"
                + (f"; {len(left)} run(s) left running; the next runner re-attaches them and records how they end:"
                   if left else "; nothing left running"), err=True)

@@ -168,6 +168,9 @@ class Runner:
         self.stop_reason = "stop requested"
         self._stop_detail: dict[str, Any] = {}
         self.left_behind: list[Run] = []  # the runs a stop left running under their monitors
+        #: Set when the stop could not be recorded (the ledger did not answer): the ids of the
+        #: runs it left running all the same.
+        self.unrecorded_left: list[int] | None = None
         self.started = threading.Event()
         self.service = ServiceNotifier()  # systemd's READY/WATCHDOG; silent outside systemd
         self.deadman = Deadman(self.settings.deadman.url, timeout=self.settings.deadman.timeout)
@@ -823,6 +826,7 @@ class Runner:
             self.left_behind = await self.loop_store.record_stopped(
                 self.id, actor=self.actor, left_running=left, reason=self.stop_reason, detail=self._stop_detail)
         except StorageError as exc:
+            self.unrecorded_left = left
             self._notice(f"the ledger {self.writer.ledger.name} did not answer ({exc}): this stop is not recorded;"
                          f" the next runner, or another host's sweep, finds this runner gone"
                          + (f" and its run(s) {', '.join(map(str, left))} with it" if left else ""))

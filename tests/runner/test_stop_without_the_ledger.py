@@ -47,4 +47,5 @@ def test_a_stop_ends_while_the_ledger_is_down_and_says_it_is_unrecorded(pg_serve
     assert proc.returncode == 0 and took < 60, (took, said)
     assert "did not answer" in said and "this stop is not recorded" in said, said
     assert "Traceback" not in said, said
+    assert "runner stopped (SIGTERM), not recorded in the ledger" in said, said
     pg_server.drop_database(url)
