@@ -129,7 +129,11 @@ def down_reason(host: Host, pinned: Sequence[str]) -> str:
     """One line for a down host: since when, its runners, the runs they had (``runs_at_death``),
     the jobs pinned to it."""
     runs = ", ".join(str(i) for i in host.live_runs[:20]) + (", …" if len(host.live_runs) > 20 else "")
-    return (f"host {host.name} down: no heartbeat from its runner(s) {', '.join(i for i, _ in host.runners[:5])}"
+    # The newest runner is the one that fell silent; earlier ones stopped or died before it.
+    who = host.runners[0][0] if host.runners else "-"
+    if len(host.runners) > 1:
+        who += f" (and {len(host.runners) - 1} earlier runner(s) of that host)"
+    return (f"host {host.name} down: no heartbeat from its runner {who}"
             f" since {utc_hms(host.since)}; its runs {runs or 'none'} (the surviving runners orphan each as its"
             f" lease runs out); pinned jobs {', '.join(pinned) or 'none'}")
 
