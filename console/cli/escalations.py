@@ -205,7 +205,7 @@ def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
         for o in d.occurrences:
             # A run-less escalation (host_down, runner_gap) says what it saw instead of a run.
             ran = (f"run {o.run_id} {o.run_state or ''} {_exit_words(o.exit_code, o.signal)}".rstrip() if o.run_id
-                   else shown(cut(o.reason or "", max(30, min(room or 132, 132) - 32))))
+                   else shown(o.reason or "" if room is None else cut(o.reason or "", max(30, room - 32))))
             say(f"  {_hms(o.at)}  {o.kind.removeprefix('escalation_'):<8} {ran}".rstrip())
     if d.acts:
         say("acted on (newest first):")
