@@ -475,9 +475,11 @@ class Runner:
                     # A stop arrived while this tick claimed: what it claimed is started like
                     # any run being started (then left to its monitor), never left claimed
                     # with nothing started (``spawned`` with no process, for a day elsewhere).
-                    with contextlib.suppress(Exception):
-                        claims, _ = await tick
-                        for claimed in claims:
+                    # Bounded: a claim stuck on a ledger that does not answer must not hold
+                    # the stop (that stop goes unrecorded anyway, and the sweep settles it).
+                    done, _ = await asyncio.wait({tick}, timeout=START_WAIT_S)
+                    if done and tick.exception() is None:
+                        for claimed in tick.result()[0]:
                             self._start(claimed.run, claimed.job)
                     raise
                 for claimed in claims:
