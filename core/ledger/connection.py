@@ -495,10 +495,14 @@ class Ledger:
             self.path = None
             self.conn = cast(sqlite3.Connection, dialect.PgConn(str(path), read_only=read_only))
             self._db: sqlite_utils.Database | None = None
-            if not read_only:
-                self.migrate()
-            elif self.schema_version > SCHEMA_VERSION:
-                raise SchemaTooNew(f"{self.name}: schema {self.schema_version} is newer than {SCHEMA_VERSION}")
+            try:
+                if not read_only:
+                    self.migrate()
+                elif self.schema_version > SCHEMA_VERSION:
+                    raise SchemaTooNew(f"{self.name}: schema {self.schema_version} is newer than {SCHEMA_VERSION}")
+            except BaseException:
+                self.conn.close()  # its pooled connection goes back (a refused ledger holds none)
+                raise
             return
         self.backend = "sqlite"
         self.path = file = Path(path)
