@@ -582,9 +582,11 @@ class Ledger:
         return self._retry(step)
 
     def _pg_version(self) -> int:
-        row = self.conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-        if not row or not row[0]:
-            return 0
+        row = self.conn.execute(dialect.FOREIGN_TABLES_SQL).fetchone()
+        if row is None or not row[0]:
+            if row is not None and row[1]:
+                raise NotALedger(f"{self.name}: {dialect.foreign_words(list(row[1]))}")
+            return 0  # an empty schema: it becomes a ledger
         got = self.conn.execute("SELECT version FROM schema_version").fetchone()
         return int(got[0]) if got else 0
 
@@ -594,10 +596,6 @@ class Ledger:
             return version
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(f"{self.name}: schema {version} is newer than {SCHEMA_VERSION}")
-        if version == 0:
-            row = self.conn.execute(dialect.FOREIGN_TABLES_SQL).fetchone()
-            if row is not None and not row[0] and row[1]:
-                raise NotALedger(f"{self.name}: {dialect.foreign_words(list(row[1]))}")
         conn = self.conn
         conn.execute("BEGIN")
         try:

@@ -552,10 +552,16 @@ def connect_problem(url: str, timeout_s: int = 2) -> str | None:
 
 
 #: (whether ``schema_version`` exists, up to 6 table names of the current schema): a database
-#: with tables but no ``schema_version`` belongs to something else.
-FOREIGN_TABLES_SQL = ("SELECT to_regclass('schema_version') IS NOT NULL, ARRAY(SELECT table_name::text FROM"
-                      " information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
-                      " ORDER BY 1 LIMIT 6)")
+#: (whether the current schema holds this ledger's own ``schema_version``: one ``version``
+#: column; up to 6 names of its tables and views). From ``pg_catalog``, which lists
+#: what the role may not read too. Tables without our ``schema_version`` (none, or another
+#: tool's, such as Flyway's) belong to something else.
+FOREIGN_TABLES_SQL = (
+    "SELECT COALESCE((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a"
+    " WHERE a.attrelid = to_regclass('schema_version') AND a.attnum > 0 AND NOT a.attisdropped)"
+    " = ARRAY['version'], false),"
+    " ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
+    " AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6)")
 
 
 def foreign_words(tables: list[str]) -> str:

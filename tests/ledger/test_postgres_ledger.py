@@ -270,7 +270,14 @@ def test_doctor_finds_a_postgresql_ledger_whole_and_a_missing_column(pg_server):
         pg_server.drop_database(url)
 
 
-def test_a_database_of_something_else_is_refused_and_exec_runs_its_command_unrecorded(pg_server):
+@pytest.mark.parametrize(("ddl", "shown"), [
+    (["CREATE TABLE users (id int)", "CREATE TABLE runs (x int)"], "'runs', 'users'"),
+    # Flyway's old layout: a schema_version that is not ours (a version of '2.1.0' crashed int())
+    (["CREATE TABLE schema_version (installed_rank int PRIMARY KEY, version varchar(50))",
+      "INSERT INTO schema_version VALUES (1, '2.1.0')"], "'schema_version'"),
+    (["CREATE VIEW v AS SELECT 1 AS x"], "'v'"),
+])
+def test_a_database_of_something_else_is_refused_and_exec_runs_its_command_unrecorded(pg_server, ddl, shown):
     import psycopg
 
     from console.cli.usable import ledger_problem
@@ -279,14 +286,16 @@ def test_a_database_of_something_else_is_refused_and_exec_runs_its_command_unrec
     url = pg_server.fresh_database(schema=False)
     try:
         with psycopg.connect(url, autocommit=True) as conn:  # another application's tables
-            conn.execute("CREATE TABLE users (id int)")
-            conn.execute("CREATE TABLE runs (x int)")
-        with pytest.raises(NotALedger, match="a PostgreSQL database of something else .tables 'runs', 'users'"):
+            for stmt in ddl:
+                conn.execute(stmt)
+            before = conn.execute("SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                                  ).fetchone()[0]
+        with pytest.raises(NotALedger, match=f"a PostgreSQL database of something else .tables {shown}"):
             Ledger(url)
         assert "something else" in (ledger_problem(url) or "")
-        with psycopg.connect(url) as conn:  # untouched: no ledger table was added
-            assert conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema ="
-                                " current_schema()").fetchone()[0] == 2
+        with psycopg.connect(url) as conn:  # untouched: nothing was added
+            assert conn.execute("SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                                ).fetchone()[0] == before
     finally:
         close_pools()
         pg_server.drop_database(url)
