@@ -19,6 +19,25 @@ from core.spec import crontab
 from core.text import safe_text
 
 
+def _check_folder(folder: Path, refuse: Callable[[str], NoReturn]) -> None:
+    """Refuse unless ``folder`` is (or can be made) a folder that takes files: made when
+    missing, and one hidden probe file written and removed."""
+    if folder.exists() and not folder.is_dir():
+        refuse(f"--write {safe_text(str(folder))}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        refuse(f"--write {safe_text(str(folder))}: cannot create it ({safe_text(exc.strerror or str(exc))})")
+    probe = folder / ".watchkeeper-import-probe"
+    try:
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        refuse(f"--write {safe_text(str(folder))}: cannot write there ({safe_text(exc.strerror or str(exc))})")
+
+
 def _write_all(folder: Path, files: list[tuple[Path, str]], refuse: Callable[[str], NoReturn]) -> None:
     """Write every spec, or none: each goes to a hidden temporary file in ``folder`` first, and
     only when all are written are they renamed into place (a full disk or a read-only folder
@@ -103,8 +122,10 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         refuse("--ledger is empty: give the ledger's path or postgresql:// URL, or leave the option out")
     if write_dir is not None and not write_dir.strip():
         refuse("--write is empty: give the folder the job specs go into")
-    if write_dir is not None and Path(write_dir).expanduser().exists() and not Path(write_dir).expanduser().is_dir():
-        refuse(f"--write {safe_text(write_dir)}: not a folder")  # before the ledger check, which creates a new ledger
+    if write_dir is not None:
+        # The folder first: the ledger check below creates a new ledger, and a refusal must
+        # leave nothing behind.
+        _check_folder(Path(write_dir).expanduser(), refuse)
     place = None
     if ledger_path:
         place = ledger_path if is_url(ledger_path) else str(Path(ledger_path).expanduser().absolute())
@@ -136,12 +157,6 @@ def import_crontab_cmd(source, write_dir: str | None, rewrite: bool, system: boo
         click.echo(f"warning: {safe_text(str(warn) if warn.line else warn.reason)}", err=True)
     if write_dir is not None:
         folder = Path(write_dir).expanduser()
-        if folder.exists() and not folder.is_dir():
-            refuse(f"--write {safe_text(str(folder))}: not a folder")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            refuse(f"--write {safe_text(str(folder))}: cannot create it ({safe_text(exc.strerror or str(exc))})")
         taken = [folder / f"{job.name}.toml" for job in imp.jobs]
         # Checked before any is written: a refusal half-way would leave half the specs behind.
         clash = next((p for p in taken if p.exists()), None) if not force else None

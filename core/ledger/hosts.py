@@ -134,8 +134,9 @@ def down_reason(host: Host, pinned: Sequence[str]) -> str:
     if len(host.runners) > 1:
         who += f" (and {len(host.runners) - 1} earlier runner(s) of that host)"
     return (f"host {host.name} down: no heartbeat from its runner {who}"
-            f" since {utc_hms(host.since)}; its runs {runs or 'none'} (the surviving runners orphan each as its"
-            f" lease runs out); pinned jobs {', '.join(pinned) or 'none'}")
+            f" since {utc_hms(host.since)}; its runs "
+            + (f"{runs} (the surviving runners orphan each as its lease runs out)" if runs else "none")
+            + f"; pinned jobs {', '.join(pinned) or 'none'}")
 
 
 def check_hosts(conn: Conn, *, sinks: Sequence[Any] = (), owner: str | None = None, now: float | None = None,
