@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:  # psycopg is imported only when a postgresql:// ledger is opened
     import psycopg
@@ -59,6 +59,26 @@ NOTIFY_TABLES = WAKE_TABLES | {"escalations", "notifications", "job_outcomes", "
 def is_url(target: object) -> bool:
     """True when ``target`` names a PostgreSQL ledger (``postgresql://`` or ``postgres://``)."""
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (an error from libpq about ``url``) with every password ``url`` carries, as
+    written and decoded, replaced by ``***``: libpq quotes a malformed one in its message."""
+    if not is_url(url):
+        return text
+    parts = urlsplit(url)
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    for raw in parts.query.split("&"):
+        key, _, value = raw.partition("=")
+        if "password" in unquote(key).lower():
+            found.append(value)
+    for secret in sorted({v for f in found if f for v in (f, unquote(f))}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def mask_url(url: str) -> str:
@@ -522,7 +542,9 @@ def pool_for(url: str) -> ConnectionPool[Any]:
             try:
                 psycopg.connect(url, connect_timeout=10).close()
             except psycopg.Error as exc:
-                raise _wrap_error(exc, None) from exc
+                err = _wrap_error(exc, None)
+                err.args = (scrub(str(err), url),)
+                raise err from exc
             pool = ConnectionPool(url, min_size=1, max_size=POOL_MAX, configure=_configure,
                                   check=ConnectionPool.check_connection,
                                   kwargs={"application_name": "watchkeeper"},
@@ -545,9 +567,9 @@ def connect_problem(url: str, timeout_s: int = 2) -> str | None:
         if row is not None and not row[0] and row[1]:
             return foreign_words(list(row[1]))  # the caller names the ledger
     except psycopg.Error as exc:
-        return str(_wrap_error(exc, None))
+        return scrub(str(_wrap_error(exc, None)), url)
     except Exception as exc:  # noqa: BLE001 - a malformed URL and the like: said, never raised
-        return f"{type(exc).__name__}: {exc}"
+        return scrub(f"{type(exc).__name__}: {exc}", url)
     return None
 
 

@@ -72,6 +72,17 @@ def test_a_password_in_a_url_is_masked():
     assert "s3cret" not in mask_url("postgresql://db1/ledger?sslpassword=s3cret")
 
 
+def test_a_password_libpq_quotes_in_its_error_is_scrubbed():
+    from core.ledger.dialect import connect_problem, scrub
+    for url in ("postgresql://u@127.0.0.1:1/db?password=S3C%zzRET", "postgresql://u:S3C%zzRET@127.0.0.1:1/db",
+                "postgresql://u@127.0.0.1:1/db?sslpassword=S3C%zzRET"):
+        said = connect_problem(url, 2) or ""
+        assert said and "S3C" not in said, said
+    assert scrub('invalid percent-encoded token: "a%20b"', "postgresql://u:a%20b@h/db") == \
+        'invalid percent-encoded token: "***"'
+    assert scrub("password 'a b' rejected", "postgresql://u:a%20b@h/db") == "password '***' rejected"
+
+
 def test_a_url_without_a_host_is_shown_as_given_so_it_can_be_pasted_back():
     # A socket folder instead of a host: shown with one slash, it named no server.
     url = "postgresql:///watchkeeper?host=/tmp/pg&port=55439"
