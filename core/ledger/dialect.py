@@ -583,7 +583,7 @@ FOREIGN_TABLES_SQL = (
     " WHERE a.attrelid = to_regclass('schema_version') AND a.attnum > 0 AND NOT a.attisdropped)"
     " = ARRAY['version'], false),"
     " ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
-    " AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6)")
+    " AND c.relkind::text = ANY (ARRAY['r', 'p', 'v', 'm', 'f']) ORDER BY 1 LIMIT 6)")
 
 
 def foreign_words(tables: list[str]) -> str:

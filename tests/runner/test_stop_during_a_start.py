@@ -78,17 +78,17 @@ def test_a_run_claimed_as_the_stop_arrives_is_started_and_left_to_its_monitor(tm
     first = RunnerThread(specs, s)
     claiming, stop_seen = threading.Event(), threading.Event()
     pid = None
+    real_tick = first.runner._dispatch_tick
+
+    def tick_held_until_the_stop(room):
+        got = real_tick(room)
+        if got[0]:  # claimed and committed: the stop comes before the loop sees it
+            claiming.set()
+            stop_seen.wait(30)
+        return got
+    first.runner._dispatch_tick = tick_held_until_the_stop  # before the runner starts: its first tick claims
     try:
         with first:
-            real_tick = first.runner._dispatch_tick
-
-            def tick_held_until_the_stop(room):
-                got = real_tick(room)
-                if got[0]:  # claimed and committed: the stop comes before the loop sees it
-                    claiming.set()
-                    stop_seen.wait(30)
-                return got
-            first.runner._dispatch_tick = tick_held_until_the_stop
             assert claiming.wait(30)
             first.runner.request_stop("test")
             wait_for(lambda: first.runner._stop.is_set(), timeout=30)
