@@ -15,6 +15,16 @@ from core.runner import spawn
 from tests.kit.harness import RunnerThread, fast_settings, query, wait_for, write_specs
 
 
+def _end(gate, pid) -> None:
+    """Let the job finish, and end its process group if it is still there (started here)."""
+    gate.touch()
+    if pid:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_a_run_being_started_at_a_clean_stop_is_recorded_running_and_reattached(tmp_path, monkeypatch):
     gate = tmp_path / "gate"
     specs = tmp_path / "jobs"
@@ -58,12 +68,7 @@ def test_a_run_being_started_at_a_clean_stop_is_recorded_running_and_reattached(
         assert not query(s.ledger, "SELECT 1 FROM escalations")
     finally:
         release.set()
-        gate.touch()
-        if pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _end(gate, pid)
 
 
 def test_a_run_claimed_as_the_stop_arrives_is_started_and_left_to_its_monitor(tmp_path):
@@ -100,9 +105,4 @@ def test_a_run_claimed_as_the_stop_arrives_is_started_and_left_to_its_monitor(tm
         assert run["id"] in json.loads(stopped[0]["detail"])["left_running"]
     finally:
         stop_seen.set()
-        gate.touch()
-        if pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _end(gate, pid)
