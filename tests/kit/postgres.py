@@ -180,6 +180,7 @@ REPRESENTATIVE = frozenset({
     "test_outbox.py",
     "test_actions.py",
     "test_escalation_changes_reach_other_consoles.py",
+    "test_hot_reads_use_indexes.py",
 })
 
 
