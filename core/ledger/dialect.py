@@ -510,6 +510,7 @@ POOL_MAX = 24
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
+    import psycopg
     from psycopg import ClientCursor
     from psycopg.types.numeric import NumericLoader
 
@@ -523,6 +524,15 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
                 return float(text)
 
     conn.autocommit = True
+    # The ledger's statements are short lookups by index. PostgreSQL compiles any statement
+    # whose estimated cost passes ``jit_above_cost``, which a history read on a large ledger
+    # does: 20-50 ms of compiling to save microseconds. Set per session, not in the URL, so
+    # the URL's own ``options`` stay as given; a server without JIT (before 11) has no such
+    # setting and keeps its plans as they are.
+    try:
+        conn.execute("SET jit = off")
+    except psycopg.errors.UndefinedObject:
+        pass
     conn.cursor_factory = ClientCursor  # literal binding: typeless '?' params work as in SQLite
     conn.row_factory = _row_factory
     conn.adapters.register_loader("numeric", _Number)

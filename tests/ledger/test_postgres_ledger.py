@@ -186,6 +186,22 @@ def test_compare_and_set_has_one_winner_across_connections(pg_server):
 
 
 @pg
+def test_ledger_connections_do_not_compile_statements_and_keep_the_urls_options(pg_server):
+    """JIT is off on every ledger connection (a history read on a large ledger paid 20-50 ms
+    of compiling), set per session so the URL's own ``options`` (here the schema) still hold."""
+    url = pg_server.fresh_database()
+    try:
+        with Ledger(url) as led:
+            assert led.scalar("SHOW jit") == "off"
+            assert led.scalar("SELECT current_schema()") == url.rsplit("%3D", 1)[1]
+            with led.read() as snap:
+                assert snap.execute("SHOW jit").fetchone()[0] == "off"
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+@pg
 @pytest.mark.slow
 def test_writes_survive_a_server_restart_exactly_once(pg_server, caplog):
     """A writer keeps queueing runs while the server restarts: every run is written once,
