@@ -114,8 +114,8 @@ def job_history(conn: Conn, job: str, before_run: int, limit: int) -> list[dict[
 
 #: The retry policy queued a next attempt of a history row's lineage (``retried``); an
 #: operator's later ``manual_retry`` is not counted (``runs.retry_queued``).
-# A scalar subquery with LIMIT, not EXISTS: PostgreSQL turns an uncorrelatable EXISTS into a
-# hashed subplan that reads every retry run of the table (a parallel sequential scan: 23 ms
+# A scalar subquery with LIMIT, not EXISTS: PostgreSQL planned the EXISTS as a hashed subplan
+# that reads every retry run of the table (a parallel sequential scan: 23 ms
 # a judgement on 200,000 runs), where this one probes ``runs_lineage`` per row kept (0.5 ms).
 _RETRIED = ("((SELECT 1 FROM runs r2 WHERE r2.lineage = o.lineage AND r2.attempt = o.attempt + 1"
             " AND r2.trigger = 'retry' LIMIT 1) IS NOT NULL)")
