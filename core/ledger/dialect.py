@@ -583,7 +583,6 @@ def connect_problem(url: str, timeout_s: int = 2) -> str | None:
     return None
 
 
-#: (whether ``schema_version`` exists, up to 6 table names of the current schema): a database
 #: (whether the current schema holds this ledger's own ``schema_version``: one ``version``
 #: column; up to 6 names of its tables and views). From ``pg_catalog``, which lists
 #: what the role may not read too. Tables without our ``schema_version`` (none, or another

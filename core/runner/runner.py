@@ -477,6 +477,9 @@ class Runner:
                     # with nothing started (``spawned`` with no process, for a day elsewhere).
                     # Bounded: a claim stuck on a ledger that does not answer must not hold
                     # the stop (that stop goes unrecorded anyway, and the sweep settles it).
+                    # A tick that ends after this wait ends unheard: its error is the lost
+                    # ledger the stop reports once, not a second traceback on the way out.
+                    tick.add_done_callback(lambda t: t.cancelled() or t.exception())
                     done, _ = await asyncio.wait({tick}, timeout=START_WAIT_S)
                     if done and tick.exception() is None:
                         for claimed in tick.result()[0]:
