@@ -13,6 +13,7 @@ import json
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from core.ledger import fanout
@@ -51,6 +52,31 @@ class FanoutParent:
         if not await ctx.loop_store.start_run(run_id, attempt, actor=ctx.actor, fields=fields,
                                               detail={"fanout": [t.name for t in spec.tasks]}):
             return
+        await self._wait_and_synthesize(run, lj, started, art)
+
+    async def resume(self, run: Run, lj: LoadedJob) -> None:
+        """Take up a running fan-out parent an earlier runner of this host left (a clean stop,
+        a crash, an upgrade: ``core.runner.reattach``), already re-attached to this runner:
+        queue whatever sub-tasks the stop came before (idempotent), wait for them all from
+        where the stop left off (the timeout still counts from the parent's ``started_at``),
+        and synthesize. A synthesize the stop cut off runs again from the start. A parent
+        whose job is no longer a fan-out is ended ``orphaned`` (reason ``interrupted``), its
+        queued sub-tasks abandoned in the same transaction."""
+        ctx = self.ctx
+        if lj.spec.kind != "fanout":
+            reason = f"left running by a runner stop, and job {lj.spec.name} is no longer a fan-out"
+            if await ctx.loop_store.finish(run.id, run.attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
+                                           reason_code=EndReason.INTERRUPTED, reason=reason, spec=lj.spec):
+                await self.ex.after_end(run.id)
+            return
+        art = Path(run.artifacts_dir) if run.artifacts_dir else ctx.settings.artifacts_dir / str(run.id)
+        await self._wait_and_synthesize(run, lj, float(run.started_at or time.time()), art)
+
+    async def _wait_and_synthesize(self, run: Run, lj: LoadedJob, started: float, art: Path) -> None:
+        """Queue the sub-tasks (idempotent), wait until every one settled, synthesize into
+        ``art`` (the parent's artifacts folder), record the parent's outcome."""
+        ctx, spec = self.ctx, lj.spec
+        run_id, attempt = run.id, run.attempt
         await ctx.loop_store.create_subtasks(run, spec, actor=ctx.actor)
         ctx.wake()
         deadline = started + spec.timeout

@@ -8,7 +8,9 @@ every live run of a gone runner of this host (``core.sweep.sweep.reattachable``)
   cancellation continue) and follows it to its end like one it started;
 * a job that ended while no runner was there → it records the status and output the monitor
   kept, and the supervisor judges it: ``succeeded`` or ``failed``, never ``interrupted``;
-* a run whose outcome was recorded but not yet judged → the supervisor settles it.
+* a run whose outcome was recorded but not yet judged → the supervisor settles it;
+* a fan-out parent (no process of its own) → it waits on its sub-tasks again (queueing any
+  the stop came before) and synthesizes, like one it started.
 
 Each take-over is a compare-and-set on (state, attempt, previous runner) with a
 ``reattached`` event (``core.ledger.runners.reattach_run``), so two runners never both take a
@@ -31,7 +33,8 @@ from core.sweep import sweep
 #: What ``reattached`` events say about a run, by what was found.
 FOUND = {"running": "still running under its monitor: followed by the new runner",
          "ended": "ended while no runner was there: its monitor kept the exit status and output",
-         "verifying": "outcome recorded, verdict not yet: settled by the new runner"}
+         "verifying": "outcome recorded, verdict not yet: settled by the new runner",
+         "fanout": "fan-out parent: the new runner waits on its sub-tasks and synthesizes"}
 
 
 @dataclass

@@ -374,6 +374,8 @@ class Runner:
             log.warning("run %s (%s): re-attached; %s", run.id, run.job, reattach.FOUND[cand.found])
             if cand.found == "verifying":
                 body = self.executor.settle(run.id)
+            elif cand.found == "fanout":
+                body = self.fanout.resume(run, lj)
             elif run.pid is None or run.artifacts_dir is None:
                 continue  # reattachable() vouched for both; a run without them is the sweep's
             else:

@@ -78,9 +78,10 @@ def reattachable(run: Run, owner: Runner | None, *, now: float, this_host: str) 
     """Whether a runner of this host can take over the live run ``run`` left by the runner
     ``owner``: ``"running"`` (its monitor still runs the job), ``"ended"`` (the job ended
     while no runner was there and its monitor recorded how: ``core.monitor``),
-    ``"verifying"`` (its outcome is recorded, its verdict is not), else None. Only runs of a
-    runner of this host that is gone (stopped, or its process dead); never runs started by
-    ``exec`` (no runner). Reads files and the process table; never writes."""
+    ``"verifying"`` (its outcome is recorded, its verdict is not), ``"fanout"`` (a fan-out
+    parent: it has no process, only sub-tasks that are runs of their own), else None. Only
+    runs of a runner of this host that is gone (stopped, or its process dead); never runs
+    started by ``exec`` (no runner). Reads files and the process table; never writes."""
     if owner is None or not liveness.same_life(owner.hostname, owner.boot_id, this_host=this_host):
         return None
     if liveness.runner_liveness(owner, now=now, this_host=this_host) is not RunnerLiveness.GONE:
@@ -89,6 +90,11 @@ def reattachable(run: Run, owner: Runner | None, *, now: float, this_host: str) 
         return "verifying"
     if run.state != State.RUNNING or not run.artifacts_dir:
         return None
+    if run.pid is None and not run.task:
+        # Every other run a runner moves to running has its monitor's pid recorded in the same
+        # move; a fan-out parent (core.runner.fanout) has none: it only waits on its sub-tasks,
+        # which the ledger holds, so a new runner can take the waiting up where it stopped.
+        return "fanout"
     art = Path(run.artifacts_dir)
     if monitor.monitor_alive(art):
         return "running"
@@ -165,9 +171,10 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
             return Assessment(SweepAction.SKIP)
         if state is RunnerLiveness.STALLED:
             return Assessment(SweepAction.STALLED)
-    if reattachable(run, owner, now=now, this_host=this_host) in ("running", "ended"):
-        # Its monitor holds the job (or how it ended): a runner of this host re-attaches it
-        # and records its true end. Never killed, never orphaned.
+    if reattachable(run, owner, now=now, this_host=this_host) in ("running", "ended", "fanout"):
+        # Its monitor holds the job (or how it ended), or it is a fan-out parent whose state is
+        # all in the ledger: a runner of this host re-attaches it and records its true end.
+        # Never killed, never orphaned.
         return Assessment(SweepAction.PENDING)
     if (owner is not None and owner.stopped_at is not None
             and owner.hostname != (this_host or liveness.hostname())
