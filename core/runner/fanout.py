@@ -160,6 +160,11 @@ class FanoutParent:
                 proc.stdin.close()  # type: ignore[union-attr]
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
+        except asyncio.CancelledError:
+            # The runner is stopping: it has no monitor to follow it by, and the runner that
+            # resumes this parent runs it again from the start, so none is left half-done.
+            signal_group(proc.pid, signal.SIGKILL)
+            raise
         except TimeoutError:
             await self.ex.terminate(proc, spec.grace)
             await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)

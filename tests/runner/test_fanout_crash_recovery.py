@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,7 @@ from tests.kit.sweep import (
     events,
     fast_settings,
     gone_runner,
+    pid_alive,
     run_row,
     wait_for,
 )
@@ -337,3 +339,33 @@ def test_a_parent_whose_job_is_no_longer_a_fanout_is_ended_as_interrupted(rig, t
     assert (end["state"], end["reason_code"]) == ("orphaned", "interrupted")
     assert "no longer a fan-out" in end["reason"]
     assert (run_row(rig.led, t2)["state"], run_row(rig.led, t2)["reason"]) == ("abandoned", "parent_ended")
+
+
+@pytest.mark.slow
+def test_a_synthesize_a_stop_cuts_off_is_killed_and_run_again_by_the_next_runner(rig, tmp_path, request):
+    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)  # a synthesize left running (this test failing) ends too
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done >> {synth_log}; echo synth"
+[[tasks]]
+name = "t1"
+command = "true"
+''')
+    first = rig.start()
+    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
+    cut_off = int(synth_log.read_text().split()[1])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    assert wait_for(lambda: not pid_alive(cut_off), timeout=5), "the cut-off synthesize was left running"
+
+    rig.start()
+    assert wait_for(lambda: synth_log.read_text().count("start") == 2, timeout=30)
+    gate.touch()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["attempt"]) == ("succeeded", 1)
+    assert synth_log.read_text().count("done") == 1
+    assert Path(end["artifacts_dir"], "stdout.log").read_text() == "synth\n"
