@@ -65,6 +65,10 @@ class Writer:
         self._q: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None] = \
             queue.SimpleQueue()
         self._closed = False
+        # Held while a submit checks ``_closed`` and queues, and while close marks the end of
+        # the queue: without it a submit could queue behind that mark, and its caller would
+        # wait for ever on a write no thread takes up (a stopping runner's last threads).
+        self._closing = threading.Lock()
         self._thread = threading.Thread(target=self._main, name="ledger-writer", daemon=True)
         self._thread.start()
 
@@ -74,10 +78,11 @@ class Writer:
 
         ``fn`` may run more than once (a group retried after 'locked'), so it must only
         touch the database. Raises ``WriterClosed`` after ``close``."""
-        if self._closed:
-            raise WriterClosed("the ledger writer is closed")
         fut: Future[T] = Future()
-        self._q.put((fn, fut))
+        with self._closing:
+            if self._closed:
+                raise WriterClosed("the ledger writer is closed")
+            self._q.put((fn, fut))
         return fut
 
     def write(self, fn: Callable[[sqlite3.Connection], T], *, max_wait_s: float | None = None) -> T:
@@ -104,10 +109,11 @@ class Writer:
 
     def close(self) -> None:
         """Commit what is queued, stop the thread (waits for it) and close the connection."""
-        if self._closed:
-            return
-        self._closed = True
-        self._q.put(None)
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            self._q.put(None)  # after every write queued so far: each is committed or failed
         self._thread.join()
         self.ledger.close()
 

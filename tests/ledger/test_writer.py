@@ -117,3 +117,41 @@ def test_awaited_from_the_event_loop_and_closed_cleanly(tmp_path):
     assert not w._thread.is_alive()
     with pytest.raises(WriterClosed):
         w.submit(lambda conn: None)
+
+
+def test_a_write_submitted_while_the_writer_closes_is_answered_never_left_waiting(tmp_path):
+    """A stopping runner's last threads submit while it closes its writer: each such write is
+    committed or refused (``WriterClosed``), never queued behind the end mark where no thread
+    takes it up (its caller then waited for ever, and so did the runner's exit)."""
+    w = Writer(tmp_path / "wk.db")
+    inner = w._q
+    queueing, go_on = threading.Event(), threading.Event()
+
+    class SlowQueue:
+        """Pauses a submit between its look at the writer and its queueing of the write."""
+
+        def put(self, item):
+            if item is not None:
+                queueing.set()
+                assert go_on.wait(10)
+            inner.put(item)
+
+        def get(self):
+            return inner.get()
+
+        def get_nowait(self):
+            return inner.get_nowait()
+
+    w._q = SlowQueue()
+    got: list[object] = []
+    submitter = threading.Thread(target=lambda: got.append(w.submit(lambda conn: "written")))
+    submitter.start()
+    assert queueing.wait(10)
+    closer = threading.Thread(target=w.close)
+    closer.start()
+    closer.join(0.5)  # a close that does not wait for the submit would be done by now
+    go_on.set()
+    closer.join(10)
+    submitter.join(10)
+    assert not closer.is_alive() and not submitter.is_alive()
+    assert got[0].result(timeout=5) == "written"

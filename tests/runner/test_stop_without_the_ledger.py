@@ -4,6 +4,7 @@ the stop is not recorded (it used to retry the last heartbeat forever and never 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -25,8 +26,11 @@ def test_a_stop_ends_while_the_ledger_is_down_and_says_it_is_unrecorded(pg_serve
     (specs / "watchkeeper.toml").write_text(FAST_TOML)
     (specs / "jobs.toml").write_text('[[job]]\nname = "tick"\ncommand = ["true"]\nevery = "1s"\n')
     log = tmp_path / "runner.log"
+    # PYTHONFAULTHANDLER: a runner that does not exit is sent SIGABRT below, and its log then
+    # shows where each of its threads waits.
     proc = subprocess.Popen([PY, "-m", "console.cli", "run", str(specs), "--ledger", url, "--quiet"], cwd=ROOT,
-                            start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
+                            start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         with Ledger(url) as led:
             wait_for(lambda: led.scalar("SELECT COUNT(*) FROM runs WHERE state = 'succeeded'") >= 1, timeout=60)
@@ -35,7 +39,12 @@ def test_a_stop_ends_while_the_ledger_is_down_and_says_it_is_unrecorded(pg_serve
         try:
             proc.send_signal(signal.SIGTERM)
             began = time.monotonic()
-            proc.wait(timeout=90)  # shutdown_grace 0.5 s → 5 s for the ledger, plus a pool wait
+            try:
+                proc.wait(timeout=90)  # shutdown_grace 0.5 s → 5 s for the ledger, plus a pool wait
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)
+                proc.wait(timeout=10)
+                pytest.fail(f"the runner did not exit within 90 s of its stop:\n{log.read_text()}")
             took = time.monotonic() - began
         finally:
             pg_server.start_only()
