@@ -27,7 +27,9 @@ monitor
   ``setsid`` (``spawn.Monitored.kill`` also signals the pid for that case). A
   background job of a non-interactive shell has SIGINT and SIGQUIT ignored for good, so the
   sh monitor starts it through GNU ``env --default-signal=INT,QUIT``; without that option
-  (``background_env``) the job runs in the foreground through an inner ``sh``;
+  (``background_env``) the job runs in the foreground through an inner ``sh``, which hands
+  on what the runner's process ignores (so the CLI restores SIGINT and SIGQUIT at its start:
+  ``core.processes.restore_job_signals``);
 * reads the job's stdout and stderr (the C monitor from its own pipes in its one poll loop;
   the sh one from two FIFOs, each drained by ``stdbuf -o0 head -c HEAD`` then ``dd | tail``):
   the first HEAD bytes go to ``STREAM.log`` as they come (readable while the run goes on,

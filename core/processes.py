@@ -34,6 +34,22 @@ def start_child(argv: Any, **popen_kw: Any) -> subprocess.Popen[Any]:
     return proc
 
 
+def restore_job_signals() -> None:
+    """Put SIGINT and SIGQUIT back to their defaults in this process when it inherited them
+    ignored (started as a non-interactive shell's background job: ``watchkeeper run &`` in a
+    script). An ignored signal survives ``exec``: the sh monitor's foreground start (where
+    ``env`` has no ``--default-signal``) would hand it on to every job, which could then not
+    be interrupted as a terminal would. SIGINT gets Python's own handler
+    (``KeyboardInterrupt``), SIGQUIT ``SIG_DFL``; a handler already set is left alone. Does
+    nothing outside the main thread (``signal.signal`` works only there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def forget_child(pid: int) -> None:
     """The child ``pid`` (from ``start_child``) was waited for: its pid may be reused."""
     with _own_lock:

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from core.processes import restore_job_signals
+
 #: Each area module (``console/cli/<area>.py``) and the names of the commands in its
 #: ``COMMANDS``, so a command's module is imported only when it runs (``--help`` lists commands
 #: sorted by name, so this order shows nowhere). tests/cli/test_one_cli_style.py checks that
@@ -119,6 +121,7 @@ def cli(verbose: int) -> None:
 
 
 def main() -> None:
+    restore_job_signals()  # the jobs it starts get SIGINT and SIGQUIT as a terminal gives them
     if os.environ.get("NO_COLOR"):
         os.environ.setdefault("TERM_NO_COLOR", "1")
     cli(prog_name="watchkeeper")

@@ -7,11 +7,13 @@ and its exit status and output are recorded; through the background start (GNU `
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
 
 from core import monitor
+from core.processes import restore_job_signals
 from core.runner import spawn
 from tests.kit import monitors
 
@@ -29,9 +31,42 @@ def pool():
     p.shutdown(wait=True)
 
 
+@pytest.fixture
+def started_in_the_background():
+    """This process as a non-interactive shell's background job starts it (``watchkeeper run
+    &`` in a script, or a CI step run that way): SIGINT and SIGQUIT ignored. Then the CLI's
+    ``restore_job_signals`` runs, as ``main`` does. Put back as they were after the test."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    for sig in saved:
+        signal.signal(sig, signal.SIG_IGN)
+    restore_job_signals()
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_restoring_job_signals_undoes_an_inherited_ignore_and_keeps_a_handler():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        restore_job_signals()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGQUIT) == signal.SIG_DFL
+
+        def mine(*_):
+            return None
+        signal.signal(signal.SIGQUIT, mine)
+        restore_job_signals()
+        assert signal.getsignal(signal.SIGQUIT) is mine
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize("background", [True, False], ids=["background-env", "foreground-fallback"])
 async def test_a_job_under_its_monitor_is_its_own_session_with_default_signals(monkeypatch, tmp_path, background,
-                                                                               pool):
+                                                                               pool, started_in_the_background):
     monitors.use(monkeypatch, "sh")  # the sh monitor's two ways (the C one: test_both_monitors_keep_one_protocol)
     if background and not monitor.background_env():
         pytest.skip("no env with --default-signal on this host")
