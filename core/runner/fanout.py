@@ -10,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from core import liveness, monitor
 from core.ledger import fanout
 from core.ledger.lifecycle import State
 from core.ledger.records import Run
-from core.processes import signal_group
+from core.processes import create_time, signal_group
 from core.runner import changes, spawn
 from core.runner.capture import Capture
 from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
@@ -27,10 +29,60 @@ from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason
 
+log = logging.getLogger(__name__)
+
 #: Longest a parent waits between two looks at its sub-tasks, seconds: a safety bound only.
 #: It looks again when a run of this runner ends or anything commits to the ledger
 #: (``Context.changes``); this bound covers a wake-up feed that is down.
 SAFETY_S = 30.0
+
+
+#: How long a resumed parent past its deadline waits between two looks while a sub-task that
+#: ended in time is being recorded, seconds (a record wakes it sooner).
+RECORD_WAIT_S = 1.0
+#: The file in a parent's artifacts folder holding ``<pid> <create time>`` of its running
+#: ``synthesize``.
+SYNTH_PID = "synthesize.pid"
+
+
+def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -> bool:
+    """Whether a sub-task the ledger does not show settled had in fact ended by ``deadline``
+    (Unix s): its outcome is recorded and its verdict not yet (``verifying``), or its monitor
+    on this host wrote its exit status while no runner was up (its re-attach is recording
+    it). ``results``: ``Store.subtask_results``; reads ``runs`` and the sub-tasks' folders."""
+    for r in results:
+        if r.get("settled") or not r.get("run_id"):
+            continue
+        child = store.run(r["run_id"])
+        if child is None:
+            continue
+        if child.state == State.VERIFYING and (child.ended_at or 0.0) <= deadline:
+            return True
+        if child.state == State.RUNNING and child.artifacts_dir:
+            art = Path(child.artifacts_dir)
+            ended = monitor.exit_time(art)
+            if ended is not None and ended <= deadline and monitor.exit_status(art) is not None:
+                return True
+    return False
+
+
+async def _end_cut_off_synthesize(art: Path) -> None:
+    """Kill (SIGKILL, its whole process group) a ``synthesize`` of this parent that a runner
+    crash left running (``art/synthesize.pid`` names it, pid and create time, so a reused pid
+    is never hit), and wait up to ``DRAIN_AFTER_EXIT_S`` for it to be gone."""
+    try:
+        pid_s, created_s = (art / SYNTH_PID).read_text().split()[:2]
+        pid, created = int(pid_s), float(created_s)
+    except (OSError, ValueError):
+        return
+    if not liveness.process_alive(pid, created or None):
+        return
+    log.warning("%s: the synthesize a runner crash cut off (pid %d) still runs: killed, to be run again",
+                art, pid)
+    signal_group(pid, signal.SIGKILL)
+    give_up = time.monotonic() + DRAIN_AFTER_EXIT_S
+    while liveness.process_alive(pid, created or None) and time.monotonic() < give_up:
+        await asyncio.sleep(0.05)
 
 
 class FanoutParent:
@@ -91,6 +143,11 @@ class FanoutParent:
                     return  # abandoned or orphaned meanwhile: its children settle on their own
                 now = time.time()
                 if now > deadline:
+                    if _ended_in_time(store, results, deadline):
+                        # A resumed parent: what ended while no runner was up is being recorded
+                        # now (re-attach); the deadline holds for when sub-tasks ended.
+                        await changes.wait(changed, RECORD_WAIT_S)
+                        continue
                     await self._timed_out(run, spec, results)
                     return
                 await changes.wait(changed, min(SAFETY_S, deadline - now + 0.01))
@@ -101,7 +158,7 @@ class FanoutParent:
         if spec.synthesize is not None:
             remaining = max(5.0, deadline - time.time())
             synth_rc = await self._synthesize(spec, lj, run, fanout.synthesis_input(spec.name, run_id, results),
-                                              out, err, remaining)
+                                              out, err, remaining, art)
             synth_ok = synth_rc == 0
         out.close()
         err.close()
@@ -139,15 +196,34 @@ class FanoutParent:
             await self.ex.after_end(run.id)
 
     async def _synthesize(self, spec: JobSpec, lj: LoadedJob, run: Run, payload: bytes,
-                          out: Capture, err: Capture, timeout: float) -> int:
+                          out: Capture, err: Capture, timeout: float, art: Path) -> int:
         """Run ``synthesize`` with every sub-task result as JSON on stdin; returns its exit
-        code (-1 when it could not start, 124 on timeout)."""
+        code (-1 when it could not start, 124 on timeout). Its pid is kept in
+        ``art/synthesize.pid`` while it runs, so that the runner resuming this parent after a
+        crash ends the one the crash cut off before starting it again."""
+        await _end_cut_off_synthesize(art)
         env = self.ex.env_for(spec, run, self.ctx.settings.artifacts_dir / str(run.id) / "handoff.json")
         try:
             proc = await spawn.start(spec.argv(spec.synthesize), cwd=resolve_cwd(lj), env=env, stdin_pipe=True)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             err.feed(f"synthesize could not start: {exc}\n".encode())
             return -1
+        pid_file = art / SYNTH_PID
+        with contextlib.suppress(OSError):
+            pid_file.write_text(f"{proc.pid} {create_time(proc.pid) or 0}\n")
+        try:
+            return await self._follow_synthesize(proc, payload, out, err, timeout, spec.grace)
+        except asyncio.CancelledError:
+            # The runner is stopping: it has no monitor to follow this by, and the runner that
+            # resumes the parent runs it again from the start, so none is left half-done.
+            signal_group(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                pid_file.unlink()
+
+    async def _follow_synthesize(self, proc: spawn.Child, payload: bytes, out: Capture, err: Capture,
+                                 timeout: float, grace: float) -> int:
         readers = [asyncio.create_task(pump(proc.stdout, out)), asyncio.create_task(pump(proc.stderr, err))]
         try:
             assert proc.stdin is not None
@@ -160,13 +236,8 @@ class FanoutParent:
                 proc.stdin.close()  # type: ignore[union-attr]
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
-        except asyncio.CancelledError:
-            # The runner is stopping: it has no monitor to follow it by, and the runner that
-            # resumes this parent runs it again from the start, so none is left half-done.
-            signal_group(proc.pid, signal.SIGKILL)
-            raise
         except TimeoutError:
-            await self.ex.terminate(proc, spec.grace)
+            await self.ex.terminate(proc, grace)
             await asyncio.wait(readers, timeout=DRAIN_AFTER_EXIT_S)
             for r in readers:
                 r.cancel()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core import monitor
 from core.ledger import lifecycle, retries
 from core.supervisor.policy.retry import RETRY
 from core.sweep import doctor
@@ -369,3 +370,63 @@ command = "true"
     assert (end["state"], end["attempt"]) == ("succeeded", 1)
     assert synth_log.read_text().count("done") == 1
     assert Path(end["artifacts_dir"], "stdout.log").read_text() == "synth\n"
+
+
+@pytest.mark.slow
+def test_a_synthesize_a_runner_crash_cuts_off_is_killed_before_the_next_runner_runs_it_again(rig, tmp_path, request):
+    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done >> {synth_log}; echo synth"
+[[tasks]]
+name = "t1"
+command = "true"
+''')
+    first = rig.start()
+    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
+    cut_off = int(synth_log.read_text().split()[1])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGKILL)  # the synthesize leads a session of its own: it lives on
+    first.wait()
+    assert pid_alive(cut_off)
+
+    rig.start()
+    assert wait_for(lambda: synth_log.read_text().count("start") == 2, timeout=30)
+    assert not pid_alive(cut_off), "two synthesizes of one parent ran side by side"
+    gate.touch()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["attempt"]) == ("succeeded", 1)
+    assert synth_log.read_text().count("done") == 1
+    assert not Path(end["artifacts_dir"], "synthesize.pid").exists()
+
+
+@pytest.mark.slow
+def test_sub_tasks_that_ended_in_time_while_no_runner_was_up_do_not_time_the_parent_out(rig, tmp_path):
+    """The parent's deadline passes while no runner is up, but every sub-task ended before it
+    under its monitor: the runner that resumes the parent waits for their records (their own
+    re-attach) instead of declaring them unsettled, and the fan-out succeeds; nothing pages."""
+    log, synth_log = tmp_path / "executions.log", tmp_path / "synth.log"
+    toml = fan_toml(log, t1="sleep 1", synth_log=synth_log).replace("once = true", 'once = true\ntimeout = "4s"\nconcurrency = 3')
+    rig.write(toml.replace("sleep 0.2", "sleep 1.5"))
+    first = rig.start()
+    assert wait_for(lambda: len(rig.query("SELECT 1 FROM runs WHERE job = 'fan' AND task != '' AND state = 'running'"))
+                    == 3, timeout=30)
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    kids = rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))
+    deadline = parent["started_at"] + 4
+    assert wait_for(lambda: all(monitor.exit_status(Path(k["artifacts_dir"])) is not None for k in kids), timeout=10)
+    assert all(monitor.exit_time(Path(k["artifacts_dir"])) <= deadline for k in kids)
+    assert wait_for(lambda: time.time() > deadline + 0.5, timeout=10)
+
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["attempt"]) == ("succeeded", 1), end["reason"]
+    assert synth_log.read_text() == "synth\n"
+    assert wait_for(lambda: rig.query("SELECT 1 FROM job_outcomes WHERE run_id = ? AND judged_by IS NOT NULL",
+                                      (parent["id"],)), timeout=30)
+    assert rig.query("SELECT kind FROM escalations") == []
