@@ -127,13 +127,14 @@ def children_in_states(conn: Conn, parent_id: int, states: Any) -> list[int]:
         (parent_id,))]
 
 
-def queued_of_removed_jobs(conn: Conn, *, removed_before: float,
-                           limit: int = 100) -> list[dict[str, Any]]:
-    """``{id, attempt}`` of top-level ``queued`` runs whose job is disabled in ``jobs`` (no spec
-    defines it) since at least ``removed_before`` (Unix seconds), oldest first."""
-    return [{"id": r[0], "attempt": r[1]} for r in conn.execute(
-        "SELECT r.id, r.attempt FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = ?"
-        " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
+def queued_of_removed_jobs(conn: Conn, *, removed_before: float, limit: int = 100) -> list[dict[str, Any]]:
+    """The ``runs`` rows (dicts of every column) of ``queued`` runs (top-level, and fan-out sub-tasks: no runner
+    dispatches those of a removed job either, so their parent would wait out its timeout)
+    whose job is disabled in ``jobs`` (no spec defines it) since at least ``removed_before``
+    (Unix seconds), oldest first, at most ``limit``."""
+    return [{k: r[k] for k in r.keys()} for r in conn.execute(
+        "SELECT r.* FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = ?"
+        " AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
         (RunState.QUEUED.value, removed_before, limit))]
 
 

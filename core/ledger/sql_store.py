@@ -109,11 +109,8 @@ class SqlStore:
         return [Run.from_row(r) for r in runs.in_states(self._conn, states, limit=limit)]
 
     def queued_runs_of_removed_jobs(self, *, removed_before: float, limit: int = 100) -> list[Run]:
-        rows = self._conn.execute(
-            "SELECT r.* FROM runs r JOIN jobs j ON j.name = r.job WHERE r.state = 'queued'"
-            " AND r.parent_run_id IS NULL AND j.enabled = 0 AND j.updated_at <= ? ORDER BY r.id LIMIT ?",
-            (removed_before, limit)).fetchall()
-        return [Run.from_row(r) for r in rows]
+        return [Run.from_row(r) for r in runs.queued_of_removed_jobs(self._conn, removed_before=removed_before,
+                                                                     limit=limit)]
 
     def live_runs_and_owners(self) -> list[tuple[Run, Runner | None]]:
         with self.ledger.read() as conn:

@@ -142,7 +142,7 @@ class Store(Protocol):
         ...
 
     def queued_runs_of_removed_jobs(self, *, removed_before: float, limit: int = 100) -> list[Run]:
-        """Top-level ``queued`` runs of jobs no spec defines any more (``jobs.enabled = 0``)
+        """``queued`` runs (top-level and fan-out sub-tasks) of jobs no spec defines any more (``jobs.enabled = 0``)
         since at least ``removed_before``, oldest first, at most ``limit``."""
         ...
 

@@ -116,7 +116,7 @@ class FanoutParent:
         queued sub-tasks abandoned in the same transaction."""
         ctx = self.ctx
         if lj.spec.kind != "fanout":
-            reason = f"left running by a runner stop, and job {lj.spec.name} is no longer a fan-out"
+            reason = f"job {lj.spec.name} is no longer a fan-out, so the runner that took it over ended it"
             if await ctx.loop_store.finish(run.id, run.attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
                                            reason_code=EndReason.INTERRUPTED, reason=reason, spec=lj.spec):
                 await self.ex.after_end(run.id)

@@ -306,6 +306,10 @@ def _interrupted_end(f: OutcomeFacts) -> str:
     """How a run a clean runner stop left behind ended (``runs.reason_code = interrupted``)."""
     if f.signal is not None:
         return f"the sweep ended the still-running process ({_signal_name(f.signal)})"
+    if f.run_reason and f.run_reason != f.reason:
+        # Ended by the runner that took it over, which said why in a sentence (a fan-out
+        # parent whose job is no longer a fan-out: core.runner.fanout).
+        return f.run_reason
     return "it ended unobserved, its exit status never recorded"
 
 

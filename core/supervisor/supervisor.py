@@ -485,7 +485,7 @@ def periodic(ledger: Ledger, settings: Any, *, judge_others: bool = True) -> Non
 
 def cancel_removed_job_runs(ledger: Ledger, *, settings: Any = None, grace_s: float = 30.0,
                             now: float | None = None) -> list[int]:
-    """Queued runs (``runs.state = 'queued'``, top-level) of a job no spec defines any more
+    """Queued runs (``runs.state = 'queued'``, top-level and fan-out sub-tasks) of a job no spec defines any more
     (``jobs.enabled = 0`` for at least ``grace_s`` seconds, so a runner restarting with a
     moment-old folder does not trigger it) would wait forever — and a pending retry's failure
     would never be reported. Each is moved queued → abandoned (reason ``job_removed``) with its

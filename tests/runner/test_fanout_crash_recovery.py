@@ -340,6 +340,12 @@ def test_a_parent_whose_job_is_no_longer_a_fanout_is_ended_as_interrupted(rig, t
     assert (end["state"], end["reason_code"]) == ("orphaned", "interrupted")
     assert "no longer a fan-out" in end["reason"]
     assert (run_row(rig.led, t2)["state"], run_row(rig.led, t2)["reason"]) == ("abandoned", "parent_ended")
+    # The escalation says why in the runner's words, not "its exit status never recorded".
+    assert wait_for(lambda: rig.query("SELECT reason FROM escalations WHERE job = 'fan'"), timeout=30)
+    (said,) = rig.query("SELECT kind, severity, reason FROM escalations WHERE job = 'fan'")
+    assert (said["kind"], said["severity"]) == ("interrupted", "warning")
+    assert "no longer a fan-out, so the runner that took it over ended it" in said["reason"], said
+    assert "exit status never recorded" not in said["reason"], said
 
 
 @pytest.mark.slow
@@ -430,3 +436,27 @@ def test_sub_tasks_that_ended_in_time_while_no_runner_was_up_do_not_time_the_par
     assert wait_for(lambda: rig.query("SELECT 1 FROM job_outcomes WHERE run_id = ? AND judged_by IS NOT NULL",
                                       (parent["id"],)), timeout=30)
     assert rig.query("SELECT kind FROM escalations") == []
+
+
+@pytest.mark.slow
+def test_a_fanout_removed_from_the_specs_while_stopped_ends_without_waiting_out_its_timeout(rig, tmp_path):
+    """No runner dispatches the sub-tasks of a job no spec defines: they are cancelled
+    (``job_removed``) like its queued runs, so the resumed parent ends with what it has
+    instead of waiting out its timeout for them and then paging ``timed_out``."""
+    log = tmp_path / "executions.log"
+    rig.write(fan_toml(log, t1="sleep 1").replace("once = true", 'once = true\ntimeout = "10m"'))
+    first = rig.start()
+    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t1" and r["state"] == "running"])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    (rig.specs / "jobs.toml").write_text('name = "other"\nschedule = "0 0 1 1 *"\ncommand = "true"\n')
+
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert end["state"] != "timed_out" and end["ended_at"] < parent["started_at"] + 60
+    kids = {k["task"]: k for k in rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))}
+    assert kids["t1"]["state"] == "succeeded"
+    assert [(kids[t]["state"], kids[t]["reason"]) for t in ("t2", "t3")] == [("abandoned", "job_removed")] * 2
+    assert executions(log) == {str(parent["id"]): ["t1"]}
+    assert not rig.query("SELECT 1 FROM escalations WHERE kind = 'timed_out'")
