@@ -325,7 +325,8 @@ class EndReason(StrEnum):
     OPERATOR = "operator"
     """A person abandoned it (``watchkeeper abandon``, the console, a mission abort)."""
     JOB_REMOVED = "job_removed"
-    """Still queued when its job left every spec."""
+    """Still queued when its job left every spec (or, a fan-out sub-task, its task left its
+    job's spec)."""
     PARENT_ENDED = "parent_ended"
     """A fan-out sub-task still queued when its parent ended."""
     # orphaned (the sweep, or a starting runner)

@@ -266,6 +266,15 @@ class Executor:
         not start (recorded as such: spawn failed, or settled meanwhile by someone else)."""
         ctx, spec = self.ctx, lj.spec
         run_id, attempt = run.id, run.attempt
+        if run.task and task_of(spec, run) is None:
+            # Its task left the job's spec after it was queued (a reload, an edit during a
+            # stop): there is nothing to run, so it ends like a queued run of a removed job.
+            if await ctx.loop_store.finish(
+                    run_id, attempt, State.SPAWNED, State.ABANDONED, actor=ctx.actor,
+                    reason_code=EndReason.JOB_REMOVED, reason=f"task {run.task} is no longer in job {spec.name}",
+                    outcome={"status": "abandoned", "handoff_findings": []}):
+                await self.after_end(run_id)
+            return None
         art = ctx.settings.artifacts_dir / str(run_id)
         degraded = None
         try:

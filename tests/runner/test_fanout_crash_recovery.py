@@ -460,3 +460,29 @@ def test_a_fanout_removed_from_the_specs_while_stopped_ends_without_waiting_out_
     assert [(kids[t]["state"], kids[t]["reason"]) for t in ("t2", "t3")] == [("abandoned", "job_removed")] * 2
     assert executions(log) == {str(parent["id"]): ["t1"]}
     assert not rig.query("SELECT 1 FROM escalations WHERE kind = 'timed_out'")
+
+
+@pytest.mark.slow
+def test_a_sub_task_whose_task_left_the_spec_is_abandoned_not_started_with_no_command(rig, tmp_path, request):
+    log, gate = tmp_path / "executions.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    # t1 holds the only slot (concurrency 1) until the stop; then t3 is edited out.
+    rig.write(fan_toml(log, t1=f"until [ -e {gate} ]; do sleep 0.05; done"))
+    first = rig.start()
+    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t1" and r["state"] == "running"])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    toml = (rig.specs / "jobs.toml").read_text().replace("max_attempts = 2\n", "max_attempts = 2\nconcurrency = 3\n", 1)
+    (rig.specs / "jobs.toml").write_text(toml[:toml.index('[[tasks]]\nname = "t3"')])
+
+    rig.start()  # room for t2 and t3 beside t1 now: t3 is taken up while its parent still waits
+    t3 = rig.query("SELECT * FROM runs WHERE parent_run_id = ? AND task = 't3'", (parent["id"],))[0]
+    assert wait_for(lambda: run_row(rig.led, t3["id"])["state"] != "queued", timeout=10)
+    gate.touch()
+    end = parent_ended(rig, parent["id"])
+    assert end["state"] == "succeeded"
+    t3 = run_row(rig.led, t3["id"])
+    assert (t3["state"], t3["reason_code"], t3["reason"]) == ("abandoned", "job_removed", "task t3 is no longer in job fan")
+    assert executions(log) == {str(parent["id"]): ["t1", "t2"]}
+    assert not rig.query("SELECT 1 FROM runs WHERE state = 'failed'")
