@@ -135,6 +135,10 @@ class FanoutParent:
         with ctx.changes.subscribe() as changed:
             while True:
                 changed.clear()  # before the look: a change after it still wakes the wait
+                stopped_by = ctx.stopped_by(run_id) if ctx.stopped_by is not None else None
+                if stopped_by is not None:
+                    await self._abandoned(run, spec, stopped_by)
+                    return
                 store = ctx.store()
                 settled, results = store.subtask_results(run_id, spec)
                 if settled:
@@ -183,6 +187,18 @@ class FanoutParent:
             await self.ex.late_result(run, exit_code, "running")
             return
         await self.ex.settle(run_id)
+
+    async def _abandoned(self, run: Run, spec: JobSpec, stopped_by: str) -> None:
+        """``run --kill``: the parent ends as its running sub-tasks do (abandoned, reason
+        ``interrupted``, never judged as the job's own failure), its queued ones abandoned
+        with it in the same transaction; no ``synthesize`` runs after the stop."""
+        ctx = self.ctx
+        outcome = {"status": "abandoned", "reason": "interrupted", "handoff_findings": []}
+        if await ctx.loop_store.finish(
+                run.id, run.attempt, State.RUNNING, State.ABANDONED, actor=ctx.actor,
+                reason_code=EndReason.OPERATOR, reason="interrupted", fields={"ended_at": time.time()},
+                outcome=outcome, spec=spec, detail={"by": stopped_by}):
+            await self.ex.after_end(run.id)
 
     async def _timed_out(self, run: Run, spec: JobSpec, results: list[dict[str, Any]]) -> None:
         ctx = self.ctx

@@ -769,6 +769,7 @@ class Runner:
         for run_id in ids:
             self._killing[run_id] = why
             signal_group(pids.get(run_id), signal.SIGTERM)
+        self.executor.ctx.changes.notify()  # a fan-out parent (no process) ends on this
         await self._wait_live(self.settings.shutdown_grace)
         for run_id in list(self.live):
             signal_group(pids.get(run_id), signal.SIGKILL)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from core.supervisor.policy.retry import RETRY
 from core.sweep import doctor
 from core.sweep.sweep import Sweeper
 from core.vocabulary import EndReason
-from tests.kit.runners import QUICK_RETRY, Runners
+from tests.kit.runners import PY, QUICK_RETRY, ROOT, Runners
 from tests.kit.runs import add_run as add_run_in
 from tests.kit.sweep import (
     add_job,
@@ -486,3 +487,26 @@ def test_a_sub_task_whose_task_left_the_spec_is_abandoned_not_started_with_no_co
     assert (t3["state"], t3["reason_code"], t3["reason"]) == ("abandoned", "job_removed", "task t3 is no longer in job fan")
     assert executions(log) == {str(parent["id"]): ["t1", "t2"]}
     assert not rig.query("SELECT 1 FROM runs WHERE state = 'failed'")
+
+
+@pytest.mark.slow
+def test_a_kill_stop_mid_fanout_abandons_the_parent_and_runs_no_synthesize(rig, tmp_path, request):
+    log, synth_log, gate = tmp_path / "executions.log", tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    rig.write(fan_toml(log, t1=f"until [ -e {gate} ]; do sleep 0.05; done", synth_log=synth_log))
+    out = open(tmp_path / "killer.log", "w")  # noqa: SIM115 - closed with the test's tmp folder
+    p = subprocess.Popen([PY, "-m", "console.cli", "run", str(rig.specs), "--ledger", str(rig.db), "--kill"],
+                         cwd=ROOT, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    rig.procs.append(p)
+    rig.wait_ready()
+    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t1" and r["state"] == "running"])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(p.pid, signal.SIGINT)
+    assert p.wait(timeout=20) == 0
+    end = run_row(rig.led, parent["id"])
+    assert (end["state"], end["reason_code"], end["reason"]) == ("abandoned", "operator", "interrupted")
+    kids = {k["task"]: k for k in rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))}
+    assert (kids["t1"]["state"], kids["t1"]["reason"]) == ("abandoned", "interrupted")
+    assert [(kids[t]["state"], kids[t]["reason"]) for t in ("t2", "t3")] == [("abandoned", "parent_ended")] * 2
+    assert not synth_log.exists(), "synthesize ran after the --kill stop"
+    assert rig.query("SELECT kind FROM escalations") == []
