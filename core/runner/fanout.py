@@ -51,9 +51,10 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
     on this host wrote its exit status while no runner was up (its re-attach is recording
     it). ``results``: ``Store.subtask_results``; reads ``runs`` and the sub-tasks' folders."""
     for r in results:
-        if r.get("settled") or not r.get("run_id"):
+        child_id = r.get("run_id")
+        if r.get("settled") or not child_id:
             continue
-        child = store.run(r["run_id"])
+        child = store.run(child_id)
         if child is None:
             continue
         if child.state == State.VERIFYING and (child.ended_at or 0.0) <= deadline:
