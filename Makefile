@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast soak bench torture lint clean eval docs screenshots browser postgres
+.PHONY: runtime demo test test-fast soak bench torture lint clean eval docs screenshots browser postgres
 
 # Each stamp installs only what its targets need: the product alone (demo); the product with
 # the test and docs tools, Textual pinned for the snapshot tests (lint, test, docs ...); the
@@ -42,6 +42,10 @@ $(BENCH): $(RUNTIME) $(MONITOR)
 # mission (sample_jobs/missions/pipeline.toml) is queued first: press m in the console to
 # follow it, A to approve its report. Without ANTHROPIC_API_KEY its coordinator and workers
 # are scripted; with it, the same mission runs with Claude.
+# The product alone in .venv/bin (watchkeeper, its PostgreSQL driver, the C monitor): what a
+# host of a fleet needs, without the test and docs tools.
+runtime: $(RUNTIME) $(MONITOR)
+
 demo: $(RUNTIME) $(MONITOR)
 	rm -rf demo sample_jobs/out
 	$(BIN)/watchkeeper mission start --specs sample_jobs --name pipeline --ledger demo/watchkeeper.db

@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import humanize
 from pydantic import (
@@ -348,10 +348,30 @@ class Settings(BaseSettings):
         # (run ids restart at 1 in each, and a handoff would land in the other's run).
         if self.artifacts is not None:
             return self.artifacts
-        if isinstance(self.ledger, str):  # PostgreSQL: run output stays on each host, per database
+        if isinstance(self.ledger, str):  # PostgreSQL: run output stays on each host, per ledger
             state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-            return state / "watchkeeper" / f"{urlsplit(self.ledger).path.strip('/') or 'ledger'}-artifacts"
+            return state / "watchkeeper" / f"{pg_ledger_label(self.ledger)}-artifacts"
         return self.ledger.parent / f"{self.ledger.stem}-artifacts"
+
+
+def pg_ledger_label(url: str) -> str:
+    """A file name that tells PostgreSQL ledgers apart: server, port, database and, when the
+    URL's ``options`` set one, ``search_path`` (``db1.example-5432-watchkeeper``; a Unix
+    socket is ``local``). Two ledgers that share a database name on two servers, or two
+    schemas of one database, never share run folders (their run ids restart at 1 each). Never
+    the user or password."""
+    parts = urlsplit(url)
+    try:
+        port = str(parts.port or 5432)
+    except ValueError:
+        port = "5432"
+    label = [parts.hostname or "local", port, parts.path.strip("/") or "ledger"]
+    for key, value in parse_qsl(parts.query):
+        if key == "options":
+            found = re.search(r"search_path\s*=\s*([^\s]+)", value)
+            if found:
+                label.append(found.group(1))
+    return "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in label)
 
 
 def _sink_name(sink: Any) -> Any:

@@ -94,3 +94,17 @@ def test_check_says_run_would_not_start_on_a_settings_error(tmp_path):
     assert res.exit_code == 1
     assert "watchkeeper.toml:3: field 'concurrency'" in res.output
     assert "would not start" in res.stderr and "would still run" not in res.stderr
+
+
+def test_postgresql_ledgers_that_share_a_database_name_get_their_own_artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    urls = ["postgresql:///watchkeeper", "postgresql://ops:secret@db1.example/watchkeeper",
+            "postgresql://ops@db2.example:6543/watchkeeper",
+            "postgresql://ops@db2.example:6543/watchkeeper?options=-csearch_path%3Dteam_b"]
+    dirs = [load_settings(None, ledger=url).artifacts_dir for url in urls]
+    assert len(set(dirs)) == len(urls)
+    assert all(d.parent == tmp_path / "watchkeeper" for d in dirs)
+    assert [d.name for d in dirs] == ["local-5432-watchkeeper-artifacts", "db1.example-5432-watchkeeper-artifacts",
+                                      "db2.example-6543-watchkeeper-artifacts",
+                                      "db2.example-6543-watchkeeper-team_b-artifacts"]
+    assert not any("secret" in str(d) or "ops" in str(d) for d in dirs)
