@@ -26,14 +26,25 @@ _LIVE_SQL = sql_set(LIVE)
 
 
 def last_scheduled_slots(conn: Conn) -> dict[str, float]:
-    """``{job: newest not_before}`` of every job's attempt-1 scheduled (or misfire) runs,
-    from ``runs``: the scheduler's memory of which slots were already queued. One query
-    for all jobs (index ``runs_job``), so startup costs one statement, not one per job."""
+    """``{job: newest slot accounted for}`` (Unix seconds): the newest ``not_before`` of every
+    job's attempt-1 scheduled (or misfire) runs (``runs``), or the last slot a runner already
+    recorded as missed while no runner ran (``misfire_skipped`` events' ``detail.last``),
+    whichever is later: the scheduler's memory of which slots were queued or reported, so the
+    next runner never reports the same missed slots again. Two queries for all jobs (indexes
+    ``runs_job`` and ``events_kind``), not one per job."""
     rows = conn.execute(
         f"SELECT job, MAX(not_before) FROM runs WHERE trigger IN {sql_set({Trigger.SCHEDULE, Trigger.MISFIRE})}"
         " AND attempt = 1"
         " AND task = '' GROUP BY job").fetchall()
-    return {r[0]: r[1] for r in rows if r[1] is not None}
+    out = {r[0]: float(r[1]) for r in rows if r[1] is not None}
+    # Slot keys are ISO-8601 UTC with milliseconds, so the text order is the time order.
+    for job, key in conn.execute(
+            "SELECT job, MAX(json_extract(detail, '$.last')) FROM events WHERE kind = ? AND job IS NOT NULL"
+            " GROUP BY job", (AuditEvent.MISFIRE_SKIPPED.value,)).fetchall():
+        at = schedule.slot_time(key) if key else None
+        if at is not None and at > out.get(job, float("-inf")):
+            out[job] = at
+    return out
 
 
 def queue_slot(conn: Conn, spec: JobSpec, slot: str, not_before: float, trigger: str, *,

@@ -75,6 +75,15 @@ def slot_key(ts: float) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
+def slot_time(key: str) -> float | None:
+    """Dedup key → slot time (Unix seconds): the inverse of ``slot_key``; None for a key that
+    is not a slot time (``once``, ``manual:…``)."""
+    try:
+        return datetime.strptime(key, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
 def next_fire(spec: JobSpec, after: float) -> float | None:
     """The first slot strictly after ``after`` (Unix seconds); None when the job has no
     further scheduled slot (manual jobs; a one-shot is handled by ``once_slot``)."""

@@ -94,3 +94,30 @@ def test_slow_runner_drops_no_slot(tmp_path):
     assert len(stalled) <= 1, stalled
     assert query(s.ledger, "SELECT 1 FROM events WHERE kind = 'skipped_late'")  # the stall was coalesced
     assert not query(s.ledger, "SELECT 1 FROM events WHERE kind = 'misfire_skipped'")
+
+
+def test_slots_a_runner_reported_missed_are_not_reported_again_by_the_next(ledger):
+    """A runner that reports missed slots and stops before queuing a newer one: the next runner
+    starts after the slots reported (``misfire_skipped``'s ``last``), not after the last slot
+    queued, so each missed slot is reported once."""
+    from core.ledger import queue
+    from core.ledger.connection import add_event
+    from core.spec.schedule import slot_key
+
+    queued_at, missed_last = 1_796_000_000.0, 1_796_000_180.0
+    ledger.write(lambda c: c.execute(
+        "INSERT INTO runs (job, slot, lineage, attempt, state, trigger, not_before, created_at, updated_at)"
+        " VALUES ('tick', ?, 'l1', 1, 'succeeded', 'schedule', ?, ?, ?)",
+        (slot_key(queued_at), queued_at, queued_at, queued_at)))
+    assert queue.last_scheduled_slots(ledger.conn) == {"tick": queued_at}
+    ledger.write(lambda c: add_event(c, actor="runner:a", kind="misfire_skipped", job="tick",
+                                     reason="3 slot(s) missed while no runner ran (misfire=skip)",
+                                     detail={"missed": 3, "first": slot_key(queued_at + 60),
+                                             "last": slot_key(missed_last), "policy": "skip"}))
+    assert queue.last_scheduled_slots(ledger.conn) == {"tick": missed_last}
+    # A newer queued slot wins again.
+    ledger.write(lambda c: c.execute(
+        "INSERT INTO runs (job, slot, lineage, attempt, state, trigger, not_before, created_at, updated_at)"
+        " VALUES ('tick', ?, 'l2', 1, 'queued', 'schedule', ?, ?, ?)",
+        (slot_key(missed_last + 60), missed_last + 60, missed_last, missed_last)))
+    assert queue.last_scheduled_slots(ledger.conn) == {"tick": missed_last + 60}
