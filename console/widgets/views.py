@@ -121,11 +121,6 @@ class OutcomesTable(PagedTable[OutcomeRow]):
             reason = "routine success" if row.verdict_kind == "routine" else "(silent)"
         if reason == row.run_reason and reason in ("exit_code", "signal", row.state):
             reason = ""  # it would only repeat the State and Exit columns
-        # The supervisor's sentences start by naming what they judge, which the Job column
-        # already shows: at 80 columns that name was most of the reason's room.
-        for said in (f"sub-task {row.task}: " if row.task else None, f"{row.job} "):
-            if said and reason and reason.startswith(said):
-                reason = reason[len(said):]
         return [cell(clock(row.ended_at, self.now)), cell(job_name(row.job, row.task)), cell(row.attempt),
                 run_state(row.state, row.status), cell(duration(row.duration_s)),
                 cell(exit_text(row.exit_code, row.signal)), cell(row.host or "-"), cell(reason)]
