@@ -67,6 +67,17 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
     return False
 
 
+def _ended_late(store: Any, results: list[dict[str, Any]], deadline: float) -> set[str]:
+    """The tasks whose last attempt ended after ``deadline`` (Unix s; ``runs.ended_at``)."""
+    late = set()
+    for r in results:
+        child_id = r.get("run_id")
+        child = store.run(child_id) if child_id else None
+        if child is not None and child.ended_at is not None and child.ended_at > deadline:
+            late.add(str(r.get("task")))
+    return late
+
+
 async def _end_cut_off_synthesize(art: Path) -> None:
     """Kill (SIGKILL, its whole process group) a ``synthesize`` of this parent that a runner
     crash left running (``art/synthesize.pid`` names it, pid and create time, so a reused pid
@@ -92,6 +103,9 @@ class FanoutParent:
     def __init__(self, executor: Executor) -> None:
         self.ex = executor
         self.ctx = executor.ctx
+        #: ``{parent run id: pid}`` of each ``synthesize`` running now (the leader of its own
+        #: process group): what ``run --kill`` signals for a parent, which has no process.
+        self.synthesizing: dict[int, int] = {}
 
     async def execute(self, run: Run, lj: LoadedJob) -> None:
         """Parent of a fan-out: queue every sub-task, wait until all settled, synthesize."""
@@ -116,13 +130,14 @@ class FanoutParent:
         whose job is no longer a fan-out is ended ``orphaned`` (reason ``interrupted``), its
         queued sub-tasks abandoned in the same transaction."""
         ctx = self.ctx
+        art = Path(run.artifacts_dir) if run.artifacts_dir else ctx.settings.artifacts_dir / str(run.id)
+        await _end_cut_off_synthesize(art)  # a crash's leftover, whatever happens to the parent now
         if lj.spec.kind != "fanout":
             reason = f"job {lj.spec.name} is no longer a fan-out, so the runner that took it over ended it"
             if await ctx.loop_store.finish(run.id, run.attempt, State.RUNNING, State.ORPHANED, actor=ctx.actor,
                                            reason_code=EndReason.INTERRUPTED, reason=reason, spec=lj.spec):
                 await self.ex.after_end(run.id)
             return
-        art = Path(run.artifacts_dir) if run.artifacts_dir else ctx.settings.artifacts_dir / str(run.id)
         await self._wait_and_synthesize(run, lj, float(run.started_at or time.time()), art)
 
     async def _wait_and_synthesize(self, run: Run, lj: LoadedJob, started: float, art: Path) -> None:
@@ -143,6 +158,13 @@ class FanoutParent:
                 store = ctx.store()
                 settled, results = store.subtask_results(run_id, spec)
                 if settled:
+                    late = _ended_late(store, results, deadline)
+                    if late:
+                        # Settled only after the deadline (they ended while no runner was up to
+                        # time the parent out): timed out, as a runner that stayed up says.
+                        await self._timed_out(run, spec, [{**r, "settled": r.get("task") not in late}
+                                                          for r in results])
+                        return
                     break
                 if store.run_state(run_id) != State.RUNNING:
                     return  # abandoned or orphaned meanwhile: its children settle on their own
@@ -165,6 +187,12 @@ class FanoutParent:
             synth_rc = await self._synthesize(spec, lj, run, fanout.synthesis_input(spec.name, run_id, results),
                                               out, err, remaining, art)
             synth_ok = synth_rc == 0
+            stopped_by = ctx.stopped_by(run_id) if ctx.stopped_by is not None else None
+            if stopped_by is not None:  # ``run --kill`` ended it: the operator's stop, not its result
+                out.close()
+                err.close()
+                await self._abandoned(run, spec, stopped_by)
+                return
         out.close()
         err.close()
         exit_code, handoff = fanout.parent_outcome(spec, results, synth_ok)
@@ -228,6 +256,7 @@ class FanoutParent:
         pid_file = art / SYNTH_PID
         with contextlib.suppress(OSError):
             pid_file.write_text(f"{proc.pid} {create_time(proc.pid) or 0}\n")
+        self.synthesizing[run.id] = proc.pid
         try:
             return await self._follow_synthesize(proc, payload, out, err, timeout, spec.grace)
         except asyncio.CancelledError:
@@ -236,6 +265,7 @@ class FanoutParent:
             signal_group(proc.pid, signal.SIGKILL)
             raise
         finally:
+            self.synthesizing.pop(run.id, None)
             with contextlib.suppress(OSError):
                 pid_file.unlink()
 

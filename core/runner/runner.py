@@ -765,6 +765,7 @@ class Runner:
         task, which is waited for briefly."""
         ids = sorted(self.live)
         pids = await self.loop_store.process_groups(ids)
+        pids.update(self.fanout.synthesizing)  # a fan-out parent's process is its synthesize
         why = f"runner {self.id} stopped with --kill ({self.stop_reason})"
         for run_id in ids:
             self._killing[run_id] = why

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import getpass
+import hashlib
 import io
 import logging
 import os
@@ -19,7 +20,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import humanize
 from pydantic import (
@@ -356,22 +357,30 @@ class Settings(BaseSettings):
 
 def pg_ledger_label(url: str) -> str:
     """A file name that tells PostgreSQL ledgers apart: server, port, database and, when the
-    URL's ``options`` set one, ``search_path`` (``db1.example-5432-watchkeeper``; a Unix
-    socket is ``local``). Two ledgers that share a database name on two servers, or two
-    schemas of one database, never share run folders (their run ids restart at 1 each). Never
-    the user or password."""
+    URL's ``options`` set one, ``search_path``, as libpq resolves them (URL, its query
+    parameters, then ``PGHOST``/``PGPORT``/``PGDATABASE``; a Unix socket is ``local``), then a
+    short hash of those four as given, so names that only differ in characters a file name
+    cannot hold stay apart (``db1.example-5432-watchkeeper-3f9a1c``). Two ledgers that share
+    a database name on two servers, or two schemas of one database, never share run folders
+    (their run ids restart at 1 each). Never the user or password."""
+    # As libpq reads a URI (the database driver stays in the ledger package): the query's
+    # parameters fill what the URI's parts leave out.
     parts = urlsplit(url)
-    try:
-        port = str(parts.port or 5432)
-    except ValueError:
-        port = "5432"
-    label = [parts.hostname or "local", port, parts.path.strip("/") or "ledger"]
-    for key, value in parse_qsl(parts.query):
-        if key == "options":
-            found = re.search(r"search_path\s*=\s*([^\s]+)", value)
-            if found:
-                label.append(found.group(1))
-    return "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in label)
+    info = {k: v for k, v in parse_qsl(parts.query) if v}
+    with contextlib.suppress(ValueError):
+        if parts.port:
+            info["port"] = str(parts.port)
+    if parts.hostname:
+        info["host"] = unquote(parts.hostname)
+    if parts.path.strip("/"):
+        info["dbname"] = unquote(parts.path.strip("/"))
+    host = info.get("host") or os.environ.get("PGHOST") or ""
+    port = info.get("port") or os.environ.get("PGPORT") or "5432"
+    db = info.get("dbname") or os.environ.get("PGDATABASE") or "ledger"
+    found = re.search(r"search_path\s*=\s*(\S+)", info.get("options", ""))
+    label = [host if host and not host.startswith("/") else "local", port, db, *([found.group(1)] if found else [])]
+    digest = hashlib.sha256("\0".join([host, port, db, *label[3:]]).encode()).hexdigest()[:6]
+    return "-".join([*(re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in label), digest])
 
 
 def _sink_name(sink: Any) -> Any:

@@ -318,8 +318,8 @@ def _failure_text(f: OutcomeFacts) -> str:
     if f.state == RunState.TIMED_OUT:
         # The run's own sentence says the deadline and how the kill went ("timed out after 3s;
         # SIGTERM ignored, killed 2s later"): quoted whole (the duration would add the grace).
-        if f.reason == EndReason.TIMEOUT and f.run_reason:
-            what = f.run_reason
+        if f.reason in (EndReason.TIMEOUT, EndReason.FANOUT_UNSETTLED) and f.run_reason:
+            what = f.run_reason  # a fan-out parent has no process: nothing "was killed"
         else:
             what = "timed out and was killed" + (f" ({f.run_reason or f.reason})" if f.run_reason or f.reason else "")
     elif f.state == RunState.ORPHANED:
@@ -390,8 +390,12 @@ def evaluate(case: OutcomeFacts, history: Iterable[OutcomeFacts], spec: JobSpec 
                                     f"{case.state}: {ended} (exit_code={case.exit_code})", Severity.WARNING)
     if case.state == RunState.ABANDONED and case.reason == EndReason.JOB_REMOVED:
         earlier = f"; earlier attempts failed: {case.prior_failures}" if case.prior_failures else ""
-        return _hard(EscalationKind.JOB_REMOVED, f"attempt {case.attempt} was cancelled before it ran: job {quoted(case.job)} is no "
-                                    f"longer defined in any spec (runs.reason_code=job_removed){earlier}", Severity.WARNING)
+        if case.run_reason and case.run_reason != case.reason:  # a sub-task whose task left the spec
+            gone = case.run_reason
+        else:
+            gone = f"job {quoted(case.job)} is no longer defined in any spec"
+        return _hard(EscalationKind.JOB_REMOVED, f"attempt {case.attempt} was cancelled before it ran: {gone}"
+                                    f" (runs.reason_code=job_removed){earlier}", Severity.WARNING)
     if case.state == RunState.ABANDONED:
         return Verdict(EscalationKind.ABANDONED, False, None, "abandoned by an operator", silent=True, anomalies=[])
 

@@ -485,6 +485,10 @@ def test_a_sub_task_whose_task_left_the_spec_is_abandoned_not_started_with_no_co
     assert end["state"] == "succeeded"
     t3 = run_row(rig.led, t3["id"])
     assert (t3["state"], t3["reason_code"], t3["reason"]) == ("abandoned", "job_removed", "task t3 is no longer in job fan")
+    assert wait_for(lambda: rig.query("SELECT 1 FROM job_outcomes WHERE run_id = ? AND judged_by IS NOT NULL",
+                                      (t3["id"],)), timeout=30)
+    verdict = rig.query("SELECT verdict_reason FROM job_outcomes WHERE run_id = ?", (t3["id"],))[0]["verdict_reason"]
+    assert "task t3 is no longer in job fan" in verdict and "no longer defined in any spec" not in verdict, verdict
     assert executions(log) == {str(parent["id"]): ["t1", "t2"]}
     assert not rig.query("SELECT 1 FROM runs WHERE state = 'failed'")
 
@@ -510,3 +514,86 @@ def test_a_kill_stop_mid_fanout_abandons_the_parent_and_runs_no_synthesize(rig, 
     assert [(kids[t]["state"], kids[t]["reason"]) for t in ("t2", "t3")] == [("abandoned", "parent_ended")] * 2
     assert not synth_log.exists(), "synthesize ran after the --kill stop"
     assert rig.query("SELECT kind FROM escalations") == []
+
+
+@pytest.mark.slow
+def test_a_sub_task_that_ended_after_the_deadline_while_no_runner_was_up_times_the_parent_out(rig, tmp_path):
+    log = tmp_path / "executions.log"
+    toml = fan_toml(log, t1="sleep 0.5").replace("once = true", 'once = true\ntimeout = "3s"\nconcurrency = 3')
+    rig.write(toml.replace("sleep 0.2", "sleep 4.5"))  # t2 ends 1.5 s past the parent's deadline
+    first = rig.start()
+    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t2" and r["state"] == "running"])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    kids = rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))
+    assert wait_for(lambda: all(monitor.exit_status(Path(k["artifacts_dir"])) is not None for k in kids
+                                if k["state"] != "queued"), timeout=15)
+
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["reason_code"], end["reason"]) == ("timed_out", "fanout_unsettled",
+                                                                 "fan-out not settled within 3s")
+    moved = events(rig.led, parent["id"], "transition")[-1]
+    assert json.loads(moved["detail"])["unsettled"] == ["t2"]
+    assert wait_for(lambda: rig.query("SELECT reason FROM escalations WHERE job = 'fan'"), timeout=30)
+    said = rig.query("SELECT reason FROM escalations WHERE job = 'fan'")[0]["reason"]
+    assert "fan-out not settled within 3s" in said and "was killed" not in said, said
+
+
+@pytest.mark.slow
+def test_a_kill_stop_during_synthesize_ends_it_and_abandons_the_parent(rig, tmp_path, request):
+    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done"
+[[tasks]]
+name = "t1"
+command = "true"
+''')
+    out = open(tmp_path / "killer.log", "w")  # noqa: SIM115 - closed with the test's tmp folder
+    p = subprocess.Popen([PY, "-m", "console.cli", "run", str(rig.specs), "--ledger", str(rig.db), "--kill"],
+                         cwd=ROOT, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    rig.procs.append(p)
+    rig.wait_ready()
+    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
+    synth = int(synth_log.read_text().split()[1])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(p.pid, signal.SIGINT)
+    assert p.wait(timeout=20) == 0
+    assert wait_for(lambda: not pid_alive(synth), timeout=5), "the synthesize outlived the --kill stop"
+    end = run_row(rig.led, parent["id"])
+    assert (end["state"], end["reason_code"], end["reason"]) == ("abandoned", "operator", "interrupted")
+    stopped = rig.query("SELECT detail FROM events WHERE kind = 'runner_stopped'")[0]
+    assert json.loads(stopped["detail"])["left_running"] == []
+    assert rig.query("SELECT kind FROM escalations") == []
+
+
+@pytest.mark.slow
+def test_a_crash_cut_synthesize_is_killed_even_when_the_job_is_no_longer_a_fanout(rig, tmp_path, request):
+    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done"
+[[tasks]]
+name = "t1"
+command = "true"
+''')
+    first = rig.start()
+    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
+    cut_off = int(synth_log.read_text().split()[1])
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (rig.specs / "jobs.toml").write_text('name = "fan"\nschedule = "0 0 1 1 *"\ncommand = "true"\n')
+
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["reason_code"]) == ("orphaned", "interrupted")
+    assert wait_for(lambda: not pid_alive(cut_off), timeout=5), "the cut-off synthesize was left running"

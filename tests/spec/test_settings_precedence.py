@@ -98,13 +98,21 @@ def test_check_says_run_would_not_start_on_a_settings_error(tmp_path):
 
 def test_postgresql_ledgers_that_share_a_database_name_get_their_own_artifacts(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    for var in ("PGHOST", "PGPORT", "PGDATABASE"):
+        monkeypatch.delenv(var, raising=False)
     urls = ["postgresql:///watchkeeper", "postgresql://ops:secret@db1.example/watchkeeper",
             "postgresql://ops@db2.example:6543/watchkeeper",
-            "postgresql://ops@db2.example:6543/watchkeeper?options=-csearch_path%3Dteam_b"]
+            "postgresql://ops@db2.example:6543/watchkeeper?options=-csearch_path%3Dteam_b",
+            "postgresql://ops@/watchkeeper?host=db2.example&port=6544",  # host and port as parameters
+            "postgresql://ops@db2.example:6543/watch-keeper", "postgresql://ops@db2.example:6543/watch_keeper"]
     dirs = [load_settings(None, ledger=url).artifacts_dir for url in urls]
     assert len(set(dirs)) == len(urls)
     assert all(d.parent == tmp_path / "watchkeeper" for d in dirs)
-    assert [d.name for d in dirs] == ["local-5432-watchkeeper-artifacts", "db1.example-5432-watchkeeper-artifacts",
-                                      "db2.example-6543-watchkeeper-artifacts",
-                                      "db2.example-6543-watchkeeper-team_b-artifacts"]
+    names = [d.name.rsplit("-", 2)[0] for d in dirs]  # without the hash and "artifacts"
+    assert names == ["local-5432-watchkeeper", "db1.example-5432-watchkeeper", "db2.example-6543-watchkeeper",
+                     "db2.example-6543-watchkeeper-team_b", "db2.example-6544-watchkeeper",
+                     "db2.example-6543-watch_keeper", "db2.example-6543-watch_keeper"]
     assert not any("secret" in str(d) or "ops" in str(d) for d in dirs)
+    # libpq's environment fills what the URL leaves out, as it does for the connection.
+    monkeypatch.setenv("PGPORT", "6545")
+    assert load_settings(None, ledger=urls[0]).artifacts_dir.name.startswith("local-6545-watchkeeper-")
