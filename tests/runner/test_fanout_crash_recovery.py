@@ -83,6 +83,44 @@ def executions(log) -> dict[str, list[str]]:
     return per_parent
 
 
+def gated_synthesize(rig, tmp_path, request) -> tuple[Path, Path]:
+    """A one-task fan-out whose ``synthesize`` logs ``start <its pid>``, waits for the file
+    ``go``, logs ``done`` and prints ``synth``. Returns (the log, ``go``); ``go`` is touched at
+    teardown, so a synthesize left running (a test failing) ends too."""
+    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
+    request.addfinalizer(gate.touch)
+    rig.write(f'''
+name = "fan"
+kind = "fanout"
+once = true
+synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done >> {synth_log}; echo synth"
+[[tasks]]
+name = "t1"
+command = "true"
+''')
+    return synth_log, gate
+
+
+def synthesizing(rig, synth_log: Path) -> tuple[int, dict]:
+    """Wait until the (first) synthesize started: (its pid, the parent run)."""
+    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
+    return int(synth_log.read_text().split()[1]), rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+
+
+def parent_left_by_a_gone_runner(rig, tmp_path) -> tuple[int, Path]:
+    """The jobs loaded by a runner that then stopped; a ``running`` parent of ``fan`` with
+    no sub-tasks, owned by a runner of this host that is gone, as a stop between the parent's
+    start and its sub-tasks' queueing leaves it. Returns (its id, its artifacts folder)."""
+    first = rig.start()
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    parent = add_run(rig.led, "fan", runner_id=gone_runner(rig.led), lease_left=30.0)
+    art = tmp_path / "art-parent"
+    art.mkdir()
+    rig.led.write(lambda c: c.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", (str(art), parent)))
+    return parent, art
+
+
 @pytest.mark.slow
 def test_runner_crash_mid_fanout_the_next_runner_resumes_the_parent_and_each_subtask_runs_once(rig, tmp_path):
     log, synth_log = tmp_path / "executions.log", tmp_path / "synth.log"
@@ -155,14 +193,7 @@ def test_a_parent_left_before_its_subtasks_were_queued_queues_them_when_resumed(
     the runner that resumes it queues them (once) and the fan-out completes."""
     log = tmp_path / "executions.log"
     rig.write(fan_toml(log).replace("once = true", 'schedule = "0 0 1 1 *"'))  # never due by itself
-    first = rig.start()
-    os.killpg(first.pid, signal.SIGTERM)
-    assert first.wait(timeout=20) == 0
-    gone = gone_runner(rig.led)
-    parent = add_run(rig.led, "fan", runner_id=gone, lease_left=30.0)
-    art = tmp_path / "art-parent"
-    art.mkdir()
-    rig.led.write(lambda c: c.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", (str(art), parent)))
+    parent, art = parent_left_by_a_gone_runner(rig, tmp_path)
 
     rig.start()
     end = parent_ended(rig, parent)
@@ -326,14 +357,7 @@ def test_operator_abandoning_a_parent_abandons_and_kills_its_running_subtasks(le
 @pytest.mark.slow
 def test_a_parent_whose_job_is_no_longer_a_fanout_is_ended_as_interrupted(rig, tmp_path):
     rig.write('name = "fan"\nschedule = "0 0 1 1 *"\ncommand = "true"\n')  # was a fan-out before the stop
-    first = rig.start()
-    os.killpg(first.pid, signal.SIGTERM)
-    assert first.wait(timeout=20) == 0
-    gone = gone_runner(rig.led)
-    parent = add_run(rig.led, "fan", runner_id=gone, lease_left=30.0)
-    art = tmp_path / "art-parent"
-    art.mkdir()
-    rig.led.write(lambda c: c.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", (str(art), parent)))
+    parent, art = parent_left_by_a_gone_runner(rig, tmp_path)
     t2 = add_child(rig.led, parent, "t2")
 
     rig.start()
@@ -351,21 +375,9 @@ def test_a_parent_whose_job_is_no_longer_a_fanout_is_ended_as_interrupted(rig, t
 
 @pytest.mark.slow
 def test_a_synthesize_a_stop_cuts_off_is_killed_and_run_again_by_the_next_runner(rig, tmp_path, request):
-    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
-    request.addfinalizer(gate.touch)  # a synthesize left running (this test failing) ends too
-    rig.write(f'''
-name = "fan"
-kind = "fanout"
-once = true
-synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done >> {synth_log}; echo synth"
-[[tasks]]
-name = "t1"
-command = "true"
-''')
+    synth_log, gate = gated_synthesize(rig, tmp_path, request)
     first = rig.start()
-    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
-    cut_off = int(synth_log.read_text().split()[1])
-    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    cut_off, parent = synthesizing(rig, synth_log)
     os.killpg(first.pid, signal.SIGTERM)
     assert first.wait(timeout=20) == 0
     assert wait_for(lambda: not pid_alive(cut_off), timeout=5), "the cut-off synthesize was left running"
@@ -381,21 +393,9 @@ command = "true"
 
 @pytest.mark.slow
 def test_a_synthesize_a_runner_crash_cuts_off_is_killed_before_the_next_runner_runs_it_again(rig, tmp_path, request):
-    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
-    request.addfinalizer(gate.touch)
-    rig.write(f'''
-name = "fan"
-kind = "fanout"
-once = true
-synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done >> {synth_log}; echo synth"
-[[tasks]]
-name = "t1"
-command = "true"
-''')
+    synth_log, gate = gated_synthesize(rig, tmp_path, request)
     first = rig.start()
-    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
-    cut_off = int(synth_log.read_text().split()[1])
-    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    cut_off, parent = synthesizing(rig, synth_log)
     os.killpg(first.pid, signal.SIGKILL)  # the synthesize leads a session of its own: it lives on
     first.wait()
     assert pid_alive(cut_off)
@@ -543,25 +543,13 @@ def test_a_sub_task_that_ended_after_the_deadline_while_no_runner_was_up_times_t
 
 @pytest.mark.slow
 def test_a_kill_stop_during_synthesize_ends_it_and_abandons_the_parent(rig, tmp_path, request):
-    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
-    request.addfinalizer(gate.touch)
-    rig.write(f'''
-name = "fan"
-kind = "fanout"
-once = true
-synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done; echo done"
-[[tasks]]
-name = "t1"
-command = "true"
-''')
+    synth_log, gate = gated_synthesize(rig, tmp_path, request)
     out = open(tmp_path / "killer.log", "w")  # noqa: SIM115 - closed with the test's tmp folder
     p = subprocess.Popen([PY, "-m", "console.cli", "run", str(rig.specs), "--ledger", str(rig.db), "--kill"],
                          cwd=ROOT, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
     rig.procs.append(p)
     rig.wait_ready()
-    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
-    synth = int(synth_log.read_text().split()[1])
-    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    synth, parent = synthesizing(rig, synth_log)
     os.killpg(p.pid, signal.SIGINT)
     assert p.wait(timeout=20) == 0
     assert wait_for(lambda: not pid_alive(synth), timeout=5), "the synthesize outlived the --kill stop"
@@ -574,21 +562,9 @@ command = "true"
 
 @pytest.mark.slow
 def test_a_crash_cut_synthesize_is_killed_even_when_the_job_is_no_longer_a_fanout(rig, tmp_path, request):
-    synth_log, gate = tmp_path / "synth.log", tmp_path / "go"
-    request.addfinalizer(gate.touch)
-    rig.write(f'''
-name = "fan"
-kind = "fanout"
-once = true
-synthesize = "cat >/dev/null; echo start $$ >> {synth_log}; until [ -e {gate} ]; do sleep 0.05; done"
-[[tasks]]
-name = "t1"
-command = "true"
-''')
+    synth_log, gate = gated_synthesize(rig, tmp_path, request)
     first = rig.start()
-    assert wait_for(lambda: synth_log.exists() and "start" in synth_log.read_text(), timeout=30)
-    cut_off = int(synth_log.read_text().split()[1])
-    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    cut_off, parent = synthesizing(rig, synth_log)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     (rig.specs / "jobs.toml").write_text('name = "fan"\nschedule = "0 0 1 1 *"\ncommand = "true"\n')
