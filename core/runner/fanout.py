@@ -49,7 +49,8 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
     """Whether a sub-task the ledger does not show settled had in fact ended by ``deadline``
     (Unix s): its outcome is recorded and its verdict not yet (``verifying``), or its monitor
     on this host wrote its exit status while no runner was up (its re-attach is recording
-    it). ``results``: ``Store.subtask_results``; reads ``runs`` and the sub-tasks' folders."""
+    it); also True when a sub-task moved since ``results`` was read (the caller looks again).
+    ``results``: ``Store.subtask_results``; reads ``runs`` and the sub-tasks' folders."""
     for r in results:
         child_id = r.get("run_id")
         if r.get("settled") or not child_id:
@@ -57,6 +58,8 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
         child = store.run(child_id)
         if child is None:
             continue
+        if child.state != r.get("state"):
+            return True  # it moved since ``results`` was read: look again rather than judge a stale look
         if child.state == State.VERIFYING and (child.ended_at or 0.0) <= deadline:
             return True
         if child.state == State.RUNNING and child.artifacts_dir:

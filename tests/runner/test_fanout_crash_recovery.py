@@ -573,3 +573,21 @@ def test_a_crash_cut_synthesize_is_killed_even_when_the_job_is_no_longer_a_fanou
     end = parent_ended(rig, parent["id"])
     assert (end["state"], end["reason_code"]) == ("orphaned", "interrupted")
     assert wait_for(lambda: not pid_alive(cut_off), timeout=5), "the cut-off synthesize was left running"
+
+
+def test_a_sub_task_that_settles_between_two_looks_is_looked_at_again_not_timed_out():
+    """The parent reads its sub-tasks' results, then each unsettled one: a sub-task recorded
+    ``succeeded`` in between (its re-attach committing) must send the parent back to look
+    again, not count as a sub-task that did not end in time (seen once under load in CI)."""
+    from types import SimpleNamespace
+
+    from core.runner.fanout import _ended_in_time
+
+    class Store:
+        def run(self, run_id):
+            return SimpleNamespace(id=run_id, state="succeeded", ended_at=100.0, artifacts_dir=None)
+
+    stale = [{"task": "t3", "settled": False, "state": "running", "run_id": 4}]
+    assert _ended_in_time(Store(), stale, deadline=105.0)
+    gone = [{"task": "t3", "settled": False, "state": "succeeded", "run_id": 4}]
+    assert not _ended_in_time(Store(), gone, deadline=105.0)
