@@ -90,13 +90,13 @@ async def _end_cut_off_synthesize(art: Path) -> None:
         pid, created = int(pid_s), float(created_s)
     except (OSError, ValueError):
         return
-    if not liveness.process_alive(pid, created or None):
-        return
+    if not created or not liveness.process_alive(pid, created):
+        return  # gone, or its identity unknown (no create time): a reused pid is never signalled
     log.warning("%s: the synthesize a runner crash cut off (pid %d) still runs: killed, to be run again",
                 art, pid)
     signal_group(pid, signal.SIGKILL)
     give_up = time.monotonic() + DRAIN_AFTER_EXIT_S
-    while liveness.process_alive(pid, created or None) and time.monotonic() < give_up:
+    while liveness.process_alive(pid, created) and time.monotonic() < give_up:
         await asyncio.sleep(0.05)
 
 
