@@ -92,18 +92,28 @@ class Finished:
 LEDGER_WAIT_MAX_S = 5.0
 
 
-def _until_ledger_answers(step: Callable[[], T], what: str) -> T:
-    """``step()``, tried again (backoff 0.2 s → ``LEDGER_WAIT_MAX_S``) for as long as it fails
-    only because the ledger is out of reach or busy (``is_locked_error``: a lost PostgreSQL
-    connection, a serialization conflict, SQLite's lock), as a write is never skipped; one
-    warning line per step, however long. Any other error is raised at once."""
+class LedgerGaveUp(RuntimeError):
+    """A supervisor step stopped waiting for the ledger: the runner is stopping and its ledger
+    gave up (``Ledger.give_up``). Nothing was written; the run stays as it was for the next
+    runner (one left ``verifying`` is settled when it is re-attached)."""
+
+
+def _until_ledger_answers(led: Ledger, step: Callable[[Ledger], T], what: str) -> T:
+    """``step(led)``, tried again (backoff 0.2 s → ``LEDGER_WAIT_MAX_S``) for as long as it
+    fails only because the ledger is out of reach or busy (``is_locked_error``: a lost
+    PostgreSQL connection, a serialization conflict, SQLite's lock), as a write is never
+    skipped; one warning line per step, however long. Raises ``LedgerGaveUp`` once ``led``
+    gave up (a stop that cannot wait for the ledger: the thread must end, or the runner's
+    exit waits for it for ever), and any other error at once."""
     delay, said = 0.2, False
     while True:
         try:
-            return step()
+            return step(led)
         except Exception as exc:
             if not is_locked_error(exc):
                 raise
+            if led.given_up:
+                raise LedgerGaveUp(f"{what}: the ledger {led.name} did not answer before the runner stopped") from exc
             if not said:
                 log.warning("%s: the ledger is out of reach (%s); trying again until it answers", what, exc)
                 said = True
@@ -594,9 +604,11 @@ class Executor:
 
     def _note_late_result(self, run_id: int) -> None:
         try:
-            _until_ledger_answers(lambda: supervisor.note_late_result(self.ctx.thread_ledger(), run_id,
-                                                                      settings=self.ctx.settings),
+            _until_ledger_answers(self.ctx.thread_ledger(),
+                                  lambda led: supervisor.note_late_result(led, run_id, settings=self.ctx.settings),
                                   f"noting the late result of run {run_id}")
+        except LedgerGaveUp as exc:
+            log.warning("%s", exc)
         except Exception:
             log.exception("note_late_result failed for run %s", run_id)
 
@@ -630,9 +642,14 @@ class Executor:
         try:
             # A ledger out of reach is waited for: settling by exit code then would record an
             # unverified run as a success (its checks never ran), and no escalation.
-            _until_ledger_answers(lambda: supervisor.settle(self.ctx.thread_ledger(), run_id,
-                                                            settings=self.ctx.settings, actor="supervisor"),
+            _until_ledger_answers(self.ctx.thread_ledger(),
+                                  lambda led: supervisor.settle(led, run_id, settings=self.ctx.settings,
+                                                                actor="supervisor"),
                                   f"settling run {run_id}")
+        except LedgerGaveUp as exc:
+            # Not settled by exit code either: it stays verifying, and the runner that
+            # re-attaches it settles it with its checks.
+            log.warning("%s; run %s stays verifying for the next runner", exc, run_id)
         except Exception:
             log.exception("supervisor.settle failed for run %s; settling by exit code", run_id)
             self._settle_fallback(run_id)
@@ -650,9 +667,11 @@ class Executor:
     def judge(self, run_id: int) -> None:
         """The supervisor's judgement of a terminal run (call from a pool thread)."""
         try:
-            _until_ledger_answers(lambda: supervisor.judge_run(self.ctx.thread_ledger(), run_id,
-                                                               settings=self.ctx.settings),
+            _until_ledger_answers(self.ctx.thread_ledger(),
+                                  lambda led: supervisor.judge_run(led, run_id, settings=self.ctx.settings),
                                   f"judging run {run_id}")
+        except LedgerGaveUp as exc:
+            log.warning("%s", exc)
         except Exception:
             log.exception("judging run %s failed", run_id)
 
