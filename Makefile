@@ -68,7 +68,11 @@ WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 5 ] && n=5; echo
 # Bytecode is written (__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is set:
 # otherwise each xdist worker compiles the sources and rewrites the test modules again (about
 # 9 CPU-s of its collection), and so does every watchkeeper process the tests start.
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
+# A worker that crashes ends the run at once (--max-worker-restart=0): pytest-xdist 3.8 with
+# --dist loadgroup can hang for ever after replacing a crashed worker (its issues #1323, #1378),
+# and a CI run once waited out its whole time limit that way after a segfault.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup \
+	--max-worker-restart=0
 test: lint
 	$(PYTEST) --durations=15 -m "not soak"
 

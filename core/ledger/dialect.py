@@ -25,6 +25,7 @@ lost a race is re-run whole by the ledger's retry loop. A plain ``BEGIN`` (a rea
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sqlite3
@@ -741,6 +742,16 @@ class PgConn:
     def rollback(self) -> None:
         if self.in_transaction:
             self.execute("ROLLBACK")
+
+    def __del__(self) -> None:
+        # A ledger a stopping runner could not close (its thread was still reading, see
+        # ``core.ledger.thread_ledgers``) is dropped when its thread ends: its connection goes
+        # back to the pool instead of being lost to it. Never opens a pool (interpreter exit).
+        conn = getattr(self, "_conn", None)
+        pool = _pools.get(getattr(self, "url", ""))
+        if conn is not None and pool is not None:
+            with contextlib.suppress(Exception):
+                pool.putconn(conn)
 
     def close(self) -> None:
         conn = self._conn

@@ -28,6 +28,7 @@ from core.ledger.connection import Ledger
 from core.ledger.loop_store import LoopStore
 from core.ledger.records import Run
 from core.ledger.sql_store import SqlStore
+from core.ledger.thread_ledgers import ThreadLedgers
 from core.ledger.writer import Writer, WriterLedger
 from core.processes import signal_group
 from core.runner.executor import Context, Executor
@@ -96,8 +97,7 @@ class ExecWrapper:
         self.record = record
         self.id = f"exec:{liveness.hostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.actor = f"exec:{os.getpid()}"
-        self._local = threading.local()
-        self._thread_ledgers: list[Ledger] = []
+        self._thread_ledgers: ThreadLedgers | None = None
         self._writer: Writer | None = None
         self._signalled: int | None = None
         #: Set once the wrapped command is being started: from then on it is not run again
@@ -105,13 +105,8 @@ class ExecWrapper:
         self.command_started = False
 
     def _thread_ledger(self) -> Ledger:
-        led = getattr(self._local, "ledger", None)
-        if led is None:
-            assert self._writer is not None
-            led = WriterLedger(self._writer)
-            self._local.ledger = led
-            self._thread_ledgers.append(led)
-        return led
+        assert self._thread_ledgers is not None
+        return self._thread_ledgers.get()
 
     async def run(self, *, install_signal_handlers: bool = True) -> ExecResult:
         """Run to the end; see the module docstring. A SIGTERM/SIGINT to the wrapper is passed
@@ -120,6 +115,7 @@ class ExecWrapper:
         with contextlib.suppress(OSError):
             settings.artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._writer = writer = Writer(settings.ledger)  # every write, as in the runner: one thread
+        self._thread_ledgers = ThreadLedgers(writer)
         ledger = WriterLedger(writer)
         watchdog = Watchdog()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exec-settle")
@@ -174,8 +170,7 @@ class ExecWrapper:
                         loop.remove_signal_handler(sig)
             watchdog.stop()
             pool.shutdown(wait=True)
-            for led in self._thread_ledgers:
-                led.close()
+            self._thread_ledgers.close()  # a thread still reading keeps its connection (ThreadLedgers)
             ledger.close()
             writer.close()
 

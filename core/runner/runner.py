@@ -39,6 +39,7 @@ from core.ledger.loop_store import LoopStore
 from core.ledger.records import Run
 from core.ledger.sql_store import SqlStore
 from core.ledger.store import Store
+from core.ledger.thread_ledgers import ThreadLedgers
 from core.ledger.writer import Writer, WriterLedger
 from core.mission.engine import MissionEngine
 from core.processes import create_time, signal_group, signal_name, stop_group
@@ -156,8 +157,6 @@ class Runner:
         # sweep loop settles them (``runner_error``) until a write succeeds.
         self.lost: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread_local = threading.local()
-        self._thread_ledgers: list[Ledger] = []
         self._bg: set[asyncio.Task[Any]] = set()
         self.reaper = Reaper(self.id)
         self.failures = FailureLog(log)  # the loops' failures: one line per kind, rate-limited
@@ -232,6 +231,7 @@ class Runner:
             log.error("artifacts folder %s unusable: %s", self.settings.artifacts_dir, exc)
         self.writer = Writer(self.settings.ledger)
         self.ledger = WriterLedger(self.writer)  # the loop's reads; its writes are startup only
+        self._thread_ledgers = ThreadLedgers(self.writer)
         if self._subreaper:
             self.reaper.start()
         self._compose()
@@ -528,12 +528,7 @@ class Runner:
         self._nudge()
 
     def _thread_ledger(self) -> Ledger:
-        led = getattr(self._thread_local, "ledger", None)
-        if led is None:
-            led = WriterLedger(self.writer)
-            self._thread_local.ledger = led
-            self._thread_ledgers.append(led)
-        return led
+        return self._thread_ledgers.get()
 
     # -- missions -----------------------------------------------------------------------
     async def _mission_loop(self) -> None:
@@ -814,9 +809,10 @@ class Runner:
 
     def _give_up_ledgers(self) -> None:
         """Every ledger this runner opened stops retrying (``Ledger.give_up``)."""
-        for led in (self.writer.ledger, self.ledger, self._beat_ledger, *list(self._thread_ledgers)):
+        for led in (self.writer.ledger, self.ledger, self._beat_ledger):
             if led is not None:
                 led.give_up()
+        self._thread_ledgers.give_up()
 
     async def _record_stop(self, left: list[int]) -> None:
         """The ledger part of a stop: the heartbeat ends, the stop is recorded with the runs
@@ -848,7 +844,6 @@ class Runner:
         self.watchdog.stop()
         self.writer.close()
         self.ledger.close()
-        for led in self._thread_ledgers:
-            with contextlib.suppress(StorageError):
-                led.close()
-        self._thread_ledgers.clear()
+        # Not every thread's: one a cancelled task left reading must not lose its connection
+        # mid-statement (sqlite3 crashes the process); those close when their thread ends.
+        self._thread_ledgers.close()

@@ -202,6 +202,28 @@ def test_ledger_connections_do_not_compile_statements_and_keep_the_urls_options(
 
 
 @pg
+def test_a_ledger_dropped_unclosed_gives_its_connection_back_to_the_pool(pg_server):
+    """A stopping runner leaves a thread's ledger open while that thread still reads
+    (core.ledger.thread_ledgers); dropped when the thread ends, its pooled connection goes
+    back instead of being lost to the pool for the life of the process."""
+    import gc
+
+    from core.ledger.dialect import pool_for
+    url = pg_server.fresh_database()
+    try:
+        led = Ledger(url)
+        assert led.scalar("SELECT 1") == 1
+        pool = pool_for(url)
+        lent = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
+        del led
+        gc.collect()
+        assert pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"] == lent - 1
+    finally:
+        close_pools()
+        pg_server.drop_database(url)
+
+
+@pg
 @pytest.mark.slow
 def test_writes_survive_a_server_restart_exactly_once(pg_server, caplog):
     """A writer keeps queueing runs while the server restarts: every run is written once,
