@@ -522,13 +522,18 @@ def test_a_sub_task_that_ended_after_the_deadline_while_no_runner_was_up_times_t
     toml = fan_toml(log, t1="sleep 0.5").replace("once = true", 'once = true\ntimeout = "3s"\nconcurrency = 3')
     rig.write(toml.replace("sleep 0.2", "sleep 4.5"))  # t2 ends 1.5 s past the parent's deadline
     first = rig.start()
-    assert wait_for(lambda: [r for r in rig.runs("fan") if r["task"] == "t2" and r["state"] == "running"])
+    # Every sub-task started (a pid recorded) before the stop, t2 still running: a stop that
+    # came between a claim and its start would leave one to the next runner, after the deadline.
+    assert wait_for(lambda: (kids := [r for r in rig.runs("fan") if r["task"]]) and len(kids) == 3
+                    and all(k["pid"] for k in kids)
+                    and any(k["task"] == "t2" and k["state"] == "running" for k in kids))
     parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
     os.killpg(first.pid, signal.SIGTERM)
     assert first.wait(timeout=20) == 0
     kids = rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))
     assert wait_for(lambda: all(monitor.exit_status(Path(k["artifacts_dir"])) is not None for k in kids
-                                if k["state"] != "queued"), timeout=15)
+                                if k["state"] != "queued"), timeout=15), \
+        [(k["task"], k["state"], k["pid"], k["artifacts_dir"]) for k in kids]
 
     rig.start()
     end = parent_ended(rig, parent["id"])
