@@ -153,8 +153,14 @@ def parent_outcome(spec: JobSpec, results: list[dict[str, Any]], synth_ok: bool 
     if failed and synth_ok and spec.allow_partial and ok_names:
         return 0, {"status": "partial", "result": {"succeeded": ok_names, "missing": [r["task"] for r in failed]},
                    "notes": "partial result; missing: " + "; ".join(missing)}
-    why = "synthesis failed" if synth_ok is False else ("no synthesis to salvage a partial result"
-                                                         if synth_ok is None else "nothing succeeded")
+    if synth_ok is False:
+        why = "synthesis failed"
+    elif synth_ok is None:
+        why = "no synthesis to salvage a partial result"
+    elif not spec.allow_partial:
+        why = "a sub-task failed and the job does not allow a partial result (allow_partial = false)"
+    else:
+        why = "nothing succeeded"
     return 1, {"status": "failed", "error": why,
                "result": {"succeeded": ok_names, "missing": [r["task"] for r in failed]},
                "notes": (("missing: " + "; ".join(missing) + "; ") if missing else "") + why}
