@@ -197,8 +197,11 @@ class Runner:
         if self._stop.is_set():
             if not self._hurry.is_set():
                 self._hurry.set()
-                self._notice(f"{sig.name} again: no longer waiting; what still runs is left running"
-                             " for the next runner")
+                if self.stop_mode == "kill":  # --kill does not leave runs behind: it stops waiting for SIGTERM
+                    self._notice(f"{sig.name} again: no longer waiting; SIGKILL now to what still runs")
+                else:
+                    self._notice(f"{sig.name} again: no longer waiting; what still runs is left running"
+                                 " for the next runner")
             return
         systemd = bool(os.environ.get("INVOCATION_ID"))
         self.stop_reason = sig.name + (" (systemd stop)" if systemd and sig == signal.SIGTERM else "")
@@ -735,8 +738,7 @@ class Runner:
             return (f"waiting up to {grace:g}s for {n} running job(s) to finish; Ctrl-C again to stop waiting"
                     " (they keep running and the next runner re-attaches them)")
         if self.stop_mode == "kill":
-            return (f"ending {n} running job(s): SIGTERM now, SIGKILL after {grace:g}s; Ctrl-C again to stop"
-                    " waiting")
+            return f"ending {n} running job(s): SIGTERM now, SIGKILL after {grace:g}s; Ctrl-C again to SIGKILL now"
         return f"{n} running job(s) keep running under their monitors; the next runner re-attaches them"
 
     async def _wait_live(self, timeout: float) -> None:

@@ -132,6 +132,33 @@ def test_a_kill_stop_ends_the_runs_as_abandoned_by_the_operator(rig, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_second_ctrl_c_during_a_kill_stop_kills_at_once_and_says_so(rig, tmp_path):
+    """A job that ignores SIGTERM would hold a ``--kill`` stop for its whole grace (30 s here);
+    a second Ctrl-C sends SIGKILL at once — and says that, not that the job is left running."""
+    rig.write('name = "chatty"\nonce = true\ntimeout = "120s"\n'
+              'command = ["sh", "-c", "trap \'\' TERM; echo ready; while true; do sleep 0.1; done"]\n')
+    (rig.specs / "watchkeeper.toml").write_text('shutdown_grace = "30s"\n')
+    log = tmp_path / "killer.log"
+    p = subprocess.Popen([PY, "-m", "console.cli", "run", str(rig.specs), "--ledger", str(rig.db), "--kill"],
+                         cwd=ROOT, start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    rig.procs.append(p)
+    rig.wait_ready()
+    run = running(rig)
+    assert wait_for(lambda: "ready" in output_so_far(run), timeout=10)  # its trap is set
+    os.kill(p.pid, signal.SIGINT)
+    assert wait_for(lambda: "SIGTERM now, SIGKILL after 30s" in log.read_text(), timeout=10)
+    os.kill(p.pid, signal.SIGINT)
+    assert p.wait(timeout=20) == 0  # well inside the 30-s grace
+    said = log.read_text()
+    assert "SIGINT again: no longer waiting; SIGKILL now to what still runs" in said, said
+    assert "is left running" not in said, said
+    assert "Ctrl-C again to SIGKILL now" in said, said
+    end = rig.query("SELECT * FROM runs WHERE id = ?", (run["id"],))[0]
+    assert (end["state"], end["reason"]) == ("abandoned", "interrupted")
+    assert not pid_alive(run["pid"])
+
+
+@pytest.mark.slow
 def test_a_clean_stop_never_pages_even_with_a_lease_shorter_than_the_grace(rig, tmp_path):
     """heartbeat 2 s, lease 6 s, grace 10 s (the settings that paged a critical runner gap):
     a draining stop keeps heartbeating, so a watcher looking after the lease sees a live
