@@ -214,7 +214,7 @@ def render_detail(d: RunDetail, now: float, width: int = 78, *, raw_json: bool =
         state_text, st = label("run_state", a.state)
         head = f"{mark} #{a.attempt:<2} run {a.id:<6} "
         rest = (f" {escaped_line(a.trigger, 12):<12} {clock(a.ended_at, now):<8} "
-                f"exit {exit_text(a.exit_code, a.signal):<5}")
+                f"exit {exit_text(a.exit_code, a.signal):<7}")
         used = len(head) + 10 + len(rest)
         out.append(head)
         out.append(f"{state_text:<10}", style=st)
@@ -228,7 +228,7 @@ def render_detail(d: RunDetail, now: float, width: int = 78, *, raw_json: bool =
         for c in d.children:
             state_text, st = label("run_state", c.state)
             head = f"  {escaped_line(c.task, 16):<16} #{c.attempt:<2} run {c.id:<6} "
-            rest = f" exit {exit_text(c.exit_code, c.signal):<5}"
+            rest = f" exit {exit_text(c.exit_code, c.signal):<7}"
             used = len(head) + 10 + len(rest)
             out.append(head)
             out.append(f"{state_text:<10}", style=st)

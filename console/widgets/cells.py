@@ -10,6 +10,7 @@ from rich.text import Text
 
 from console.labels import label
 from console.safe_text import escaped_line
+from core.processes import signal_name
 from core.text import duration as text_duration
 from core.text import short_age
 
@@ -54,8 +55,10 @@ def clock(ts: float | None, now: float | None = None) -> str:
 
 
 def exit_text(exit_code: int | None, signal: int | None) -> str:
+    """A run's exit as the CLI says it: the signal's name (``SIGTERM``) when a signal ended
+    it, else the exit code, else ``-``."""
     if signal:
-        return f"sig{signal}"
+        return signal_name(signal)
     return "-" if exit_code is None else str(exit_code)
 
 

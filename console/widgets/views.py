@@ -99,7 +99,7 @@ class OutcomesTable(PagedTable[OutcomeRow]):
         Column("attempt", "#", 2),
         Column("state", "State", 9),
         Column("duration", "Took", 6),
-        Column("exit", "Exit", 5),
+        Column("exit", "Exit", 7),  # SIGKILL
         Column("host", "Host", 4, 1, fleet=True),
         Column("reason", "Reason", 8, 4),
     )

@@ -264,7 +264,7 @@ async def test_detail_attempt_rows_fit_one_line_and_skipped_verification_says_so
         assert len(rows) == 2
         width = detail.query_one("#content").content_region.width
         assert all(len(r) <= width for r in rows), (width, [len(r) for r in rows], rows)
-        assert "sig9" in rows[0] and rows[0].endswith("…")
+        assert "SIGKILL" in rows[0] and rows[0].endswith("…")
         assert "verification: skipped (the run failed before verification)" in plain
         assert '"ok": true' not in plain
 
