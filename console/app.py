@@ -133,6 +133,12 @@ class WatchkeeperApp(App):
         # the answer must be given to what quitting will really leave behind.
         self.push_screen(ConfirmScreen("Quit and stop the runner?", await detail(), live_detail=detail), answered)
 
+    def action_help_quit(self) -> None:
+        """ctrl+c, where no text field takes it: quit as ``q`` does (asking first in ``up``).
+        Textual's own answer is a hint to press another key; operators press ctrl+c to stop a
+        terminal program, and `up` asks before it stops anything."""
+        self.call_next(self.action_quit)
+
     def open_job_history(self, job: str) -> None:
         """Push the job history screen for ``job``: the palette's "History of job X", offered
         on every screen (``console.widgets.palette``)."""

@@ -87,6 +87,10 @@ KEYS: tuple[Key, ...] = (
     Key("q", "back", "Back", "General", doc=False, scopes=("detail", "escalation", "history", "missions"),
         show=False),
     Key("ctrl+q", "app.quit", "Quit", "General", "everywhere", "quit", scopes=(), bind=False),
+    # Textual binds ctrl+c itself (to a hint saying which key quits): the app's
+    # action_help_quit quits as ctrl+q does, asking first in `up`; a focused text field copies.
+    Key("ctrl+c", "app.quit", "Quit", "General", "everywhere",
+        "quit, as ctrl+q (in the filter's text field it copies instead)", scopes=(), bind=False),
     # -- views -----------------------------------------------------------------------------
     Key("1", "view('escalations')", "Escalations", "Views", "main", "switch view: 1 escalations, "
         "2 outcomes, 3 live & orphans, 4 jobs", shown="1 2 3 4", show=False,

@@ -4,8 +4,11 @@ ledger written by a separate ``watchkeeper run``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,27 @@ def _serve_web(settings: Settings, bind: str, token_file: Path | None, read_only
         fail(str(exc), EXIT_USAGE)
     except OSError as exc:  # the port is taken, or the address is not this machine's
         fail(f"--bind {bind}: cannot listen ({exc.strerror or exc})", EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def _signals_quit(app: Any, runner: Any) -> Iterator[None]:
+    """While the console runs in ``up``: SIGTERM (``systemctl stop``, ``docker stop``), SIGHUP
+    (the terminal or the SSH session closed) and a SIGINT sent from outside (the console
+    reads Ctrl-C as a key) stop the runner cleanly, recorded with the signal's name, and close
+    the console — instead of ending the process as a crash would (no stop recorded, the
+    runner found gone, a runner gap)."""
+    def on_signal(signum: int, _frame: Any) -> None:
+        runner.request_stop(signal.Signals(signum).name)
+        with contextlib.suppress(RuntimeError):  # before the console's loop started, or after
+            asyncio.get_running_loop().call_soon_threadsafe(app.exit)
+
+    sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    before = {sig: signal.signal(sig, on_signal) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _check_web_flags(web: bool, bind: str, token_file: Path | None) -> None:
@@ -198,8 +222,10 @@ def up_cmd(spec_dir: str, ledger_path: str | None, config: str | None, read_only
         else:
             # Quitting asks first (runs in flight) and stops the scheduler before the console
             # closes, so no run starts while it does.
-            _app(settings, read_only, screenshot_dir, stop_runner=lambda: runner.request_stop("console quit"),
-                 stop_mode=runner.stop_mode).run(mouse=not no_mouse)
+            app = _app(settings, read_only, screenshot_dir, stop_runner=lambda: runner.request_stop("console quit"),
+                       stop_mode=runner.stop_mode)
+            with _signals_quit(app, runner):
+                app.run(mouse=not no_mouse)
     finally:
         runner.request_stop("web console stopped" if web else "console quit")
         thread.join(timeout=settings.shutdown_grace + 15)

@@ -229,6 +229,27 @@ async def test_quit_without_an_embedded_runner_quits_at_once(db):
         await until(pilot, lambda: not app.is_running)
 
 
+async def test_ctrl_c_quits_as_q_does_asking_first_in_up(db):
+    """Textual answers ctrl+c with a hint to press another key; an operator's ctrl+c stops a
+    terminal program, and in ``up`` it asks first, as ``q`` does."""
+    from console.screens.dialogs import ConfirmScreen
+
+    stopped: list[bool] = []
+    app = make_app(db, stop_runner=lambda: stopped.append(True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "stop the runner" in " ".join(screen_text(app).split()) and not stopped
+        await pilot.press("y")
+        await until(pilot, lambda: stopped)
+    plain = make_app(db)
+    async with plain.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not plain.is_running)
+
+
 # 4. next runs and success rates agree with the CLI ------------------------------------------------
 def _jobs_cli(path: Path, now: float) -> dict[str, str]:
     from click.testing import CliRunner

@@ -6,6 +6,8 @@ never touches the developer's tmux. Skipped when tmux is not installed."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -72,3 +74,57 @@ def test_console_in_tmux_at_80x24_ticks_its_ages(tmp_path: Path):
         assert int(age2[:-1]) - int(age1[:-1]) in (2, 3, 4)
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_up_stopped_by_a_signal_records_a_clean_stop(tmp_path: Path, sig: str):
+    """``systemctl stop`` (SIGTERM) or a closed SSH session (SIGHUP) on ``up``: the console
+    closes and the runner's stop is recorded with the signal's name, its running job left to
+    its monitor — not a process ended mid-flight, found gone later as after a crash."""
+    import signal as signals
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "slow.toml").write_text('name = "slow"\ncommand = ["sleep", "30"]\nonce = true\n')
+    path = tmp_path / "wk.db"
+    sock = f"wk-up-signal-{os.getpid()}-{sig}"
+    exe = Path(sys.executable).parent / "watchkeeper"
+    pid_file = tmp_path / "up.pid"
+    # `exec` keeps the pid the shell wrote: the test signals exactly the process it started
+    cmd = f"echo $$ > {pid_file}; exec {exe} up {specs} --ledger {path} --refresh 0.2"
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "wk", "-x", "80", "-y", "24", "sh", "-c", cmd],
+                   check=True, env={**os.environ, "TERM": "xterm-256color"})
+    try:
+        _wait(sock, lambda screen: "runner up" in screen)
+        with Ledger(path) as db:
+            deadline = time.monotonic() + 30
+            while not db.query("SELECT 1 FROM runs WHERE job = 'slow' AND state = 'running'"):
+                assert time.monotonic() < deadline, "the job never started"
+                time.sleep(0.1)
+        up = int(pid_file.read_text())
+        os.kill(up, getattr(signals, sig))
+        deadline = time.monotonic() + 30
+        while _alive(up):
+            assert time.monotonic() < deadline, f"up did not exit after {sig}"
+            time.sleep(0.1)
+        with Ledger(path) as db:
+            stopped = [json.loads(r["detail"]) for r in db.query("SELECT detail FROM events WHERE kind = 'runner_stopped'")]
+            assert [d["stop_reason"] for d in stopped] == [sig], stopped
+            assert len(stopped[0]["left_running"]) == 1
+            run = db.query("SELECT state, pid FROM runs WHERE job = 'slow'")[0]
+        assert run["state"] == "running" and _alive(run["pid"])  # left to its monitor
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        if path.exists():  # the job this test started, whatever happened to its runner
+            with Ledger(path) as db:
+                for r in db.query("SELECT pgid FROM runs WHERE job = 'slow' AND pgid IS NOT NULL"):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(r["pgid"], signals.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
