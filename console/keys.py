@@ -147,7 +147,9 @@ KEYS: tuple[Key, ...] = (
         "snooze: pick 15 min, 1 h, 4 h, 1 day, 1 week (1–5 or ↑↓), enter snoozes", scopes=("main", "escalation"), acts=True,
         palette="Snooze selected escalation(s)"),
     Key("R", "resolve", "Resolve", "Triage", "escalations, escalation detail", "resolve",
-        scopes=("main", "escalation"), show=False, palette="Resolve selected escalation(s)", acts=True),
+        scopes=("main",), show=False, palette="Resolve selected escalation(s)", acts=True),
+    # The detail screen's footer has room for it (the main one's does not)
+    Key("R", "resolve", "Resolve", "Triage", scopes=("escalation",), acts=True, doc=False),
     Key("space", "mark", "Mark", "Triage", "tables",
         "mark / unmark the row and move down (marks survive scrolling; a, s, R act on every "
         "marked row)", show=False, palette=""),
