@@ -117,8 +117,8 @@ def _fit(text: str, width: int) -> str:
     return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
 
 
-def _when(e: Escalation, room: int | None) -> str:
-    ts = e.updated_at or e.last_seen
+def _when(e: Escalation, room: int | None, at: float | None = None) -> str:
+    ts = at if at is not None else (e.updated_at or e.last_seen)
     if ts is None:
         return "-".ljust(TIME_WIDTH if room is None else TERMINAL_TIME_WIDTH)
     if room is None:
@@ -135,20 +135,23 @@ def header_line(widths: dict[str, int] | None = None, room: int | None = None) -
 
 
 def escalation_line(e: Escalation, *, colour: bool = False, widths: dict[str, int] | None = None,
-                    room: int | None = None) -> str:
+                    room: int | None = None, at: float | None = None) -> str:
     """One line: time, id, severity, job, kind, count, owner, state, reason; every column cut
     to its width (``COLUMNS``, or ``widths``) so the next one starts where its heading does.
     ``room``: the terminal's width (``table.terminal_width``): the time is shorter and the
-    reason cut so the line fits it; None (piped): the full reason."""
+    reason cut so the line fits it; None (piped): the full reason. The time is ``at`` (Unix
+    seconds) when given — the listing's order, last seen — else the escalation's last change
+    (``updated_at``: what ``tail`` follows)."""
     w = widths or _shown(room)
     cells = {k: _fit(v, w[k]) for k, v in _cells(e, room).items() if k in w}
-    used = sum(len(c) + 2 for c in cells.values()) + len(_when(e, room)) + 2
+    when = _when(e, room, at)
+    used = sum(len(c) + 2 for c in cells.values()) + len(when) + 2
     # Lower-case severity words, so `tail | grep critical` works as the manual shows.
     if colour:
         cells["severity"] = click.style(cells["severity"], fg=SEV_COLOURS.get(e.severity or ""))
     # Untrusted: escapes and controls shown escaped, never obeyed.
     reason = table.last_column(e.reason, used, room)
-    return "  ".join([_when(e, room)] + [cells[k] for k in w] + [reason]).rstrip()
+    return "  ".join([when] + [cells[k] for k in w] + [reason]).rstrip()
 
 
 def _json_row(e: Escalation) -> str:
@@ -240,7 +243,8 @@ def _show_one(esc_id: int, ledger_path: str | None, as_json: bool) -> None:
 @ledger_errors
 def escalations_cmd(esc_id: int | None, state: str, job: str | None, limit: int, as_json: bool,
                     ledger_path: str | None) -> None:
-    """List escalations (active ones by default), newest activity first; with ESC_ID, show
+    """List escalations (active ones by default), the last seen first, each with the time it
+    was last seen (UTC); with ESC_ID, show
     that one whole: its full reason, every time it was raised, who acknowledged, snoozed or
     resolved it, and its notifications.
 
@@ -263,7 +267,9 @@ def escalations_cmd(esc_id: int | None, state: str, job: str | None, limit: int,
         click.echo(header_line(widths, room))
     cut = False
     for e in rows:
-        line = _json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths, room=room)
+        # The time a row is listed by (last seen): a row resolved later keeps its place and its time
+        line = _json_row(e) if as_json else escalation_line(e, colour=_colour(), widths=widths, room=room,
+                                                            at=e.last_seen)
         cut = cut or (room is not None and line.endswith("…"))
         click.echo(line)
     if cut:

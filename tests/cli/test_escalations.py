@@ -179,3 +179,14 @@ def test_a_runless_escalation_says_what_each_occurrence_saw(db, monkeypatch):
     lines = _cli("escalations", str(esc_id), "--ledger", str(db)).output.splitlines()
     seen = lines[lines.index("occurrences (newest first):") + 1]
     assert "opened" in seen and "host db1 down" in seen and len(seen) <= 80, seen
+
+
+def test_the_listing_shows_each_row_at_the_time_it_is_ordered_by(db):
+    """Listed last seen first, each with its last-seen time: an escalation acted on later
+    (here resolved an hour after it was last seen) keeps its place and shows when it was seen,
+    so the times read in the listing's order."""
+    with Ledger(db) as led:
+        led.write(lambda c: c.execute("UPDATE escalations SET last_seen = 1767225600, updated_at = 1767229200"))
+    listed = _cli("escalations", "--state", "all", "--ledger", str(db)).output
+    row = listed.splitlines()[1]
+    assert row.startswith("2026-01-01T00:00:00Z"), row  # last seen, not 01:00 (the later change)
