@@ -91,12 +91,14 @@ def queue_slot(conn: Conn, spec: JobSpec, slot: str, not_before: float, trigger:
 
 def due_queued(conn: Conn, now: float, limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` queued runs with ``not_before <= now`` (oldest first), each a dict of
-    ``runs`` columns plus ``parent_state`` (the fan-out parent's state, None without one)."""
-    # The parent's state as a scalar subquery, not a self-join: with the join PostgreSQL's
+    ``runs`` columns plus ``parent_state`` and ``parent_started_at`` (the fan-out parent's
+    state and start, Unix seconds; None without one)."""
+    # The parent's columns as scalar subqueries, not a self-join: with the join PostgreSQL's
     # planner scanned the whole table (35 ms a tick on 200,000 runs) where the state index
     # answers in 0.4 ms; it reads the parent only for the rows kept.
     rows = conn.execute(
-        "SELECT r.*, (SELECT p.state FROM runs p WHERE p.id = r.parent_run_id) AS parent_state FROM runs r"
+        "SELECT r.*, (SELECT p.state FROM runs p WHERE p.id = r.parent_run_id) AS parent_state,"
+        " (SELECT p.started_at FROM runs p WHERE p.id = r.parent_run_id) AS parent_started_at FROM runs r"
         " WHERE r.state = 'queued' AND r.not_before <= ? ORDER BY r.not_before, r.id LIMIT ?",
         (now, int(limit))).fetchall()
     return [dict(r) for r in rows]

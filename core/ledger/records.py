@@ -652,12 +652,13 @@ class EscalationMove:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueuedRun:
-    """A queued run that is due, as the dispatcher reads it (``Store.due_runs``): the run and
-    the state of its fan-out parent (None for a run without a parent, or whose parent row is
-    gone)."""
+    """A queued run that is due, as the dispatcher reads it (``Store.due_runs``): the run, and
+    the state and start (``runs.started_at``, Unix seconds) of its fan-out parent (None for a
+    run without a parent, or whose parent row is gone)."""
 
     run: Run
     parent_state: str | None = None
+    parent_started_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -373,7 +373,8 @@ class SqlStore:
         return None if row is None else Run.from_row(row)
 
     def due_runs(self, now: float, *, limit: int) -> list[QueuedRun]:
-        return [QueuedRun(run=Run.from_row(r), parent_state=r["parent_state"])
+        return [QueuedRun(run=Run.from_row(r), parent_state=r["parent_state"],
+                          parent_started_at=r["parent_started_at"])
                 for r in queue.due_queued(self._conn, now, limit)]
 
     def next_queued_at(self) -> float | None:

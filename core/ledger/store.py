@@ -460,7 +460,7 @@ class Store(Protocol):
 
     def due_runs(self, now: float, *, limit: int) -> list[QueuedRun]:
         """Up to ``limit`` queued runs with ``not_before <= now``, oldest first, each with its
-        fan-out parent's state (``runs``)."""
+        fan-out parent's state and start (``runs``)."""
         ...
 
     def next_queued_at(self) -> float | None:

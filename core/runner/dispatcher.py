@@ -82,6 +82,11 @@ class Dispatcher:
                 key = f"{run.job}#{run.parent_run_id}"  # sub-tasks: bounded per parent
                 if queued.parent_state is None or queued.parent_state in TERMINAL:
                     continue  # nobody waits for it any more: the sweep abandons it (parent_ended)
+                if queued.parent_started_at is not None and now > queued.parent_started_at + spec.timeout:
+                    # Its parent is past its deadline (a runner took it over late): the parent
+                    # times out and abandons it (parent_ended); started now, it would run on
+                    # after its parent ended.
+                    continue
                 if key not in live:
                     live[key] = store.live_run_count(parent_run_id=run.parent_run_id)
             elif not run.task:

@@ -596,3 +596,30 @@ def test_a_sub_task_that_settles_between_two_looks_is_looked_at_again_not_timed_
     assert _ended_in_time(Store(), stale, deadline=105.0)
     gone = [{"task": "t3", "settled": False, "state": "succeeded", "run_id": 4}]
     assert not _ended_in_time(Store(), gone, deadline=105.0)
+
+
+@pytest.mark.slow
+def test_queued_sub_tasks_of_a_parent_taken_over_past_its_deadline_never_start(rig):
+    """A clean stop with two sub-tasks still queued (concurrency 3 of 5), the parent's 4-s
+    deadline passing while no runner is up: the next runner times the parent out and abandons
+    those two (parent_ended) — it never starts them, to run on after their parent ended (it
+    did, 3 times in 6, when its dispatcher claimed them before the parent looked at the clock)."""
+    tasks = "".join(f'\n[[tasks]]\nname = "{t}"\ncommand = "sleep 2"\n' for t in "abcde")
+    rig.write('name = "fo"\nkind = "fanout"\nonce = true\ntimeout = "4s"\nconcurrency = 3\n'
+              'synthesize = "cat >/dev/null; echo synth"\n' + tasks)
+    first = rig.start()
+    assert wait_for(lambda: len([r for r in rig.runs("fo") if r["task"] and r["state"] == "running"]) == 3)
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fo' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    queued = {r["task"] for r in rig.runs("fo") if r["task"] and r["state"] == "queued"}
+    assert queued == {"d", "e"}
+    while time.time() < parent["started_at"] + 4.5:  # the deadline passes with no runner up
+        time.sleep(0.1)
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert (end["state"], end["reason_code"]) == ("timed_out", "fanout_unsettled")
+    kids = {k["task"]: k for k in rig.query("SELECT * FROM runs WHERE parent_run_id = ?", (parent["id"],))}
+    for t in ("d", "e"):
+        assert (kids[t]["state"], kids[t]["reason"], kids[t]["pid"]) == ("abandoned", "parent_ended", None), kids[t]
+    assert sorted(json.loads(events(rig.led, parent["id"], "transition")[-1]["detail"])["unsettled"]) == ["d", "e"]
