@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: Longest time spent delivering due notifications before the wrapper exits, seconds.
 DELIVERY_BUDGET_S = 10.0
+#: Longest a signal waits for a starting job's pid before it is passed on, seconds (a start
+#: takes milliseconds; a ledger another process holds locked can delay its record).
+FORWARD_WAIT_S = 30.0
 
 
 @dataclass
@@ -100,6 +103,7 @@ class ExecWrapper:
         self._thread_ledgers: ThreadLedgers | None = None
         self._writer: Writer | None = None
         self._signalled: int | None = None
+        self._forwarding: set[asyncio.Task[None]] = set()  # signals waiting for a starting job's pid
         #: Set once the wrapped command is being started: from then on it is not run again
         #: unrecorded if the ledger fails (``watchkeeper exec`` fails open only before).
         self.command_started = False
@@ -195,6 +199,26 @@ class ExecWrapper:
         now = store.run(current[0].id) if current else None
         if now is not None and now.pid:
             signal_group(now.pid, sig)
+        elif now is not None and now.state in (RunState.QUEUED, RunState.SPAWNED):
+            # Still starting: its pid is not recorded yet. Passed on once it is, or the job
+            # would run to its end unasked while the run is recorded as interrupted.
+            task = asyncio.get_running_loop().create_task(self._forward_once_started(sig, store, now.id))
+            self._forwarding.add(task)
+            task.add_done_callback(self._forwarding.discard)
+
+    async def _forward_once_started(self, sig: int, store: SqlStore, run_id: int) -> None:
+        """Signal ``run_id``'s process group with ``sig`` as soon as its pid is recorded
+        (``runs.pid``, polled every 20 ms, at most ``FORWARD_WAIT_S`` seconds); nothing when it
+        ended without one (the start failed)."""
+        deadline = time.monotonic() + FORWARD_WAIT_S
+        while time.monotonic() < deadline:
+            run = store.run(run_id)
+            if run is None or (run.pid is None and run.state not in (RunState.QUEUED, RunState.SPAWNED)):
+                return
+            if run.pid:
+                signal_group(run.pid, sig)
+                return
+            await asyncio.sleep(0.02)
 
     def _deliver(self) -> None:
         sinks = list(self.settings.notify)
