@@ -17,7 +17,9 @@ from core import monitor
 from core.runner import spawn
 from tests.kit.sweep import wait_for
 
-PARENT = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:], start_new_session=True); time.sleep(60)"
+# The Popen object is kept: dropped at once, its __del__ polls the child, and a monitor that had
+# already exited (a descheduled parent on a busy machine) was reaped there, so no zombie.
+PARENT = "import subprocess, sys, time; child = subprocess.Popen(sys.argv[1:], start_new_session=True); time.sleep(60)"
 
 
 def test_an_exited_monitor_left_a_zombie_counts_as_drained(tmp_path):
