@@ -6,7 +6,6 @@ never touches the developer's tmux. Skipped when tmux is not installed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -20,6 +19,7 @@ import pytest
 
 from core.ledger.connection import Ledger
 from tests.kit import console_fixtures as cf
+from tests.kit.runners import end_leftover_jobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
 
@@ -113,13 +113,20 @@ def test_up_stopped_by_a_signal_records_a_clean_stop(tmp_path: Path, sig: str):
             assert len(stopped[0]["left_running"]) == 1
             run = db.query("SELECT state, pid FROM runs WHERE job = 'slow'")[0]
         assert run["state"] == "running" and _alive(run["pid"])  # left to its monitor
+        assert end_leftover_jobs(path) >= 1 and wait_gone(run["pid"])  # found by its runner's id
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
         if path.exists():  # the job this test started, whatever happened to its runner
-            with Ledger(path) as db:
-                for r in db.query("SELECT pgid FROM runs WHERE job = 'slow' AND pgid IS NOT NULL"):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(r["pgid"], signals.SIGKILL)
+            end_leftover_jobs(path)
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -116,10 +116,28 @@ class Runners:
             self._led.close()
         if not kill_leftovers or not self.db.exists():
             return
-        with Ledger(self.db) as led:
-            pgids = [row["pgid"] for row in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-        for pgid in pgids:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        end_leftover_jobs(self.db)
+
+
+def end_leftover_jobs(db: Path) -> int:
+    """SIGKILL what the runners of ledger ``db`` started and left running (a runner killed
+    with -9 leaves its jobs and monitors running): every live process whose environment names
+    one of its runners (``WATCHKEEPER_RUNNER_ID``, a sh monitor's ``WKM_RUNNER``). Never a
+    process group by a number read from the ledger: a job that ended long ago may have left
+    its number to another test's process. Returns how many were killed."""
+    import psutil
+
+    with Ledger(db) as led:
+        ours = {str(r["id"]) for r in led.query("SELECT id FROM runners")}
+    me, killed = os.getpid(), 0
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me:
+                continue
+            env = proc.environ()
+            if (env.get("WATCHKEEPER_RUNNER_ID") or env.get("WKM_RUNNER")) in ours:
+                proc.kill()
+                killed += 1
+        except (psutil.Error, OSError):
+            continue
+    return killed

@@ -17,6 +17,7 @@ import pytest
 
 from core.ledger.connection import Ledger
 from core.ledger.runs import trigger
+from tests.kit.runners import end_leftover_jobs
 from tests.kit.sweep import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,10 +85,4 @@ def test_clean_restart_during_the_demo_opens_no_critical_escalation(tmp_path):
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
         if db.exists():
-            with Ledger(db) as led:
-                pgids = [r["pgid"] for r in led.query("SELECT pgid FROM runs WHERE pgid IS NOT NULL")]
-            for pgid in pgids:
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            end_leftover_jobs(db)
