@@ -377,6 +377,10 @@ def translate(sql: str) -> tuple[str, bool]:
         raise ValueError("INSERT OR REPLACE has no place in the ledger: use ON CONFLICT … DO UPDATE")
     ignore = re.search(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", s, re.I) is not None
     s = re.sub(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", "INSERT INTO", s, flags=re.I)
+    # A list of ids (the usual case) compares as bigint; a list of words is written
+    # ``CAST(value AS TEXT)`` (a no-op on SQLite) and stays text here.
+    s = re.sub(r"\bIN\s*\(\s*SELECT\s+CAST\(\s*value\s+AS\s+TEXT\s*\)\s+FROM\s+json_each\(\?\)\s*\)",
+               "IN (SELECT jsonb_array_elements_text(?::jsonb))", s, flags=re.I)
     s = re.sub(r"\bIN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(\?\)\s*\)",
                "IN (SELECT jsonb_array_elements_text(?::jsonb)::bigint)", s, flags=re.I)
 

@@ -282,11 +282,11 @@ def enqueue_owed(conn: Conn, sinks: Sequence[Any], *, now: float | None = None,
         floor = SEVERITY_RANK.get(str(getattr(sink, "min_severity", "") or ""), 0)
         if floor:
             heard = [sev for sev, rank in SEVERITY_RANK.items() if sev is not None and rank >= floor]
-            where += " AND e.severity IN (SELECT value FROM json_each(?))"
+            where += " AND e.severity IN (SELECT CAST(value AS TEXT) FROM json_each(?))"
             args.append(json.dumps(heard))
         owners = list(getattr(sink, "owners", None) or [])
         if owners:
-            where += " AND e.owner IN (SELECT value FROM json_each(?))"
+            where += " AND e.owner IN (SELECT CAST(value AS TEXT) FROM json_each(?))"
             args.append(json.dumps(owners))
         rows = conn.execute(
             "SELECT e.* FROM escalations e WHERE e.state = 'open' AND NOT EXISTS"

@@ -144,3 +144,19 @@ def test_every_escalation_kind_has_a_subject_phrase():
     from core.vocabulary import EscalationKind
     notes = {"first_success", "recovered_on_retry", "routine", "retry_pending", "abandoned", "subtask"}
     assert {k.value for k in EscalationKind} - notes <= set(KIND_PHRASES)
+
+
+def test_an_escalation_opened_without_sinks_is_owed_to_the_sinks_that_hear_it(ledger, tmp_path, hook):
+    """Opened by a process that knew no sinks (``watchkeeper exec`` without settings), it is
+    paged by the next process that delivers, through each sink's routing (severity floor,
+    owners) — on PostgreSQL too, where the routing's word lists once failed every pass."""
+    from core.ledger import outbox
+
+    add_job(ledger, tmp_path, owner="ana")
+    _run(ledger, Settings(ledger=tmp_path / "wk.db"), 1)  # critical, owner ana, no sinks
+    sinks = [WebhookSink(name="ana-only", url=hook.url, min_severity="warning", owners=["ana"]),
+             WebhookSink(name="bob-only", url=hook.url, owners=["bob"])]
+    owed = ledger.write(lambda c: outbox.enqueue_owed(c, sinks))
+    assert len(owed) == 1
+    assert [r["sink"] for r in ledger.query("SELECT sink FROM notifications")] == ["ana-only"]
+    assert ledger.write(lambda c: outbox.enqueue_owed(c, sinks)) == []  # owed once

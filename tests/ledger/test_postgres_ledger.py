@@ -38,6 +38,13 @@ def test_sqlite_only_functions_are_rewritten():
     assert "MAX(id)" in sql and "(detail::jsonb ->> 'until')" in sql
 
 
+def test_a_list_of_words_stays_text_and_a_list_of_ids_compares_as_bigint():
+    sql, _ = translate("SELECT id FROM escalations WHERE severity IN (SELECT CAST(value AS TEXT) FROM json_each(?))"
+                       " AND id IN (SELECT value FROM json_each(?))")
+    assert "severity IN (SELECT jsonb_array_elements_text(%s::jsonb))" in sql
+    assert "id IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)" in sql
+
+
 def test_null_order_follows_sqlite_only_where_a_column_can_be_null():
     sql, _ = translate("SELECT id FROM runs ORDER BY ended_at DESC, id DESC LIMIT 5")
     assert "ORDER BY ended_at DESC NULLS LAST, id DESC LIMIT" in sql
