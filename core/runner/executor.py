@@ -98,7 +98,7 @@ class LedgerGaveUp(RuntimeError):
     runner (one left ``verifying`` is settled when it is re-attached)."""
 
 
-def _until_ledger_answers(led: Ledger, step: Callable[[Ledger], T], what: str) -> T:
+def until_ledger_answers(led: Ledger, step: Callable[[Ledger], T], what: str) -> T:
     """``step(led)``, tried again (backoff 0.2 s → ``LEDGER_WAIT_MAX_S``) for as long as it
     fails only because the ledger is out of reach or busy (``is_locked_error``: a lost
     PostgreSQL connection, a serialization conflict, SQLite's lock), as a write is never
@@ -604,7 +604,7 @@ class Executor:
 
     def _note_late_result(self, run_id: int) -> None:
         try:
-            _until_ledger_answers(self.ctx.thread_ledger(),
+            until_ledger_answers(self.ctx.thread_ledger(),
                                   lambda led: supervisor.note_late_result(led, run_id, settings=self.ctx.settings),
                                   f"noting the late result of run {run_id}")
         except LedgerGaveUp as exc:
@@ -642,7 +642,7 @@ class Executor:
         try:
             # A ledger out of reach is waited for: settling by exit code then would record an
             # unverified run as a success (its checks never ran), and no escalation.
-            _until_ledger_answers(self.ctx.thread_ledger(),
+            until_ledger_answers(self.ctx.thread_ledger(),
                                   lambda led: supervisor.settle(led, run_id, settings=self.ctx.settings,
                                                                 actor="supervisor"),
                                   f"settling run {run_id}")
@@ -667,7 +667,7 @@ class Executor:
     def judge(self, run_id: int) -> None:
         """The supervisor's judgement of a terminal run (call from a pool thread)."""
         try:
-            _until_ledger_answers(self.ctx.thread_ledger(),
+            until_ledger_answers(self.ctx.thread_ledger(),
                                   lambda led: supervisor.judge_run(led, run_id, settings=self.ctx.settings),
                                   f"judging run {run_id}")
         except LedgerGaveUp as exc:

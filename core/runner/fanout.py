@@ -24,7 +24,7 @@ from core.ledger.records import Run
 from core.processes import create_time, signal_group
 from core.runner import changes, spawn
 from core.runner.capture import Capture
-from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, pump
+from core.runner.executor import DRAIN_AFTER_EXIT_S, Executor, LedgerGaveUp, pump, until_ledger_answers
 from core.spec.loader import LoadedJob, resolve_cwd
 from core.spec.model import JobSpec
 from core.vocabulary import EndReason
@@ -151,6 +151,18 @@ class FanoutParent:
         await ctx.loop_store.create_subtasks(run, spec, actor=ctx.actor)
         ctx.wake()
         deadline = started + spec.timeout
+        def look() -> tuple[bool, list[dict[str, Any]], set[str], str | None, bool]:
+            """(settled, results, tasks that ended late, the parent's state, whether an
+            unsettled sub-task had in fact ended in time), in one look at the ledger."""
+            store = ctx.store()
+            settled, results = store.subtask_results(run_id, spec)
+            if settled:
+                return True, results, _ended_late(store, results, deadline), None, False
+            state = store.run_state(run_id)
+            in_time = (time.time() > deadline and state == State.RUNNING
+                       and _ended_in_time(store, results, deadline))
+            return False, results, set(), state, in_time
+
         with ctx.changes.subscribe() as changed:
             while True:
                 changed.clear()  # before the look: a change after it still wakes the wait
@@ -158,10 +170,16 @@ class FanoutParent:
                 if stopped_by is not None:
                     await self._abandoned(run, spec, stopped_by)
                     return
-                store = ctx.store()
-                settled, results = store.subtask_results(run_id, spec)
+                try:
+                    # In a thread, waited out while the ledger is out of reach: a PostgreSQL
+                    # outage blocked the whole runner here, then crashed the parent's task
+                    # (orphaned, a false critical page) with its sub-tasks all succeeded.
+                    settled, results, late, state, in_time = await asyncio.to_thread(
+                        lambda: until_ledger_answers(ctx.thread_ledger(), lambda _led: look(),
+                                                     f"fan-out parent {run_id}"))
+                except LedgerGaveUp:
+                    return  # the runner is stopping: the parent stays running for the next one
                 if settled:
-                    late = _ended_late(store, results, deadline)
                     if late:
                         # Settled only after the deadline (they ended while no runner was up to
                         # time the parent out): timed out, as a runner that stayed up says.
@@ -169,11 +187,11 @@ class FanoutParent:
                                                           for r in results])
                         return
                     break
-                if store.run_state(run_id) != State.RUNNING:
+                if state != State.RUNNING:
                     return  # abandoned or orphaned meanwhile: its children settle on their own
                 now = time.time()
                 if now > deadline:
-                    if _ended_in_time(store, results, deadline):
+                    if in_time:
                         # A resumed parent: what ended while no runner was up is being recorded
                         # now (re-attach); the deadline holds for when sub-tasks ended.
                         await changes.wait(changed, RECORD_WAIT_S)

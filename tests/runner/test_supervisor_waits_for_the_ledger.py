@@ -29,7 +29,7 @@ def test_a_lost_ledger_is_waited_for_and_one_line_says_so(monkeypatch, caplog):
         return got
 
     with caplog.at_level("WARNING", logger="core.runner.executor"):
-        assert executor._until_ledger_answers(LEDGER, step, "settling run 7") == "settled"
+        assert executor.until_ledger_answers(LEDGER, step, "settling run 7") == "settled"
     assert naps == [0.2, 0.4, 0.8]  # backing off, never giving up while the ledger is the cause
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("settling run 7: the ledger is out of reach")
@@ -42,7 +42,7 @@ def test_any_other_error_is_raised_at_once(monkeypatch):
         raise KeyError("a bug in the supervisor")
 
     with pytest.raises(KeyError):
-        executor._until_ledger_answers(LEDGER, broken, "settling run 8")
+        executor.until_ledger_answers(LEDGER, broken, "settling run 8")
 
 
 def test_a_stopping_runner_whose_ledger_gave_up_stops_waiting(monkeypatch):
@@ -63,5 +63,5 @@ def test_a_stopping_runner_whose_ledger_gave_up_stops_waiting(monkeypatch):
         raise Disconnected("cannot connect to PostgreSQL")
 
     with pytest.raises(executor.LedgerGaveUp, match="settling run 9: the ledger postgresql://db/wk did not answer"):
-        executor._until_ledger_answers(led, down, "settling run 9")
+        executor.until_ledger_answers(led, down, "settling run 9")
     assert len(naps) == 3
