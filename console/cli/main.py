@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from core.ledger.connection import OPERATOR_LINE
 from core.processes import restore_job_signals
 
 #: Each area module (``console/cli/<area>.py``) and the names of the commands in its
@@ -100,7 +101,8 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
               help="Show the version (and the ledger schema it writes) and exit.")
 @click.option("-v", "--verbose", count=True,
-              help="Log output on stderr: errors only by default, -v adds warnings, -vv info, -vvv debug.")
+              help=("Log output on stderr: errors (and the ledger lost or back, one line each) by default,"
+                    " -v adds warnings, -vv info, -vvv debug."))
 def cli(verbose: int) -> None:
     """Watchkeeper: know, without watching, that unattended work really happened.
 
@@ -115,7 +117,9 @@ def cli(verbose: int) -> None:
     # (a breaker warning, a notifier's complaint) that cron would mail along with it.
     level = max(logging.WARNING - 10 * max(verbose - 1, 0), logging.DEBUG)
     to_stderr = logging.StreamHandler()
-    to_stderr.setLevel(logging.ERROR if verbose == 0 else level)
+    to_stderr.setLevel(logging.WARNING if verbose == 0 else level)
+    if verbose == 0:  # errors, and the few warnings an operator must see (the ledger lost, back)
+        to_stderr.addFilter(lambda r: r.levelno >= logging.ERROR or bool(getattr(r, OPERATOR_LINE, False)))
     logging.basicConfig(level=level, handlers=[to_stderr],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

@@ -31,6 +31,10 @@ if TYPE_CHECKING:  # imported when ``Ledger.db`` is first asked for: it costs ev
     import sqlite_utils
 
 log = logging.getLogger(__name__)
+#: A log record attribute: a warning an operator must see even without ``-v`` (the ledger
+#: lost and back: one line each, however long the outage). The CLI's stderr handler lets
+#: such records through at its default errors-only level.
+OPERATOR_LINE = "operator_line"
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -710,14 +714,16 @@ class Ledger:
             self.conn.hurry()
 
     def _note_down(self, exc: BaseException) -> None:
-        """A lost PostgreSQL connection is one warning line, however long it stays lost."""
+        """A lost PostgreSQL connection is one warning line, however long it stays lost; it
+        is marked ``OPERATOR_LINE``, so the CLI shows it on stderr without ``-v``."""
         if self._down_since is None:
             self._down_since = time.monotonic()
-            log.warning("ledger %s: %s; retrying with backoff", self.name, exc)
+            log.warning("ledger %s: %s; retrying with backoff", self.name, exc, extra={OPERATOR_LINE: True})
 
     def _note_up(self) -> None:
         if self._down_since is not None:
-            log.warning("ledger %s: connection back after %.1fs", self.name, time.monotonic() - self._down_since)
+            log.warning("ledger %s: connection back after %.1fs", self.name, time.monotonic() - self._down_since,
+                        extra={OPERATOR_LINE: True})
             self._down_since = None
 
     # -- small conveniences -------------------------------------------------------------

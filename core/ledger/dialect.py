@@ -40,6 +40,9 @@ if TYPE_CHECKING:  # psycopg is imported only when a postgresql:// ledger is ope
     from psycopg_pool import ConnectionPool
 
 log = logging.getLogger(__name__)
+# psycopg-pool logs every failed connection attempt as a warning (about twenty lines for a
+# ten-second outage); the ledger says it once (``Ledger._note_down``).
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 #: The NOTIFY channel the ledger's triggers signal on commit (``NOTIFY_TABLES`` changed).
 CHANNEL = "watchkeeper"
