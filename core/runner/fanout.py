@@ -70,6 +70,14 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
     return False
 
 
+def _last_end(store: Any, results: list[dict[str, Any]]) -> float | None:
+    """When the last of the settled sub-tasks ended (``runs.ended_at``, Unix s), None when
+    none recorded an end."""
+    ends = [child.ended_at for r in results if r.get("run_id")
+            and (child := store.run(r["run_id"])) is not None and child.ended_at is not None]
+    return max(ends) if ends else None
+
+
 def _ended_late(store: Any, results: list[dict[str, Any]], deadline: float) -> set[str]:
     """The tasks whose last attempt ended after ``deadline`` (Unix s; ``runs.ended_at``)."""
     late = set()
@@ -151,12 +159,16 @@ class FanoutParent:
         await ctx.loop_store.create_subtasks(run, spec, actor=ctx.actor)
         ctx.wake()
         deadline = started + spec.timeout
+        work_end: float | None = None  # when the last sub-task ended (runs.ended_at, Unix s)
+
         def look() -> tuple[bool, list[dict[str, Any]], set[str], str | None, bool]:
             """(settled, results, tasks that ended late, the parent's state, whether an
             unsettled sub-task had in fact ended in time), in one look at the ledger."""
+            nonlocal work_end
             store = ctx.store()
             settled, results = store.subtask_results(run_id, spec)
             if settled:
+                work_end = _last_end(store, results)
                 return True, results, _ended_late(store, results, deadline), None, False
             state = store.run_state(run_id)
             in_time = (time.time() > deadline and state == State.RUNNING
@@ -203,11 +215,14 @@ class FanoutParent:
         err = Capture(art / "stderr.log", ctx.settings.output_cap)
         synth_ok: bool | None = None
         synth_rc: int | None = None
+        synth_s = 0.0
         if spec.synthesize is not None:
             remaining = max(5.0, deadline - time.time())
+            synth_began = time.monotonic()
             synth_rc = await self._synthesize(spec, lj, run, fanout.synthesis_input(spec.name, run_id, results),
                                               out, err, remaining, art)
             synth_ok = synth_rc == 0
+            synth_s = time.monotonic() - synth_began
             stopped_by = ctx.stopped_by(run_id) if ctx.stopped_by is not None else None
             if stopped_by is not None:  # ``run --kill`` ended it: the operator's stop, not its result
                 out.close()
@@ -223,8 +238,12 @@ class FanoutParent:
         if synth_rc is not None:
             handoff["result"]["synthesize_exit_code"] = synth_rc
         ended = time.time()
+        # The work's time: until the last sub-task ended, plus the synthesize. Not until this
+        # runner saw it: a parent resumed after a restart, or one that waited out a ledger
+        # outage, would otherwise count the runner's absence and be judged slow.
+        took = (work_end - started + synth_s) if work_end is not None else ended - started
         cols: dict[str, Any] = {
-            "exit_code": exit_code, "signal": None, "duration_s": ended - started,
+            "exit_code": exit_code, "signal": None, "duration_s": max(0.0, min(took, ended - started)),
             "output_truncated": int(out.truncated or err.truncated), **out.summary("stdout"), **err.summary("stderr"),
             "handoff_raw": json.dumps(handoff), "handoff": handoff, "handoff_findings": [],
         }

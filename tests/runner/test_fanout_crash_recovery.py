@@ -623,3 +623,25 @@ def test_queued_sub_tasks_of_a_parent_taken_over_past_its_deadline_never_start(r
     for t in ("d", "e"):
         assert (kids[t]["state"], kids[t]["reason"], kids[t]["pid"]) == ("abandoned", "parent_ended", None), kids[t]
     assert sorted(json.loads(events(rig.led, parent["id"], "transition")[-1]["detail"])["unsettled"]) == ["d", "e"]
+
+
+@pytest.mark.slow
+def test_a_resumed_parents_duration_is_its_work_not_the_runners_absence(rig):
+    """Stopped while its sub-tasks ran, resumed 3 s later: the parent's outcome counts the
+    work (until its last sub-task ended, plus the synthesize), not the seconds no runner was
+    up — which made a resumed fan-out "slow" against its learned range (a warning page)."""
+    rig.write('name = "fan"\nkind = "fanout"\nonce = true\nsynthesize = "cat >/dev/null; echo synth"\n'
+              '[[tasks]]\nname = "a"\ncommand = "sleep 0.5"\n[[tasks]]\nname = "b"\ncommand = "sleep 0.8"\n')
+    first = rig.start()
+    assert wait_for(lambda: len([r for r in rig.runs("fan") if r["task"] and r["pid"]]) == 2)
+    parent = rig.query("SELECT * FROM runs WHERE job = 'fan' AND task = ''")[0]
+    os.killpg(first.pid, signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    while time.time() < parent["started_at"] + 4:  # no runner up for a few seconds
+        time.sleep(0.1)
+    rig.start()
+    end = parent_ended(rig, parent["id"])
+    assert end["state"] == "succeeded"
+    took = rig.query("SELECT duration_s FROM job_outcomes WHERE run_id = ?", (parent["id"],))[0]["duration_s"]
+    assert end["ended_at"] - end["started_at"] > 4
+    assert took < 3, took  # the sub-tasks' 0.8 s and the synthesize, with room for a busy machine
