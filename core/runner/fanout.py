@@ -73,8 +73,8 @@ def _ended_in_time(store: Any, results: list[dict[str, Any]], deadline: float) -
 def _last_end(store: Any, results: list[dict[str, Any]]) -> float | None:
     """When the last of the settled sub-tasks ended (``runs.ended_at``, Unix s), None when
     none recorded an end."""
-    ends = [child.ended_at for r in results if r.get("run_id")
-            and (child := store.run(r["run_id"])) is not None and child.ended_at is not None]
+    ends = [child.ended_at for r in results if (child_id := r.get("run_id"))
+            and (child := store.run(child_id)) is not None and child.ended_at is not None]
     return max(ends) if ends else None
 
 
