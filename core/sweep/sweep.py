@@ -23,7 +23,9 @@ Policy, per live run (see docs/sweep.md):
 * at startup reconciliation the lease is not waited for: runs of ``gone`` runners are
   settled at once;
 * a run a clean stop on *another* host left to its monitor → pending (a runner of that host
-  re-attaches it) for ``LEFT_ELSEWHERE_S`` after the stop, lease or not;
+  re-attaches it), lease or not, until its own ``time_limit`` and a lease have passed (its
+  monitor ends the job by then), at most ``LEFT_ELSEWHERE_S`` after the stop; then
+  orphaned, reason ``interrupted``;
 * a fan-out parent that is orphaned takes its still-queued sub-tasks with it (abandoned,
   reason ``parent_ended``, in the same transaction), and no sub-task of an ended parent is
   retried (``retries.follow_up``); sub-tasks left ``queued`` under an ended parent by a path
@@ -61,18 +63,29 @@ from core.ledger.records import Run, Runner
 from core.ledger.sql_store import SqlStore
 from core.liveness import RunnerLiveness
 from core.processes import describe, signal_name, stop_group, stop_processes
+from core.spec.model import JobSpec, spec_from_json
 from core.supervisor import supervisor
 from core.supervisor.policy.retry import RETRY
 from core.vocabulary import AuditEvent, EndReason, SweepAction
 
 log = logging.getLogger(__name__)
 
-#: How long a run left running by a clean stop on another host is trusted to its monitor
+#: Longest a run left running by a clean stop on another host is trusted to its monitor
 #: there, seconds after the stop: a day, as long as ``core.ledger.hosts.RETIRED_S`` keeps a
-#: silent host in ``status``. A runner of that host re-attaches it long before.
+#: silent host in ``status`` (less when the run's own ``time_limit`` ends sooner). A runner
+#: of that host re-attaches it long before.
 LEFT_ELSEWHERE_S = 86400.0
 #: Longest SIGTERM→SIGKILL wait the sweep grants a job of a gone runner, seconds.
 DEFAULT_KILL_GRACE_CAP_S = 5.0
+
+def _spec_of(ledger: Ledger, job: str) -> JobSpec | None:
+    """The job's spec as the ledger keeps it (``jobs.spec``), None when unknown or unreadable."""
+    try:
+        row = SqlStore(ledger).job(job)
+        return spec_from_json(row.spec) if row is not None else None
+    except (StorageError, ValueError):
+        return None
+
 
 def reattachable(run: Run, owner: Runner | None, *, now: float, this_host: str) -> str | None:
     """Whether a runner of this host can take over the live run ``run`` left by the runner
@@ -158,11 +171,26 @@ class Assessment:
     local: bool = True
 
 
+def time_limit(spec: JobSpec | None, run: Run) -> float | None:
+    """The longest ``run`` may go on before its monitor ends it, runner or not: its task's
+    or job's ``timeout`` (``budget.wall`` when shorter) plus the job's ``grace``, seconds;
+    None without a spec."""
+    if spec is None:
+        return None
+    task = next((t for t in spec.tasks if t.name == run.task), None) if run.task else None
+    limit = task.timeout if task is not None else spec.timeout
+    if spec.budget.wall is not None:
+        limit = min(limit, spec.budget.wall)
+    return float(limit + spec.grace)
+
+
 def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
-           this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False) -> Assessment:
+           this_host: str, own_runner_id: str | None = None, settle_gone_now: bool = False,
+           limit_s: float | None = None) -> Assessment:
     """Decide what to do with one live run whose owner is the runner ``owner`` (None when
-    unrecorded or missing). ``now`` is Unix seconds. Pure apart
-    from process probes (psutil); never writes. See the module docstring for the policy."""
+    unrecorded or missing). ``now`` is Unix seconds; ``limit_s`` the run's ``time_limit``
+    (None: unknown). Pure apart from process probes (psutil); never writes. See the module
+    docstring for the policy."""
     if own_runner_id is not None and run.runner_id == own_runner_id:
         return Assessment(SweepAction.SKIP)
     if owner is not None:
@@ -177,13 +205,19 @@ def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,
         # Never killed, never orphaned.
         return Assessment(SweepAction.PENDING)
     if (owner is not None and owner.stopped_at is not None
-            and owner.hostname != (this_host or liveness.hostname())
-            and owner.stopped_at + LEFT_ELSEWHERE_S >= now):
+            and owner.hostname != (this_host or liveness.hostname())):
         # A clean stop on another host left this run to its monitor there: only a runner of
         # that host can see how it goes, and re-attaches it when it starts (a reboot there
         # orphans it: same hostname, new life). A stop is an operator's act, not a death:
-        # nothing here declares the run dead until the host has been silent a day.
-        return Assessment(SweepAction.PENDING)
+        # nothing here declares the run dead while it may still be running — at most a day,
+        # and no longer than its own time limit and a lease: its monitor there ends the job
+        # at its deadline, runner or not, and a run still counted live would hold its job's
+        # next slots on every host (concurrency) for as long.
+        trusted_until = owner.stopped_at + LEFT_ELSEWHERE_S
+        if limit_s is not None and run.started_at is not None:
+            trusted_until = min(trusted_until, max(owner.stopped_at, run.started_at + limit_s) + settings.lease)
+        if trusted_until >= now:
+            return Assessment(SweepAction.PENDING)
     start_missed = (run.state == State.SPAWNED and run.spawned_at is not None
                     and run.spawned_at + settings.start_timeout < now)
     if run.lease_until is not None:
@@ -324,9 +358,16 @@ class Sweeper:
             report.skipped_paused = True
             return report
         stalled: set[str] = set()
+        specs: dict[str, JobSpec | None] = {}
         for run, owner in live:
+            limit = None
+            if owner is not None and owner.stopped_at is not None and owner.hostname != self.this_host:
+                # Read only for runs a clean stop left on another host (rare), once per job.
+                if run.job not in specs:
+                    specs[run.job] = _spec_of(ledger, run.job)
+                limit = time_limit(specs[run.job], run)
             assessment = assess(run, owner, now=now, settings=self.settings, this_host=self.this_host,
-                             own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now)
+                                own_runner_id=self.own_runner_id, settle_gone_now=settle_gone_now, limit_s=limit)
             if assessment.action == SweepAction.STALLED and run.runner_id is not None:
                 stalled.add(run.runner_id)
             elif assessment.action == SweepAction.PENDING:

@@ -90,3 +90,21 @@ def test_run_a_clean_stop_left_before_a_reboot_is_orphaned_by_the_next_life(ledg
     report = Sweeper(settings, actor="sweep").sweep_once(ledger)
 
     assert report.orphaned == [run_id] and report.killed == []  # this host's name: no waiting
+
+
+def test_run_a_clean_stop_left_on_another_host_is_orphaned_once_past_its_own_time_limit(ledger, tmp_path):
+    """Trusted to its monitor on db1 no longer than its own time limit and a lease: that
+    monitor ends the job at its deadline whether a runner is there or not, and a run still
+    counted live holds its job's next slots on every host (found by a helper: a cleanly
+    stopped host's runs blocked their jobs fleet-wide, for up to a day)."""
+    settings = fast_settings(tmp_path / "wk.db")
+    add_job(ledger, timeout="5s", grace="1s")
+    owner = add_runner(ledger, pid=1, heartbeat_age=30.0, host="db1", boot_id="db1-life", stopped=True)
+    run_id = add_run(ledger, pid=1, runner_id=owner, spawned_ago=2.0)
+    sweeper = Sweeper(settings, actor="sweep")
+    started = run_row(ledger, run_id)["started_at"]
+
+    assert sweeper.settle(ledger, now=started + 5.0).pending == [run_id]  # it may still be running there
+    later = sweeper.settle(ledger, now=started + 5.0 + 1.0 + settings.lease + 1.0)
+    assert later.orphaned == [run_id] and later.killed == []
+    assert run_row(ledger, run_id)["reason_code"] == "interrupted"
