@@ -27,9 +27,11 @@ def _alive(pid: int) -> bool:
 def test_timeout_is_enforced_while_the_ledger_is_locked(tmp_path):
     specs = tmp_path / "jobs"
     stamp = tmp_path / "alive.txt"
+    # The stamp is replaced whole (write, then rename): killed between a truncate and its
+    # write, the job once left an empty stamp, which this test could not read.
     write_specs(specs, f'''
 name = "hang"
-command = ["{PY}", "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\\nwhile True:\\n    open(r'{stamp}', 'w').write(str(time.time())); time.sleep(0.1)"]
+command = ["{PY}", "-c", "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\\nwhile True:\\n    open(r'{stamp}.new', 'w').write(str(time.time())); os.replace(r'{stamp}.new', r'{stamp}'); time.sleep(0.1)"]
 once = true
 timeout = "1s"
 grace = "0.5s"
