@@ -335,12 +335,8 @@ class Executor:
         return replace(run, state=State.RUNNING.value, **fields), mon, degraded
 
     def timeout_of(self, spec: JobSpec, run: Run) -> tuple[float, bool]:
-        """(seconds, whether it is the ``budget.wall``) the run may take."""
-        task_spec = task_of(spec, run)
-        timeout = task_spec.timeout if task_spec is not None else spec.timeout
-        if spec.budget.wall is not None and spec.budget.wall < timeout:
-            return spec.budget.wall, True
-        return timeout, False
+        """(seconds, whether it is the ``budget.wall``) the run may take (``JobSpec.run_timeout``)."""
+        return spec.run_timeout(run.task or "")
 
     async def follow(self, run: Run, lj: LoadedJob, mon: spawn.Monitored, *,
                      reattached: bool = False, capture_note: str | None = None) -> None:

@@ -478,6 +478,16 @@ class JobSpec(_Strict):
             return f"once at {self.at.isoformat()}" if self.at else "once"
         return "manual"
 
+    def run_timeout(self, task: str = "") -> tuple[float, bool]:
+        """(seconds, whether it is ``budget.wall``) a run of this job may take: its sub-task's
+        ``timeout`` for a fan-out ``task``, else the job's, or ``budget.wall`` when shorter.
+        What the runner's watchdog and the run's monitor enforce."""
+        sub = next((t for t in self.tasks if t.name == task), None) if task else None
+        timeout = sub.timeout if sub is not None else self.timeout
+        if self.budget.wall is not None and self.budget.wall < timeout:
+            return self.budget.wall, True
+        return timeout, False
+
     def spec_hash(self) -> str:
         """16 hex digits identifying the validated spec (stored on runs as ``spec_hash``)."""
         # An unpinned job hashes as before ``host`` existed: its runs keep their spec hash.

@@ -177,11 +177,7 @@ def time_limit(spec: JobSpec | None, run: Run) -> float | None:
     None without a spec."""
     if spec is None:
         return None
-    task = next((t for t in spec.tasks if t.name == run.task), None) if run.task else None
-    limit = task.timeout if task is not None else spec.timeout
-    if spec.budget.wall is not None:
-        limit = min(limit, spec.budget.wall)
-    return float(limit + spec.grace)
+    return float(spec.run_timeout(run.task or "")[0] + spec.grace)
 
 
 def assess(run: Run, owner: Runner | None, *, now: float, settings: Any,

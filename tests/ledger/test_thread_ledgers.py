@@ -4,6 +4,7 @@ process down when that happens (a CI worker died of it, with every test it still
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sqlite3
 import subprocess
@@ -88,45 +89,46 @@ def test_the_callers_ledger_and_those_of_ended_threads_are_closed(writer):
     assert ledgers.open() == []
 
 
+@contextlib.contextmanager
+def holding_thread(ledgers: ThreadLedgers, after=None):
+    """A thread that takes its ledger and holds it until the ``with`` block ends, then runs
+    ``after(its ledger)``; yields that ledger."""
+    got, release = [], threading.Event()
+
+    def hold():
+        got.append(ledgers.get())
+        held.set()
+        release.wait(30)
+        if after is not None:
+            after(got[0])
+
+    held = threading.Event()
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    try:
+        yield got[0]
+    finally:
+        release.set()
+        t.join()
+
+
 def test_a_busy_threads_ledger_stays_open_and_closes_when_its_thread_ends(writer):
     ledgers = ThreadLedgers(writer)
-    holding, release, after = threading.Event(), threading.Event(), []
-    gone: list[weakref.ref] = []
-
-    def busy():
-        led = ledgers.get()
-        gone.append(weakref.ref(led))
-        holding.set()
-        release.wait(30)
-        after.append(led.query("SELECT 7")[0][0])  # still usable after the stop's close
-
-    t = threading.Thread(target=busy)
-    t.start()
-    assert holding.wait(30)
-    ledgers.close()
-    release.set()
-    t.join()
+    after: list[int] = []
+    with holding_thread(ledgers, after=lambda led: after.append(led.query("SELECT 7")[0][0])) as led:
+        gone = weakref.ref(led)
+        del led
+        ledgers.close()  # while that thread holds its ledger: it stays usable
     assert after == [7]
     gc.collect()
-    assert gone[0]() is None  # dropped with its thread: sqlite3 closes a freed connection
+    assert gone() is None  # dropped with its thread: sqlite3 closes a freed connection
 
 
 def test_give_up_reaches_every_open_ledger(writer):
     ledgers = ThreadLedgers(writer)
     mine = ledgers.get()
-    ready, release = threading.Event(), threading.Event()
-    theirs = []
-
-    def hold():
-        theirs.append(ledgers.get())
-        ready.set()
-        release.wait(30)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    assert ready.wait(30)
-    ledgers.give_up()
-    release.set()
-    t.join()
-    assert mine.given_up and theirs[0].given_up
+    with holding_thread(ledgers) as theirs:
+        ledgers.give_up()
+    assert mine.given_up and theirs.given_up
     ledgers.close()
